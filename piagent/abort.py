@@ -1,0 +1,97 @@
+"""Cooperative cancellation: :class:`AbortController` and the :class:`AbortSignal` it hands out.
+
+A signal is a ``threading.Event`` with a reason and listeners. ``abort()`` is idempotent and
+thread-safe; listeners run once, synchronously, on the aborting thread (a listener that raises
+is logged and skipped). Nothing is ever killed: work that receives the signal decides how to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, List, Optional
+
+__all__ = ["AbortController", "AbortSignal", "AbortedError"]
+
+logger = logging.getLogger("piagent")
+
+
+class AbortedError(Exception):
+    """Raised by :meth:`AbortSignal.throw_if_aborted`; its message is the abort reason."""
+
+
+class AbortSignal:
+    """Read side of an abort: ``aborted``, ``reason``, ``wait()``, listeners."""
+
+    __slots__ = ("_event", "_lock", "_listeners", "_reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._listeners: List[Callable[[], Any]] = []
+        self._reason: Any = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> Any:
+        return self._reason
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until aborted or ``timeout`` seconds passed; True if aborted."""
+        return self._event.wait(timeout)
+
+    def throw_if_aborted(self) -> None:
+        if self._event.is_set():
+            reason = self._reason
+            raise reason if isinstance(reason, BaseException) else AbortedError(reason or "Operation aborted")
+
+    def add_listener(self, listener: Callable[[], Any]) -> Callable[[], None]:
+        """Call ``listener()`` once on abort (at once if already aborted); returns a remover."""
+        with self._lock:
+            if not self._event.is_set():
+                self._listeners.append(listener)
+                return lambda: self._remove(listener)
+        _call_listener(listener)
+        return lambda: None
+
+    def _remove(self, listener: Callable[[], Any]) -> None:
+        with self._lock:
+            try:
+                self._listeners.remove(listener)
+            except ValueError:
+                pass
+
+    def _abort(self, reason: Any) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._reason = reason
+            self._event.set()
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            _call_listener(listener)
+
+    def __repr__(self) -> str:
+        return f"<AbortSignal aborted={self.aborted}>"
+
+
+def _call_listener(listener: Callable[[], Any]) -> None:
+    try:
+        listener()
+    except Exception:  # a listener must not break the abort of the others
+        logger.exception("abort listener raised")
+
+
+class AbortController:
+    """Owns an :class:`AbortSignal`; ``abort(reason)`` sets it once, from any thread."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: Any = None) -> None:
+        self.signal._abort(reason)

@@ -1,0 +1,74 @@
+"""The LLM layer (pi-ai): messages, streams, providers. It knows nothing about agents."""
+
+from __future__ import annotations
+
+from .builder import MessageBuilder
+from .json_stream import parse_streaming_json
+from .registry import (
+    ApiProvider,
+    StreamFunction,
+    complete,
+    complete_simple,
+    get_api_provider,
+    get_api_providers,
+    register_api_provider,
+    stream,
+    stream_simple,
+    unregister_api_provider,
+)
+from .stream import AssistantMessageEventStream, EventStream
+from .types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Cost,
+    ImageContent,
+    Message,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    content_from_dict,
+    message_from_dict,
+)
+from .validation import validate_tool_arguments
+
+__all__ = [
+    "ApiProvider",
+    "AssistantMessage",
+    "AssistantMessageEvent",
+    "AssistantMessageEventStream",
+    "Context",
+    "Cost",
+    "EventStream",
+    "ImageContent",
+    "Message",
+    "MessageBuilder",
+    "Model",
+    "StreamFunction",
+    "StreamOptions",
+    "TextContent",
+    "ThinkingContent",
+    "Tool",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "complete",
+    "complete_simple",
+    "content_from_dict",
+    "get_api_provider",
+    "get_api_providers",
+    "message_from_dict",
+    "parse_streaming_json",
+    "register_api_provider",
+    "stream",
+    "stream_simple",
+    "unregister_api_provider",
+    "validate_tool_arguments",
+]

@@ -1,0 +1,230 @@
+"""Assemble an assistant message from deltas and produce the events of spec §2.1.
+
+Every provider (HTTP or fake) feeds wire deltas into a :class:`MessageBuilder` and yields the
+events it returns, so the event protocol lives in one place. Work per delta is O(delta):
+text and argument deltas are appended to part lists, never to a growing string; the text of
+a block still streaming is joined only when somebody reads it, and tool-call arguments are
+parsed incrementally.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional
+
+from .json_stream import IncrementalJsonParser
+from .types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
+
+__all__ = ["MessageBuilder"]
+
+
+class _Parts:
+    """Text grown by appending; joined lazily and at most once per read after growth."""
+
+    __slots__ = ("_joined", "_pending")
+
+    def __init__(self) -> None:
+        self._joined = ""
+        self._pending: List[str] = []
+
+    def append(self, delta: str) -> None:
+        self._pending.append(delta)
+
+    def value(self) -> str:
+        if self._pending:
+            self._joined += "".join(self._pending)
+            self._pending.clear()
+        return self._joined
+
+
+class _StreamingText(TextContent):
+    """A text block still receiving deltas; ``text`` reads the parts so far."""
+
+    def __init__(self, text_signature: Optional[str] = None) -> None:
+        self._parts = _Parts()
+        self.text_signature = text_signature
+
+    @property  # type: ignore[override]
+    def text(self) -> str:
+        return self._parts.value()
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._parts = _Parts()
+        self._parts.append(value)
+
+
+class _StreamingThinking(ThinkingContent):
+    """A thinking block still receiving deltas."""
+
+    def __init__(self, thinking_signature: Optional[str] = None, redacted: bool = False) -> None:
+        self._parts = _Parts()
+        self.thinking_signature = thinking_signature
+        self.redacted = redacted
+
+    @property  # type: ignore[override]
+    def thinking(self) -> str:
+        return self._parts.value()
+
+    @thinking.setter
+    def thinking(self, value: str) -> None:
+        self._parts = _Parts()
+        self._parts.append(value)
+
+
+class _StreamingToolCall(ToolCall):
+    """A tool call whose JSON arguments are still arriving; ``arguments`` is the best parse so far."""
+
+    def __init__(self, id: str, name: str, thought_signature: Optional[str] = None) -> None:
+        self.id = id
+        self.name = name
+        self.thought_signature = thought_signature
+        self._json = IncrementalJsonParser()
+        self._fixed: Optional[Dict[str, Any]] = None
+
+    @property  # type: ignore[override]
+    def arguments(self) -> Dict[str, Any]:
+        if self._fixed is not None:
+            return self._fixed
+        value = self._json.value()
+        return value if isinstance(value, dict) else {}
+
+    @arguments.setter
+    def arguments(self, value: Dict[str, Any]) -> None:
+        self._fixed = value
+
+
+class MessageBuilder:
+    """Builds one :class:`AssistantMessage` and returns the stream event for each step.
+
+    The same ``message`` object is the ``partial`` of every event (as pi's HTTP providers do).
+    Blocks are addressed by their content index, returned in the ``*_start`` event.
+    """
+
+    def __init__(self, model: Model, message: Optional[AssistantMessage] = None) -> None:
+        self.model = model
+        self.message = message or AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        self._open: Dict[int, Any] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> AssistantMessageEvent:
+        return AssistantMessageEvent("start", self.message)
+
+    def _open_block(self, block: Any, kind: str) -> AssistantMessageEvent:
+        index = len(self.message.content)
+        self.message.content.append(block)
+        self._open[index] = block
+        return AssistantMessageEvent(kind, self.message, index)
+
+    # -- text ----------------------------------------------------------------------------
+
+    def text_start(self, text_signature: Optional[str] = None) -> AssistantMessageEvent:
+        return self._open_block(_StreamingText(text_signature), "text_start")
+
+    def text_delta(self, index: int, delta: str) -> AssistantMessageEvent:
+        self._open[index]._parts.append(delta)
+        return AssistantMessageEvent("text_delta", self.message, index, delta)
+
+    def text_end(self, index: int, text_signature: Optional[str] = None) -> AssistantMessageEvent:
+        block = self._open.pop(index)
+        final = TextContent(block.text, text_signature or block.text_signature)
+        self.message.content[index] = final
+        return AssistantMessageEvent("text_end", self.message, index, content=final.text)
+
+    # -- thinking ------------------------------------------------------------------------
+
+    def thinking_start(
+        self, thinking_signature: Optional[str] = None, redacted: bool = False
+    ) -> AssistantMessageEvent:
+        return self._open_block(_StreamingThinking(thinking_signature, redacted), "thinking_start")
+
+    def thinking_delta(self, index: int, delta: str) -> AssistantMessageEvent:
+        self._open[index]._parts.append(delta)
+        return AssistantMessageEvent("thinking_delta", self.message, index, delta)
+
+    def set_thinking_signature(self, index: int, signature: str, append: bool = False) -> None:
+        """Record (or, with ``append``, extend) the signature of an open thinking block."""
+        block = self._open[index]
+        block.thinking_signature = (block.thinking_signature or "") + signature if append else signature
+
+    def thinking_end(self, index: int, thinking_signature: Optional[str] = None) -> AssistantMessageEvent:
+        block = self._open.pop(index)
+        final = ThinkingContent(block.thinking, thinking_signature or block.thinking_signature, block.redacted)
+        self.message.content[index] = final
+        return AssistantMessageEvent("thinking_end", self.message, index, content=final.thinking)
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    def toolcall_start(self, id: str, name: str, thought_signature: Optional[str] = None) -> AssistantMessageEvent:
+        return self._open_block(_StreamingToolCall(id, name, thought_signature), "toolcall_start")
+
+    def tool_call(self, index: int) -> ToolCall:
+        """The open tool-call block at ``index`` (to fill in an id or name that arrives late)."""
+        return self._open[index]  # type: ignore[no-any-return]
+
+    def toolcall_delta(self, index: int, delta: str) -> AssistantMessageEvent:
+        self._open[index]._json.feed(delta)
+        return AssistantMessageEvent("toolcall_delta", self.message, index, delta)
+
+    def toolcall_end(self, index: int, arguments: Optional[Dict[str, Any]] = None) -> AssistantMessageEvent:
+        """Close a tool call; ``arguments`` overrides the parsed JSON (for APIs that send objects)."""
+        block = self._open.pop(index)
+        final = ToolCall(block.id, block.name, block.arguments if arguments is None else arguments)
+        final.thought_signature = block.thought_signature
+        self.message.content[index] = final
+        return AssistantMessageEvent("toolcall_end", self.message, index, tool_call=final)
+
+    # -- endings -------------------------------------------------------------------------
+
+    @property
+    def open_indices(self) -> List[int]:
+        return sorted(self._open)
+
+    def end_block(self, index: int) -> AssistantMessageEvent:
+        """Close whatever kind of block is open at ``index``."""
+        block = self._open[index]
+        if isinstance(block, _StreamingText):
+            return self.text_end(index)
+        if isinstance(block, _StreamingThinking):
+            return self.thinking_end(index)
+        return self.toolcall_end(index)
+
+    def end_all(self) -> Iterator[AssistantMessageEvent]:
+        """Close every open block, in content order."""
+        for index in self.open_indices:
+            yield self.end_block(index)
+
+    def done(self, reason: str = "stop") -> AssistantMessageEvent:
+        """The terminal ``done`` event; ``reason`` is stop, length or toolUse. Blocks must be closed."""
+        self._freeze_open_blocks()
+        self.message.stop_reason = reason  # type: ignore[assignment]
+        return AssistantMessageEvent("done", reason=reason, message=self.message)
+
+    def error(self, error_message: str, aborted: bool = False) -> AssistantMessageEvent:
+        """The terminal ``error`` event; partial content and usage are kept, scratch state dropped."""
+        self._freeze_open_blocks()
+        reason = "aborted" if aborted else "error"
+        self.message.stop_reason = reason  # type: ignore[assignment]
+        self.message.error_message = error_message
+        return AssistantMessageEvent("error", reason=reason, error=self.message)
+
+    def _freeze_open_blocks(self) -> None:
+        for index, block in list(self._open.items()):
+            if isinstance(block, _StreamingText):
+                self.message.content[index] = TextContent(block.text, block.text_signature)
+            elif isinstance(block, _StreamingThinking):
+                self.message.content[index] = ThinkingContent(
+                    block.thinking, block.thinking_signature, block.redacted
+                )
+            else:
+                final = ToolCall(block.id, block.name, block.arguments)
+                final.thought_signature = block.thought_signature
+                self.message.content[index] = final
+        self._open.clear()

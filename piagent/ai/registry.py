@@ -1,0 +1,131 @@
+"""Providers keyed by ``api``, and the four ways to call a model.
+
+A provider is a pair of functions ``(model, context, options) -> AssistantMessageEventStream``:
+``stream`` takes provider options as given, ``stream_simple`` maps ``options.reasoning``
+(a level) onto the API's own knob. Once called, a provider reports every failure inside the
+stream (an ``error`` event), never by raising; only the dispatchers here raise, for an
+unregistered ``api``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+from ..exceptions import ProviderNotFoundError
+from .stream import AssistantMessageEventStream
+from .types import AssistantMessage, Context, Model, StreamOptions
+
+__all__ = [
+    "ApiProvider",
+    "StreamFunction",
+    "complete",
+    "complete_simple",
+    "get_api_provider",
+    "get_api_providers",
+    "register_api_provider",
+    "stream",
+    "stream_simple",
+    "unregister_api_provider",
+]
+
+StreamFunction = Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]
+
+
+@dataclass(frozen=True)
+class ApiProvider:
+    api: str
+    stream: StreamFunction
+    stream_simple: StreamFunction
+
+
+_providers: Dict[str, ApiProvider] = {}
+_lock = threading.Lock()
+
+
+def _checked(api: str, fn: StreamFunction) -> StreamFunction:
+    def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        if model.api != api:
+            raise ProviderNotFoundError(f"Mismatched api: {model.api} expected {api}")
+        return fn(model, context, options)
+
+    return call
+
+
+def register_api_provider(
+    api: str, stream: StreamFunction, stream_simple: Optional[StreamFunction] = None
+) -> ApiProvider:
+    """Register (or replace) the provider for ``api``; ``stream_simple`` defaults to ``stream``."""
+    provider = ApiProvider(api, _checked(api, stream), _checked(api, stream_simple or stream))
+    with _lock:
+        _providers[api] = provider
+    return provider
+
+
+def unregister_api_provider(api: str) -> None:
+    with _lock:
+        _providers.pop(api, None)
+
+
+def get_api_provider(api: str) -> ApiProvider:
+    """The provider for ``api``; raises :class:`ProviderNotFoundError` if none is registered."""
+    _ensure_builtin_providers()
+    provider = _providers.get(api)
+    if provider is None:
+        raise ProviderNotFoundError(f"No API provider registered for api: {api}")
+    return provider
+
+
+def get_api_providers() -> List[str]:
+    _ensure_builtin_providers()
+    return sorted(_providers)
+
+
+_builtin_loaded = False
+
+
+def _ensure_builtin_providers() -> None:
+    """Import the built-in HTTP providers on first use, so ``import piagent`` stays cheap."""
+    global _builtin_loaded
+    if _builtin_loaded:
+        return
+    _builtin_loaded = True
+    try:
+        from . import providers  # noqa: F401  (registers on import)
+    except ImportError:  # pragma: no cover - providers are optional until written
+        pass
+
+
+def _options(options: Optional[StreamOptions], overrides: Dict[str, Any]) -> StreamOptions:
+    if options is None:
+        return StreamOptions(**overrides)
+    if overrides:
+        return StreamOptions.from_object(options, **overrides)
+    return options
+
+
+def stream(
+    model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
+) -> AssistantMessageEventStream:
+    """Stream a response with provider options (keyword arguments override ``options``)."""
+    return get_api_provider(model.api).stream(model, context, _options(options, kwargs))
+
+
+def complete(model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any) -> AssistantMessage:
+    """Blocking :func:`stream`: the final assistant message."""
+    return stream(model, context, options, **kwargs).result()
+
+
+def stream_simple(
+    model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
+) -> AssistantMessageEventStream:
+    """Stream a response, mapping ``reasoning`` (a level or None) onto the provider's knob."""
+    return get_api_provider(model.api).stream_simple(model, context, _options(options, kwargs))
+
+
+def complete_simple(
+    model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
+) -> AssistantMessage:
+    """Blocking :func:`stream_simple`: the final assistant message."""
+    return stream_simple(model, context, options, **kwargs).result()

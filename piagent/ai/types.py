@@ -1,0 +1,482 @@
+"""Messages, content blocks, usage, models, contexts and stream events of the LLM layer.
+
+Every class is a dataclass with snake_case attributes. ``to_dict()`` gives pi's camelCase
+JSON (``stopReason``, ``toolCallId``, ``mimeType``...), and :func:`message_from_dict` /
+:func:`content_from_dict` read it back, so transcripts stay wire-compatible with pi.
+Timestamps are Unix epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+from typing_extensions import Literal
+
+__all__ = [
+    "AssistantContent",
+    "AssistantMessage",
+    "AssistantMessageEvent",
+    "Context",
+    "Cost",
+    "ImageContent",
+    "Message",
+    "Model",
+    "StopReason",
+    "StreamOptions",
+    "TextContent",
+    "ThinkingContent",
+    "Tool",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "content_from_dict",
+    "message_from_dict",
+    "now_ms",
+]
+
+StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
+ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+
+def now_ms() -> int:
+    """The current time as integer Unix epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+# --------------------------------------------------------------------------- content
+
+
+@dataclass
+class TextContent:
+    text: str = ""
+    text_signature: Optional[str] = None
+    type: Literal["text"] = field(default="text", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _drop_none({"type": "text", "text": self.text, "textSignature": self.text_signature})
+
+
+@dataclass
+class ThinkingContent:
+    thinking: str = ""
+    thinking_signature: Optional[str] = None
+    redacted: bool = False
+    type: Literal["thinking"] = field(default="thinking", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = _drop_none(
+            {"type": "thinking", "thinking": self.thinking, "thinkingSignature": self.thinking_signature}
+        )
+        if self.redacted:
+            d["redacted"] = True
+        return d
+
+
+@dataclass
+class ImageContent:
+    data: str
+    mime_type: str
+    type: Literal["image"] = field(default="image", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": "image", "data": self.data, "mimeType": self.mime_type}
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    thought_signature: Optional[str] = None
+    type: Literal["toolCall"] = field(default="toolCall", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _drop_none(
+            {
+                "type": "toolCall",
+                "id": self.id,
+                "name": self.name,
+                "arguments": self.arguments,
+                "thoughtSignature": self.thought_signature,
+            }
+        )
+
+
+AssistantContent = Union[TextContent, ThinkingContent, ToolCall]
+UserContent = Union[TextContent, ImageContent]
+
+
+def content_from_dict(d: Mapping[str, Any]) -> Any:
+    """Read one content block from its camelCase dict form."""
+    kind = d.get("type")
+    if kind == "text":
+        return TextContent(d.get("text", ""), d.get("textSignature"))
+    if kind == "thinking":
+        return ThinkingContent(d.get("thinking", ""), d.get("thinkingSignature"), bool(d.get("redacted", False)))
+    if kind == "image":
+        return ImageContent(d["data"], d["mimeType"])
+    if kind == "toolCall":
+        return ToolCall(d["id"], d["name"], dict(d.get("arguments") or {}), d.get("thoughtSignature"))
+    raise ValueError(f"Unknown content block type: {kind!r}")
+
+
+def _content_to_dict(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    return [block.to_dict() for block in content]
+
+
+def _content_list_from(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    return [content_from_dict(block) for block in value or []]
+
+
+# --------------------------------------------------------------------------- usage
+
+
+@dataclass
+class Cost:
+    """Money in USD for a :class:`Usage`; on a :class:`Model`, prices in USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Cost":
+        return cls(
+            d.get("input", 0), d.get("output", 0), d.get("cacheRead", 0), d.get("cacheWrite", 0), d.get("total", 0)
+        )
+
+
+@dataclass
+class Usage:
+    """Token counts of one response; ``input`` excludes cached tokens, ``output`` includes reasoning."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: Cost = field(default_factory=Cost)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "totalTokens": self.total_tokens,
+            "cost": self.cost.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
+        return cls(
+            d.get("input", 0),
+            d.get("output", 0),
+            d.get("cacheRead", 0),
+            d.get("cacheWrite", 0),
+            d.get("totalTokens", 0),
+            Cost.from_dict(d.get("cost") or {}),
+        )
+
+    def add(self, other: "Usage") -> None:
+        """Add ``other`` into this usage, in place (used to sum a run)."""
+        self.input += other.input
+        self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+        self.total_tokens += other.total_tokens
+        for name in ("input", "output", "cache_read", "cache_write", "total"):
+            setattr(self.cost, name, getattr(self.cost, name) + getattr(other.cost, name))
+
+    def compute_cost(self, model: "Model") -> None:
+        """Fill ``total_tokens`` and ``cost`` from the counts and the model's prices per million."""
+        self.total_tokens = self.input + self.output + self.cache_read + self.cache_write
+        prices = model.cost
+        self.cost = Cost(
+            prices.input * self.input / 1e6,
+            prices.output * self.output / 1e6,
+            prices.cache_read * self.cache_read / 1e6,
+            prices.cache_write * self.cache_write / 1e6,
+        )
+        self.cost.total = self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass
+class UserMessage:
+    content: Union[str, List[UserContent]]
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["user"] = field(default="user", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"role": "user", "content": _content_to_dict(self.content), "timestamp": self.timestamp}
+
+
+@dataclass
+class AssistantMessage:
+    content: List[AssistantContent] = field(default_factory=list)
+    api: str = ""
+    provider: str = ""
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason = "stop"
+    error_message: Optional[str] = None
+    response_id: Optional[str] = None
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["assistant"] = field(default="assistant", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _drop_none(
+            {
+                "role": "assistant",
+                "content": _content_to_dict(self.content),
+                "api": self.api,
+                "provider": self.provider,
+                "model": self.model,
+                "responseId": self.response_id,
+                "usage": self.usage.to_dict(),
+                "stopReason": self.stop_reason,
+                "errorMessage": self.error_message,
+                "timestamp": self.timestamp,
+            }
+        )
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks."""
+        return "".join(block.text for block in self.content if block.type == "text")
+
+    @property
+    def tool_calls(self) -> List[ToolCall]:
+        return [block for block in self.content if block.type == "toolCall"]  # type: ignore[misc]
+
+    def snapshot(self) -> "AssistantMessage":
+        """A shallow copy with its own content list (O(blocks), never O(text))."""
+        copy = object.__new__(AssistantMessage)
+        copy.__dict__.update(self.__dict__)
+        copy.content = list(self.content)
+        return copy
+
+
+@dataclass
+class ToolResultMessage:
+    tool_call_id: str
+    tool_name: str
+    content: List[UserContent] = field(default_factory=list)
+    details: Any = None
+    is_error: bool = False
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["toolResult"] = field(default="toolResult", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {
+            "role": "toolResult",
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "content": _content_to_dict(self.content),
+            "isError": self.is_error,
+            "timestamp": self.timestamp,
+        }
+        if self.details is not None:
+            d["details"] = self.details
+        return d
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if block.type == "text")
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+
+
+def message_from_dict(d: Mapping[str, Any]) -> Message:
+    """Read a message from pi's camelCase dict form (the inverse of ``to_dict()``).
+
+    Raises ``ValueError`` for an unknown role: application messages are the caller's to read.
+    """
+    role = d.get("role")
+    ts = d.get("timestamp")
+    stamp: Dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
+    if role == "user":
+        return UserMessage(_content_list_from(d.get("content", "")), **stamp)
+    if role == "assistant":
+        return AssistantMessage(
+            content=_content_list_from(d.get("content") or []),
+            api=d.get("api", ""),
+            provider=d.get("provider", ""),
+            model=d.get("model", ""),
+            usage=Usage.from_dict(d.get("usage") or {}),
+            stop_reason=d.get("stopReason", "stop"),
+            error_message=d.get("errorMessage"),
+            response_id=d.get("responseId"),
+            **stamp,
+        )
+    if role == "toolResult":
+        return ToolResultMessage(
+            tool_call_id=d["toolCallId"],
+            tool_name=d.get("toolName", ""),
+            content=_content_list_from(d.get("content") or []),
+            details=d.get("details"),
+            is_error=bool(d.get("isError", False)),
+            **stamp,
+        )
+    raise ValueError(f"Unknown message role: {role!r}")
+
+
+# --------------------------------------------------------------------------- model, tool, context
+
+
+@dataclass
+class Model:
+    """A model and where to reach it; ``api`` selects the provider in the registry."""
+
+    id: str
+    name: str = ""
+    api: str = "unknown"
+    provider: str = "unknown"
+    base_url: str = ""
+    reasoning: bool = False
+    input: List[str] = field(default_factory=lambda: ["text"])
+    cost: Cost = field(default_factory=Cost)
+    context_window: int = 0
+    max_tokens: int = 0
+    headers: Optional[Dict[str, str]] = field(default=None, repr=False)
+    compat: Optional[Dict[str, Any]] = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.id
+
+
+@dataclass
+class Tool:
+    """What a model sees of a tool: a name, a description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: Dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass
+class Context:
+    """What a stream function receives: the system prompt, the messages and the tools."""
+
+    system_prompt: Optional[str] = None
+    messages: List[Message] = field(default_factory=list)
+    tools: Optional[List[Tool]] = None
+
+
+@dataclass
+class StreamOptions:
+    """Options of one model call. Providers ignore what they cannot use.
+
+    ``reasoning`` is a level (``minimal``..``xhigh``) or None for no reasoning; providers map it to
+    their own knob. ``api_key`` and ``headers`` never appear in a repr.
+    """
+
+    temperature: Optional[float] = None
+    max_tokens: Optional[int] = None
+    signal: Any = None
+    api_key: Optional[str] = field(default=None, repr=False)
+    transport: Optional[str] = None
+    cache_retention: Optional[str] = None
+    session_id: Optional[str] = None
+    on_payload: Optional[Callable[..., Any]] = None
+    on_response: Optional[Callable[..., Any]] = None
+    headers: Optional[Dict[str, str]] = field(default=None, repr=False)
+    timeout_ms: Optional[int] = None
+    max_retries: Optional[int] = None
+    max_retry_delay_ms: Optional[int] = None
+    metadata: Optional[Dict[str, Any]] = None
+    reasoning: Optional[str] = None
+    thinking_budgets: Optional[Dict[str, int]] = None
+    tool_choice: Any = None
+
+    @classmethod
+    def from_object(cls, obj: Any, **overrides: Any) -> "StreamOptions":
+        """Build options from any object carrying (some of) the same attribute names."""
+        values = {f.name: getattr(obj, f.name, None) for f in fields(cls)}
+        values.update(overrides)
+        return cls(**values)
+
+
+# --------------------------------------------------------------------------- stream events
+
+EVENT_TYPES = (
+    "start",
+    "text_start",
+    "text_delta",
+    "text_end",
+    "thinking_start",
+    "thinking_delta",
+    "thinking_end",
+    "toolcall_start",
+    "toolcall_delta",
+    "toolcall_end",
+    "done",
+    "error",
+)
+
+
+@dataclass
+class AssistantMessageEvent:
+    """One event of an assistant message stream (spec §2.1).
+
+    ``partial`` is the message accumulated so far (absent on ``done``/``error``); ``done``
+    carries ``reason`` and ``message``, ``error`` carries ``reason`` and ``error`` (the final
+    message with ``stop_reason`` error or aborted).
+    """
+
+    type: str
+    partial: Optional[AssistantMessage] = None
+    content_index: Optional[int] = None
+    delta: Optional[str] = None
+    content: Optional[str] = None
+    tool_call: Optional[ToolCall] = None
+    reason: Optional[str] = None
+    message: Optional[AssistantMessage] = None
+    error: Optional[AssistantMessage] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"type": self.type}
+        if self.content_index is not None:
+            d["contentIndex"] = self.content_index
+        if self.delta is not None:
+            d["delta"] = self.delta
+        if self.content is not None:
+            d["content"] = self.content
+        if self.tool_call is not None:
+            d["toolCall"] = self.tool_call.to_dict()
+        if self.reason is not None:
+            d["reason"] = self.reason
+        if self.message is not None:
+            d["message"] = self.message.to_dict()
+        if self.error is not None:
+            d["error"] = self.error.to_dict()
+        if self.partial is not None:
+            d["partial"] = self.partial.to_dict()
+        return d

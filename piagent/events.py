@@ -1,0 +1,178 @@
+"""Agent events (spec §1.7): one dataclass per ``type``, named as in pi.
+
+``to_dict()`` gives pi's camelCase JSON of an event (messages included), for logs and
+``piagent --json``. Application messages without ``to_dict()`` are written as their
+``__dict__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Union
+
+from typing_extensions import Literal
+
+from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage
+from .types import AgentMessage, AgentToolResult
+
+__all__ = [
+    "AgentEndEvent",
+    "AgentEvent",
+    "AgentStartEvent",
+    "MessageEndEvent",
+    "MessageStartEvent",
+    "MessageUpdateEvent",
+    "ToolExecutionEndEvent",
+    "ToolExecutionStartEvent",
+    "ToolExecutionUpdateEvent",
+    "TurnEndEvent",
+    "TurnStartEvent",
+    "message_to_dict",
+    "tool_result_to_dict",
+]
+
+
+def message_to_dict(message: Any) -> Any:
+    to_dict = getattr(message, "to_dict", None)
+    if to_dict is not None:
+        return to_dict()
+    return dict(getattr(message, "__dict__", {})) or message
+
+
+def tool_result_to_dict(result: Any) -> Dict[str, Any]:
+    if not isinstance(result, AgentToolResult):
+        return {"value": result}
+    d: Dict[str, Any] = {"content": [block.to_dict() for block in result.content or []]}
+    if result.details is not None:
+        d["details"] = result.details
+    return d
+
+
+@dataclass
+class AgentStartEvent:
+    type: Literal["agent_start"] = field(default="agent_start", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type}
+
+
+@dataclass
+class AgentEndEvent:
+    messages: List[AgentMessage]
+    type: Literal["agent_end"] = field(default="agent_end", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type, "messages": [message_to_dict(m) for m in self.messages]}
+
+
+@dataclass
+class TurnStartEvent:
+    type: Literal["turn_start"] = field(default="turn_start", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type}
+
+
+@dataclass
+class TurnEndEvent:
+    message: AgentMessage
+    tool_results: List[ToolResultMessage]
+    type: Literal["turn_end"] = field(default="turn_end", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": message_to_dict(self.message),
+            "toolResults": [m.to_dict() for m in self.tool_results],
+        }
+
+
+@dataclass
+class MessageStartEvent:
+    message: AgentMessage
+    type: Literal["message_start"] = field(default="message_start", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type, "message": message_to_dict(self.message)}
+
+
+@dataclass
+class MessageUpdateEvent:
+    message: AssistantMessage
+    assistant_message_event: AssistantMessageEvent
+    type: Literal["message_update"] = field(default="message_update", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        event = self.assistant_message_event.to_dict()
+        event.pop("partial", None)  # the same message is written once, as "message"
+        return {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
+
+
+@dataclass
+class MessageEndEvent:
+    message: AgentMessage
+    type: Literal["message_end"] = field(default="message_end", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type, "message": message_to_dict(self.message)}
+
+
+@dataclass
+class ToolExecutionStartEvent:
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    type: Literal["tool_execution_start"] = field(default="tool_execution_start", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": self.type, "toolCallId": self.tool_call_id, "toolName": self.tool_name, "args": self.args}
+
+
+@dataclass
+class ToolExecutionUpdateEvent:
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    partial_result: Any
+    type: Literal["tool_execution_update"] = field(default="tool_execution_update", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "args": self.args,
+            "partialResult": tool_result_to_dict(self.partial_result),
+        }
+
+
+@dataclass
+class ToolExecutionEndEvent:
+    tool_call_id: str
+    tool_name: str
+    result: AgentToolResult
+    is_error: bool
+    type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "result": tool_result_to_dict(self.result),
+            "isError": self.is_error,
+        }
+
+
+AgentEvent = Union[
+    AgentStartEvent,
+    AgentEndEvent,
+    TurnStartEvent,
+    TurnEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    MessageEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    ToolExecutionEndEvent,
+]

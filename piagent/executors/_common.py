@@ -1,0 +1,314 @@
+"""What both batch algorithms share: preflight, running one call, finalisation, results.
+
+Threading: preflight and finalisation (and so every hook) run on the run thread. A call's
+``execute`` runs wherever the algorithm puts it; everything it reports (updates, the outcome)
+goes through a :class:`Notifications` queue that only the run thread reads, so listeners never
+run on a worker.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ..abort import AbortController, AbortSignal
+from ..ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..ai.validation import validate_tool_arguments
+from ..events import (
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+)
+from ..types import (
+    AfterToolCallContext,
+    AgentContext,
+    AgentLoopConfig,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+)
+
+logger = logging.getLogger("piagent")
+
+Emit = Callable[[Any], None]
+
+_abandoned_lock = threading.Lock()
+_abandoned = 0
+
+
+def abandoned_tool_threads() -> int:
+    """How many timed-out tool calls were left running (a process-wide count)."""
+    return _abandoned
+
+
+def error_result(message: str, terminate: bool = False) -> AgentToolResult:
+    return AgentToolResult([TextContent(message)], {}, terminate)
+
+
+def exception_message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+@dataclass
+class Outcome:
+    """A finished call: its result after overrides, and whether it is an error."""
+
+    call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass
+class Prepared:
+    """A call that passed preflight and waits to be executed."""
+
+    index: int
+    call: ToolCall
+    tool: AgentTool
+    args: Any
+    timeout: Optional[float] = None
+    controller: AbortController = field(default_factory=AbortController)
+    settled: bool = False
+    deadline: Optional[float] = None
+
+
+@dataclass
+class BatchContext:
+    """What one batch needs from the loop."""
+
+    context: AgentContext
+    message: AssistantMessage
+    config: AgentLoopConfig
+    signal: AbortSignal
+    emit: Emit
+
+
+def find_tool(tools: List[AgentTool], name: str) -> Optional[AgentTool]:
+    for tool in tools:
+        if tool.name == name:
+            return tool
+    return None
+
+
+def emit_start(batch: BatchContext, call: ToolCall) -> None:
+    batch.emit(ToolExecutionStartEvent(call.id, call.name, call.arguments))
+
+
+def emit_end(batch: BatchContext, outcome: Outcome) -> None:
+    batch.emit(ToolExecutionEndEvent(outcome.call.id, outcome.call.name, outcome.result, outcome.is_error))
+
+
+def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, Prepared]:
+    """Preflight of spec §4.2: lookup, prepare_arguments, validation, before_tool_call, abort."""
+    tool = find_tool(batch.context.tools, call.name)
+    if tool is None:
+        return Outcome(call, error_result(f"Tool {call.name} not found"), True)
+    try:
+        target = call
+        if tool.prepare_arguments is not None:
+            prepared_args = tool.prepare_arguments(call.arguments)
+            if prepared_args is not call.arguments:
+                target = ToolCall(call.id, call.name, prepared_args, call.thought_signature)
+        args = validate_tool_arguments(tool, target)
+        hook = batch.config.before_tool_call
+        if hook is not None:
+            decision = hook(BeforeToolCallContext(batch.message, call, args, batch.context), batch.signal)
+            if batch.signal.aborted:
+                return Outcome(call, error_result("Operation aborted"), True)
+            if decision is not None and decision.block:
+                reason = decision.reason or "Tool execution was blocked"
+                return Outcome(call, error_result(reason, bool(decision.terminate)), True)
+        if batch.signal.aborted:
+            return Outcome(call, error_result("Operation aborted"), True)
+    except Exception as exc:
+        return Outcome(call, error_result(exception_message(exc)), True)
+    timeout = tool.timeout if tool.timeout is not None else batch.config.tool_timeout
+    return Prepared(index, call, tool, args, timeout)
+
+
+def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool) -> Outcome:
+    """Apply ``after_tool_call`` (spec §4.5); a raising hook makes an error result."""
+    hook = batch.config.after_tool_call
+    if hook is not None:
+        try:
+            override = hook(
+                AfterToolCallContext(batch.message, job.call, job.args, result, is_error, batch.context),
+                batch.signal,
+            )
+        except Exception as exc:
+            return Outcome(job.call, error_result(exception_message(exc)), True)
+        if override is not None:
+            changes = {
+                name: getattr(override, name)
+                for name in ("content", "details", "terminate")
+                if getattr(override, name) is not None
+            }
+            if changes:
+                result = dataclasses.replace(result, **changes)
+            if override.is_error is not None:
+                is_error = override.is_error
+    return Outcome(job.call, result, is_error)
+
+
+def result_message(outcome: Outcome) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=outcome.call.id,
+        tool_name=outcome.call.name,
+        content=list(outcome.result.content or []),
+        details=outcome.result.details,
+        is_error=outcome.is_error,
+    )
+
+
+def emit_result_messages(batch: BatchContext, outcomes: List[Outcome]) -> List[ToolResultMessage]:
+    messages = []
+    for outcome in outcomes:
+        message = result_message(outcome)
+        batch.emit(MessageStartEvent(message))
+        batch.emit(MessageEndEvent(message))
+        messages.append(message)
+    return messages
+
+
+@dataclass
+class ToolBatch:
+    """The result messages of a batch, in call order, and whether the batch asks to stop."""
+
+    messages: List[ToolResultMessage]
+    terminate: bool
+
+
+def batch_terminates(outcomes: List[Outcome]) -> bool:
+    """True iff there is an outcome and every one has ``terminate`` set (spec §4.8)."""
+    return bool(outcomes) and all(o.result.terminate is True for o in outcomes)
+
+
+# --------------------------------------------------------------------------- running calls
+
+
+class Notifications:
+    """The run thread's inbox for one batch: ``("update", job, partial)`` and ``("done", job, ...)``.
+
+    Updates a call posts before it returns always precede its ``done``; updates posted after
+    it settled are dropped at the source (spec 0.79.2).
+    """
+
+    def __init__(self) -> None:
+        self._queue: "queue.SimpleQueue[Tuple[str, Prepared, Any, bool]]" = queue.SimpleQueue()
+
+    def on_update_for(self, job: Prepared) -> Callable[[AgentToolResult], None]:
+        def on_update(partial: AgentToolResult) -> None:
+            if not job.settled:
+                self._queue.put(("update", job, partial, False))
+
+        return on_update
+
+    def run(self, job: Prepared, on_update: Optional[Callable[[AgentToolResult], None]] = None) -> None:
+        """Execute ``job`` on the current thread and post its outcome.
+
+        A call with a timeout posts ``started`` first: its deadline counts from there, not
+        from submission (a capped pool may keep it waiting for a thread).
+        """
+        if job.timeout is not None:
+            job.deadline = time.monotonic() + job.timeout
+            self._queue.put(("started", job, None, False))
+        result, is_error = execute(job, on_update or self.on_update_for(job))
+        if not job.settled:
+            job.settled = True
+            self._queue.put(("done", job, result, is_error))
+
+    def get(self, timeout: Optional[float]) -> Optional[Tuple[str, Prepared, Any, bool]]:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> Tuple[AgentToolResult, bool]:
+    """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result."""
+    try:
+        result = job.tool.execute(job.call.id, job.args, job.controller.signal, on_update)
+    except Exception as exc:
+        return error_result(exception_message(exc)), True
+    if result is None:
+        return AgentToolResult(), False
+    if not isinstance(result, AgentToolResult):
+        message = f"Tool {job.call.name} returned {type(result).__name__}, expected AgentToolResult"
+        return error_result(message), True
+    if result.content is None:
+        result = dataclasses.replace(result, content=[])
+    return result, False
+
+
+def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:
+    """Abort the call's own signal when the run's signal aborts; returns the unlinker."""
+    return signal.add_listener(lambda: job.controller.abort(signal.reason))
+
+
+def start_thread(notes: Notifications, job: Prepared) -> None:
+    """Run ``job`` on a thread of its own (used for calls with a timeout outside a pool)."""
+    ctx = contextvars.copy_context()
+    thread = threading.Thread(target=ctx.run, args=(notes.run, job), name=f"piagent-tool-{job.call.name}")
+    thread.daemon = True  # a timed-out call that never returns must not block interpreter exit
+    thread.start()
+
+
+def time_out(job: Prepared) -> Tuple[AgentToolResult, bool]:
+    """Give up on a call past its deadline: abort its signal, count and log the thread left behind."""
+    global _abandoned
+    job.settled = True
+    job.controller.abort(TimeoutError(f"Tool {job.call.name} timed out after {job.timeout:g}s"))
+    with _abandoned_lock:
+        _abandoned += 1
+        count = _abandoned
+    logger.warning(
+        "tool %s (call %s) timed out after %gs; its thread is left to finish (%d left so far)",
+        job.call.name,
+        job.call.id,
+        job.timeout,
+        count,
+    )
+    return error_result(f"Tool {job.call.name} timed out after {job.timeout:g} seconds"), True
+
+
+def collect(batch: BatchContext, notes: Notifications, jobs: Dict[int, Prepared], finished: Dict[int, Outcome]) -> None:
+    """On the run thread: deliver updates and finalise calls as they finish, until none is left.
+
+    ``tool_execution_end`` is emitted in completion order; ``finished`` maps index -> outcome.
+    """
+    waiting = dict(jobs)
+    while waiting:
+        deadlines = [job.deadline for job in waiting.values() if job.deadline is not None]
+        timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        note = notes.get(timeout)
+        if note is None:
+            now = time.monotonic()
+            for index, job in list(waiting.items()):
+                if job.deadline is not None and job.deadline <= now:
+                    del waiting[index]
+                    _finish(batch, job, *time_out(job), finished)
+            continue
+        kind, job, payload, is_error = note
+        if job.index not in waiting:
+            continue  # a call that already timed out
+        if kind == "started":
+            continue  # its deadline now counts
+        if kind == "update":
+            batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, payload))
+        else:
+            del waiting[job.index]
+            _finish(batch, job, payload, is_error, finished)
+
+
+def _finish(batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool, finished: Dict[int, Outcome]) -> None:
+    outcome = finalize(batch, job, result, is_error)
+    finished[job.index] = outcome
+    emit_end(batch, outcome)

@@ -1,0 +1,82 @@
+"""Sequential batches: one call at a time, on the run thread (spec §4.7).
+
+Running on the caller's thread keeps thread-locals and open transactions (Django, SQLAlchemy
+sessions) valid inside tools. A call with a timeout is the exception: it runs on a thread of
+its own so that the batch can go on when it expires.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, List
+
+from ..ai.types import ToolCall
+from ..events import ToolExecutionUpdateEvent
+from ..types import AgentToolResult
+from ._common import (
+    BatchContext,
+    Notifications,
+    Outcome,
+    Prepared,
+    ToolBatch,
+    batch_terminates,
+    collect,
+    emit_end,
+    emit_result_messages,
+    emit_start,
+    link_signal,
+    prepare,
+    start_thread,
+)
+
+__all__ = ["run_sequential"]
+
+
+def run_sequential(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
+    """Run ``calls`` in source order; stops visiting calls once the run is aborted."""
+    outcomes: List[Outcome] = []
+    messages = []
+    for index, call in enumerate(calls):
+        emit_start(batch, call)
+        prepared = prepare(batch, index, call)
+        if isinstance(prepared, Outcome):
+            outcome = prepared
+            emit_end(batch, outcome)
+        else:
+            outcome = _run_one(batch, prepared)
+        outcomes.append(outcome)
+        messages.extend(emit_result_messages(batch, [outcome]))
+        if batch.signal.aborted:
+            break
+    return ToolBatch(messages, batch_terminates(outcomes))
+
+
+def _run_one(batch: BatchContext, job: Prepared) -> Outcome:
+    notes = Notifications()
+    finished: Dict[int, Outcome] = {}
+    unlink = link_signal(job, batch.signal)
+    try:
+        if job.timeout is not None:
+            start_thread(notes, job)
+        else:
+            _run_inline(batch, notes, job)
+        collect(batch, notes, {job.index: job}, finished)
+    finally:
+        unlink()
+    return finished[job.index]
+
+
+def _run_inline(batch: BatchContext, notes: Notifications, job: Prepared) -> None:
+    """Execute on the run thread; updates made on it are dispatched at once, others queued."""
+    run_thread = threading.get_ident()
+    queued = notes.on_update_for(job)
+
+    def on_update(partial: AgentToolResult) -> None:
+        if job.settled:
+            return
+        if threading.get_ident() != run_thread:
+            queued(partial)
+            return
+        batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, partial))
+
+    notes.run(job, on_update)

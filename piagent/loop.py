@@ -1,0 +1,257 @@
+"""The agent loop (spec §3): a plain function over a context and a config.
+
+* :func:`run_agent_loop` / :func:`run_agent_loop_continue` block on the caller's thread (the
+  run thread) and call ``emit(event)`` synchronously for every event; whatever ``emit`` or a
+  hook raises propagates to the caller.
+* :func:`agent_loop` / :func:`agent_loop_continue` run the same loop on a background thread
+  and return an :class:`EventStream` of events whose result is the run's new messages. An
+  exception inside the loop is raised to the consumer (after the events already queued),
+  never swallowed and never left hanging.
+
+The loop: an inner loop of turns (model call, then its tool batch) that goes on while there
+are tool results to answer or steering messages waiting, inside an outer loop that goes on
+while follow-up messages are waiting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Callable, List, Optional, Sequence
+
+from .abort import AbortController, AbortSignal
+from .ai.registry import StreamFunction, stream_simple
+from .ai.stream import EventStream
+from .ai.types import AssistantMessage, Context, StreamOptions, ToolCall
+from .events import (
+    AgentEndEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
+from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext
+
+__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
+
+Emit = Callable[[Any], None]
+
+
+def run_agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: Optional[AbortSignal] = None,
+    stream_fn: Optional[StreamFunction] = None,
+) -> List[AgentMessage]:
+    """Run a prompt: append ``prompts`` to (a copy of) the context and loop until done.
+
+    Returns the new messages: the prompts, injected steering/follow-up messages, final
+    assistant messages and tool results, in order. ``context`` is not mutated.
+    """
+    new_messages: List[AgentMessage] = list(prompts)
+    current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
+    for message in prompts:
+        emit(MessageStartEvent(message))
+        emit(MessageEndEvent(message))
+    _run(current, new_messages, config, emit, signal or AbortController().signal, stream_fn)
+    return new_messages
+
+
+def run_agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: Optional[AbortSignal] = None,
+    stream_fn: Optional[StreamFunction] = None,
+) -> List[AgentMessage]:
+    """Continue from the context as it is (its last message must not be an assistant one).
+
+    Unlike upstream pi, the caller's message list is copied, not appended to.
+    """
+    _check_can_continue(context)
+    new_messages: List[AgentMessage] = []
+    current = dataclasses.replace(context, messages=list(context.messages))
+    emit(AgentStartEvent())
+    emit(TurnStartEvent())
+    _run(current, new_messages, config, emit, signal or AbortController().signal, stream_fn)
+    return new_messages
+
+
+def agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal] = None,
+    stream_fn: Optional[StreamFunction] = None,
+) -> EventStream[Any, List[AgentMessage]]:
+    """Start :func:`run_agent_loop` on a background thread; returns its event stream at once."""
+    return _in_background(lambda emit: run_agent_loop(prompts, context, config, emit, signal, stream_fn))
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: Optional[AbortSignal] = None,
+    stream_fn: Optional[StreamFunction] = None,
+) -> EventStream[Any, List[AgentMessage]]:
+    """Start :func:`run_agent_loop_continue` on a background thread (validating first, here)."""
+    _check_can_continue(context)
+    return _in_background(lambda emit: run_agent_loop_continue(context, config, emit, signal, stream_fn))
+
+
+def _check_can_continue(context: AgentContext) -> None:
+    if not context.messages:
+        raise ValueError("Cannot continue: no messages in context")
+    if getattr(context.messages[-1], "role", None) == "assistant":
+        raise ValueError("Cannot continue from message role: assistant")
+
+
+def _in_background(run: Callable[[Emit], List[AgentMessage]]) -> EventStream[Any, List[AgentMessage]]:
+    events: EventStream[Any, List[AgentMessage]] = EventStream(
+        lambda event: event.type == "agent_end", lambda event: event.messages
+    )
+
+    def target() -> None:
+        try:
+            events.end(run(events.push))
+        except BaseException as exc:  # delivered to the consumer, never lost
+            events.end(error=exc)
+
+    threading.Thread(target=target, name="piagent-loop", daemon=True).start()
+    return events
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def _poll(source: Optional[Callable[[], List[AgentMessage]]]) -> List[AgentMessage]:
+    return list(source() or []) if source is not None else []
+
+
+def _run(
+    context: AgentContext,
+    new_messages: List[AgentMessage],
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal,
+    stream_fn: Optional[StreamFunction],
+) -> None:
+    first_turn = True
+    pending = _poll(config.get_steering_messages)
+    while True:
+        more_tools = True
+        while more_tools or pending:
+            if first_turn:
+                first_turn = False
+            else:
+                emit(TurnStartEvent())
+            for message in pending:
+                emit(MessageStartEvent(message))
+                emit(MessageEndEvent(message))
+                context.messages.append(message)
+                new_messages.append(message)
+            pending = []
+
+            message = _stream_assistant_response(context, config, signal, emit, stream_fn)
+            new_messages.append(message)
+            if message.stop_reason in ("error", "aborted"):
+                emit(TurnEndEvent(message, []))
+                emit(AgentEndEvent(new_messages))
+                return
+
+            calls: List[ToolCall] = [block for block in message.content if block.type == "toolCall"]  # type: ignore[misc]
+            results = []
+            more_tools = False
+            if calls:
+                batch = BatchContext(context, message, config, signal, emit)
+                if message.stop_reason == "length":
+                    outcome = fail_truncated_tool_calls(batch, calls)
+                else:
+                    outcome = execute_tool_calls(batch, calls)
+                results = outcome.messages
+                more_tools = not outcome.terminate
+                context.messages.extend(results)
+                new_messages.extend(results)
+            emit(TurnEndEvent(message, results))
+
+            if config.prepare_next_turn is not None:
+                update = config.prepare_next_turn(TurnContext(message, results, context, new_messages), signal)
+                if update is not None:
+                    context = update.context or context
+                    config = _updated_config(config, update.model, update.thinking_level)
+            if config.should_stop_after_turn is not None and config.should_stop_after_turn(
+                TurnContext(message, results, context, new_messages), signal
+            ):
+                emit(AgentEndEvent(new_messages))
+                return
+            pending = _poll(config.get_steering_messages)
+
+        pending = _poll(config.get_follow_up_messages)
+        if not pending:
+            break
+    emit(AgentEndEvent(new_messages))
+
+
+def _updated_config(config: AgentLoopConfig, model: Any, thinking_level: Optional[str]) -> AgentLoopConfig:
+    changes: dict = {}
+    if model is not None:
+        changes["model"] = model
+    if thinking_level is not None:
+        changes["reasoning"] = None if thinking_level == "off" else thinking_level
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def _stream_assistant_response(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+    stream_fn: Optional[StreamFunction],
+) -> AssistantMessage:
+    """One model call (spec §3.4): the partial lives in the context while it streams."""
+    messages = context.messages
+    if config.transform_context is not None:
+        messages = config.transform_context(messages, signal)
+    llm_context = Context(context.system_prompt, list(config.convert_to_llm(messages)), list(context.tools))
+    model = config.model
+    if model is None:
+        raise ValueError("AgentLoopConfig.model is required")
+    api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
+    options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
+    events = (stream_fn or stream_simple)(model, llm_context, options)
+
+    partial: Optional[AssistantMessage] = None
+    final: Optional[AssistantMessage] = None
+    for event in events:
+        kind = event.type
+        if kind == "start":
+            partial = event.partial
+            context.messages.append(partial)
+            emit(MessageStartEvent(partial.snapshot()))  # type: ignore[union-attr]
+        elif kind == "done" or kind == "error":
+            final = events.result()
+            break
+        elif partial is not None:
+            partial = event.partial
+            context.messages[-1] = partial
+            emit(MessageUpdateEvent(partial.snapshot(), event))  # type: ignore[union-attr]
+    if final is None:  # the stream ended without a terminal event
+        final = events.result()
+        if partial is not None:
+            final = dataclasses.replace(
+                partial.snapshot(), stop_reason=final.stop_reason, error_message=final.error_message
+            )
+    if partial is not None:
+        context.messages[-1] = final
+    else:
+        context.messages.append(final)
+        emit(MessageStartEvent(final.snapshot()))
+    emit(MessageEndEvent(final))
+    return final

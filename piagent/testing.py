@@ -1,0 +1,302 @@
+"""Test doubles: a scripted "faux" provider that streams like a real one, with no network.
+
+    faux = register_faux_provider()
+    faux.set_responses([faux_message([faux_text("Hi"), faux_tool_call("echo", {"value": "x"})]),
+                        faux_message("done")])
+    agent = Agent(model=faux.get_model())
+
+Responses are assistant messages or factories ``(context, options, state, model) -> message``,
+taken one per call. Output is streamed in chunks of a few "tokens" (4 characters each),
+optionally paced in real time, and stops with ``aborted`` as soon as the signal is set.
+Usage is estimated at one token per 4 characters; with a ``session_id`` (and
+``cache_retention`` other than "none") prompt caching is simulated per session.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from .ai.builder import MessageBuilder
+from .ai.registry import register_api_provider, unregister_api_provider
+from .ai.stream import AssistantMessageEventStream
+from .ai.types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Cost,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "FauxProvider",
+    "FauxRequest",
+    "FauxState",
+    "faux_message",
+    "faux_text",
+    "faux_thinking",
+    "faux_tool_call",
+    "register_faux_provider",
+]
+
+FauxFactory = Callable[[Context, StreamOptions, "FauxState", Model], AssistantMessage]
+FauxResponse = Union[AssistantMessage, FauxFactory]
+
+CHARS_PER_TOKEN = 4
+
+
+def faux_text(text: str, text_signature: Optional[str] = None) -> TextContent:
+    return TextContent(text, text_signature)
+
+
+def faux_thinking(thinking: str, thinking_signature: Optional[str] = None, redacted: bool = False) -> ThinkingContent:
+    return ThinkingContent(thinking, thinking_signature, redacted)
+
+
+def faux_tool_call(name: str, arguments: Optional[Dict[str, Any]] = None, id: Optional[str] = None) -> ToolCall:
+    return ToolCall(id or f"call_{uuid.uuid4().hex[:12]}", name, dict(arguments or {}))
+
+
+def faux_message(
+    content: Union[str, Sequence[Any]] = "",
+    stop_reason: Optional[str] = None,
+    error_message: Optional[str] = None,
+    usage: Optional[Usage] = None,
+) -> AssistantMessage:
+    """A scripted response; ``stop_reason`` defaults to toolUse when it calls a tool, else stop."""
+    blocks = [TextContent(content)] if isinstance(content, str) else list(content)
+    if stop_reason is None:
+        stop_reason = "toolUse" if any(b.type == "toolCall" for b in blocks) else "stop"
+    return AssistantMessage(
+        content=blocks,
+        stop_reason=stop_reason,  # type: ignore[arg-type]
+        error_message=error_message,
+        usage=usage or Usage(),
+    )
+
+
+@dataclass
+class FauxRequest:
+    """One call the provider received (for assertions in tests)."""
+
+    model: Model
+    context: Context
+    options: StreamOptions
+
+
+@dataclass
+class FauxState:
+    call_count: int = 0
+    requests: List[FauxRequest] = field(default_factory=list)
+
+
+def _estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _serialise_context(context: Context) -> str:
+    parts = [context.system_prompt or ""]
+    for message in context.messages:
+        to_dict = getattr(message, "to_dict", None)
+        parts.append(json.dumps(to_dict() if to_dict else str(message), sort_keys=True, default=str))
+    for tool in context.tools or []:
+        parts.append(json.dumps({"name": tool.name, "description": tool.description, "parameters": tool.parameters}))
+    return "\n".join(parts)
+
+
+def _serialise_output(message: AssistantMessage) -> str:
+    return json.dumps([block.to_dict() for block in message.content], sort_keys=True)
+
+
+class FauxProvider:
+    """A registered faux provider. Thread-safe; ``unregister()`` removes it from the registry."""
+
+    def __init__(
+        self,
+        api: str,
+        provider: str,
+        models: List[Model],
+        tokens_per_second: Optional[float],
+        chunk_tokens: Tuple[int, int],
+    ) -> None:
+        self.api = api
+        self.provider = provider
+        self.models = models
+        self.tokens_per_second = tokens_per_second
+        self.chunk_tokens = chunk_tokens
+        self.state = FauxState()
+        self._responses: List[FauxResponse] = []
+        self._lock = threading.Lock()
+        self._sessions: Dict[str, str] = {}
+        self._random = random.Random(0)
+
+    # -- script --------------------------------------------------------------------------
+
+    def get_model(self, id: Optional[str] = None) -> Model:
+        if id is None:
+            return self.models[0]
+        for model in self.models:
+            if model.id == id:
+                return model
+        raise KeyError(f"faux provider has no model {id!r}")
+
+    def set_responses(self, responses: Sequence[FauxResponse]) -> None:
+        with self._lock:
+            self._responses = list(responses)
+
+    def append_responses(self, responses: Sequence[FauxResponse]) -> None:
+        with self._lock:
+            self._responses.extend(responses)
+
+    def get_pending_response_count(self) -> int:
+        with self._lock:
+            return len(self._responses)
+
+    def unregister(self) -> None:
+        unregister_api_provider(self.api)
+
+    # -- the stream function -------------------------------------------------------------
+
+    def stream(self, model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        with self._lock:
+            self.state.call_count += 1
+            self.state.requests.append(FauxRequest(model, context, options))
+            step = self._responses.pop(0) if self._responses else None
+        if options.on_response is not None:
+            options.on_response({"status": 200, "headers": {}}, model)
+        return AssistantMessageEventStream(self._events(step, model, context, options))
+
+    def _events(
+        self, step: Optional[FauxResponse], model: Model, context: Context, options: StreamOptions
+    ) -> Iterator[AssistantMessageEvent]:
+        builder = MessageBuilder(model)
+        signal = options.signal
+        if step is None:
+            yield builder.error("No more faux responses queued")
+            return
+        try:
+            scripted = step(context, options, self.state, model) if callable(step) else step
+            scripted = copy.deepcopy(scripted)
+        except Exception as exc:
+            yield builder.error(str(exc) or type(exc).__name__)
+            return
+        builder.message.usage = self._usage(model, context, options, scripted)
+        builder.message.response_id = scripted.response_id
+        if signal is not None and signal.aborted:
+            yield builder.error("Request was aborted", aborted=True)
+            return
+        yield builder.start()
+        for block in scripted.content:
+            if signal is not None and signal.aborted:
+                yield builder.error("Request was aborted", aborted=True)
+                return
+            for event in self._block_events(builder, block):
+                yield event
+                if event.delta is not None and signal is not None and self._pause_aborted(signal):
+                    yield builder.error("Request was aborted", aborted=True)
+                    return
+        if scripted.stop_reason in ("error", "aborted"):
+            aborted = scripted.stop_reason == "aborted"
+            yield builder.error(scripted.error_message or "Request failed", aborted=aborted)
+        else:
+            yield builder.done(scripted.stop_reason)
+
+    def _block_events(self, builder: MessageBuilder, block: Any) -> Iterator[AssistantMessageEvent]:
+        if block.type == "text":
+            start = builder.text_start(block.text_signature)
+            index = start.content_index
+            yield start
+            for chunk in self._chunks(block.text):
+                yield builder.text_delta(index, chunk)  # type: ignore[arg-type]
+            yield builder.text_end(index)  # type: ignore[arg-type]
+        elif block.type == "thinking":
+            start = builder.thinking_start(block.thinking_signature, block.redacted)
+            index = start.content_index
+            yield start
+            for chunk in self._chunks(block.thinking):
+                yield builder.thinking_delta(index, chunk)  # type: ignore[arg-type]
+            yield builder.thinking_end(index)  # type: ignore[arg-type]
+        elif block.type == "toolCall":
+            start = builder.toolcall_start(block.id, block.name, block.thought_signature)
+            index = start.content_index
+            yield start
+            for chunk in self._chunks(json.dumps(block.arguments)):
+                yield builder.toolcall_delta(index, chunk)  # type: ignore[arg-type]
+            yield builder.toolcall_end(index, block.arguments)  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"faux provider cannot stream a {block.type!r} block")
+
+    def _chunks(self, text: str) -> Iterator[str]:
+        low, high = self.chunk_tokens
+        position = 0
+        while position < len(text):
+            size = self._random.randint(low, high) * CHARS_PER_TOKEN
+            yield text[position : position + size]
+            position += size
+
+    def _pause_aborted(self, signal: Any) -> bool:
+        """Wait between chunks when paced; True if the signal is (or becomes) aborted."""
+        if self.tokens_per_second:
+            mean_tokens = sum(self.chunk_tokens) / 2
+            return bool(signal.wait(mean_tokens / self.tokens_per_second))
+        return bool(signal.aborted)
+
+    def _usage(self, model: Model, context: Context, options: StreamOptions, output: AssistantMessage) -> Usage:
+        prompt = _serialise_context(context)
+        usage = Usage(output=_estimate_tokens(_serialise_output(output)))
+        session = options.session_id
+        if session and options.cache_retention != "none":
+            with self._lock:
+                previous = self._sessions.get(session, "")
+                self._sessions[session] = prompt
+            common = 0
+            limit = min(len(previous), len(prompt))
+            while common < limit and previous[common] == prompt[common]:
+                common += 1
+            usage.cache_read = _estimate_tokens(prompt[:common]) if common else 0
+            usage.cache_write = _estimate_tokens(prompt[common:])
+        else:
+            usage.input = _estimate_tokens(prompt)
+        usage.compute_cost(model)
+        return usage
+
+
+def register_faux_provider(
+    api: Optional[str] = None,
+    provider: str = "faux",
+    models: Optional[Sequence[Union[str, Dict[str, Any], Model]]] = None,
+    tokens_per_second: Optional[float] = None,
+    chunk_tokens: Tuple[int, int] = (3, 5),
+) -> FauxProvider:
+    """Register a faux provider under ``api`` (random unique by default) and return its handle.
+
+    ``models``: ids, dicts of :class:`Model` fields, or models (default: one model ``faux-1``).
+    ``chunk_tokens``: the (min, max) tokens per streamed chunk; ``tokens_per_second`` paces
+    the stream in real time.
+    """
+    api = api or f"faux-{uuid.uuid4().hex[:8]}"
+    built: List[Model] = []
+    for spec in models or ["faux-1"]:
+        if isinstance(spec, Model):
+            built.append(Model(**{**spec.__dict__, "api": api, "provider": provider}))
+            continue
+        fields: Dict[str, Any] = {"id": spec} if isinstance(spec, str) else dict(spec)
+        fields.setdefault("input", ["text", "image"])
+        fields.setdefault("context_window", 128000)
+        fields.setdefault("max_tokens", 16384)
+        fields.setdefault("cost", Cost())
+        built.append(Model(api=api, provider=provider, **fields))
+    faux = FauxProvider(api, provider, built, tokens_per_second, chunk_tokens)
+    register_api_provider(api, faux.stream)
+    return faux

@@ -1,0 +1,186 @@
+"""The agent layer's data: tools, the loop's context and config, hook contexts and results.
+
+Hooks are plain callables run on the run thread. Unless stated otherwise a hook is called as
+``hook(context, signal)`` and returns None or the result dataclass named beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional, Sequence
+
+from typing_extensions import Literal, Protocol
+
+from .abort import AbortSignal
+from .ai.types import AssistantMessage, Model, StreamOptions, ToolCall, ToolResultMessage, UserContent
+
+__all__ = [
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "AgentContext",
+    "AgentLoopConfig",
+    "AgentMessage",
+    "AgentTool",
+    "AgentToolResult",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "QueueMode",
+    "ThinkingLevel",
+    "ToolExecutionMode",
+    "TurnContext",
+    "TurnUpdate",
+    "ToolUpdateCallback",
+]
+
+AgentMessage = Any
+"""An LLM message, or any application object with a ``role`` attribute (kept, never sent)."""
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+ToolExecutionMode = Literal["sequential", "parallel"]
+QueueMode = Literal["all", "one-at-a-time"]
+
+
+@dataclass
+class AgentToolResult:
+    """What a tool returns. ``terminate`` asks the loop to stop after this batch (all must agree)."""
+
+    content: List[UserContent] = field(default_factory=list)
+    details: Any = None
+    terminate: bool = False
+
+
+ToolUpdateCallback = Callable[[AgentToolResult], None]
+
+
+class ToolExecute(Protocol):
+    def __call__(
+        self, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
+    ) -> AgentToolResult: ...
+
+
+@dataclass
+class AgentTool:
+    """A tool the agent can run: the model-facing schema plus ``execute``.
+
+    ``execute(tool_call_id, args, signal, on_update)`` runs with validated arguments; it
+    reports failure by raising (the model sees the message). ``prepare_arguments(raw)`` may
+    reshape raw arguments before validation. ``execution_mode="sequential"`` makes any batch
+    containing this tool run sequentially. ``timeout`` (seconds) turns a call that runs longer
+    into an error result; its thread is left to finish.
+    """
+
+    name: str
+    description: str
+    parameters: dict
+    execute: Callable[..., AgentToolResult]
+    label: str = ""
+    prepare_arguments: Optional[Callable[[Any], Any]] = None
+    execution_mode: Optional[ToolExecutionMode] = None
+    timeout: Optional[float] = None
+
+
+@dataclass
+class AgentContext:
+    """The loop's view of the conversation; ``messages`` may hold application messages."""
+
+    system_prompt: str = ""
+    messages: List[AgentMessage] = field(default_factory=list)
+    tools: List[AgentTool] = field(default_factory=list)
+
+
+@dataclass
+class BeforeToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    context: AgentContext
+
+
+@dataclass
+class BeforeToolCallResult:
+    """``block=True`` turns the call into an error result with ``reason``; ``terminate`` as a tool's."""
+
+    block: bool = False
+    reason: Optional[str] = None
+    terminate: bool = False
+
+
+@dataclass
+class AfterToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult
+    is_error: bool
+    context: AgentContext
+
+
+@dataclass
+class AfterToolCallResult:
+    """Field-by-field override of a tool's outcome; None keeps the original."""
+
+    content: Optional[List[UserContent]] = None
+    details: Any = None
+    is_error: Optional[bool] = None
+    terminate: Optional[bool] = None
+
+
+@dataclass
+class TurnContext:
+    """What ``prepare_next_turn`` and ``should_stop_after_turn`` see after a turn."""
+
+    message: AssistantMessage
+    tool_results: List[ToolResultMessage]
+    context: AgentContext
+    new_messages: List[AgentMessage]
+
+
+@dataclass
+class TurnUpdate:
+    """Returned by ``prepare_next_turn``: what to use from the next turn on (None keeps it)."""
+
+    context: Optional[AgentContext] = None
+    model: Optional[Model] = None
+    thinking_level: Optional[ThinkingLevel] = None
+
+
+def keep_llm_messages(messages: Sequence[AgentMessage]) -> List[AgentMessage]:
+    """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
+    return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
+
+
+@dataclass
+class AgentLoopConfig(StreamOptions):
+    """Everything the loop needs besides the context: the model call options plus hooks.
+
+    Hook contracts (all run on the run thread):
+
+    * ``convert_to_llm(messages) -> messages`` and ``transform_context(messages, signal)``
+      run before every model call; they must not raise (a raise ends the run as a failure).
+    * ``get_api_key(provider) -> str | None`` runs before every model call; a falsy result
+      falls back to ``api_key``.
+    * ``get_steering_messages()`` / ``get_follow_up_messages()`` return lists, never block.
+    * ``before_tool_call(BeforeToolCallContext, signal) -> BeforeToolCallResult | None``,
+      ``after_tool_call(AfterToolCallContext, signal) -> AfterToolCallResult | None``.
+    * ``prepare_next_turn(TurnContext, signal) -> TurnUpdate | None`` and
+      ``should_stop_after_turn(TurnContext, signal) -> bool`` run after every good turn.
+
+    ``tool_execution`` is "parallel" (default) or "sequential"; parallel batches run on
+    ``executor`` if given, else on a thread pool of at most ``max_workers`` threads (default:
+    one per call). ``tool_timeout`` is the default per-call timeout in seconds.
+    """
+
+    model: Optional[Model] = None
+    convert_to_llm: Callable[[List[AgentMessage]], List[Any]] = keep_llm_messages
+    transform_context: Optional[Callable[[List[AgentMessage], AbortSignal], List[AgentMessage]]] = None
+    get_api_key: Optional[Callable[[str], Optional[str]]] = None
+    get_steering_messages: Optional[Callable[[], List[AgentMessage]]] = None
+    get_follow_up_messages: Optional[Callable[[], List[AgentMessage]]] = None
+    tool_execution: ToolExecutionMode = "parallel"
+    before_tool_call: Optional[Callable[..., Optional[BeforeToolCallResult]]] = None
+    after_tool_call: Optional[Callable[..., Optional[AfterToolCallResult]]] = None
+    prepare_next_turn: Optional[Callable[..., Optional[TurnUpdate]]] = None
+    should_stop_after_turn: Optional[Callable[..., bool]] = None
+    executor: Any = None
+    max_workers: Optional[int] = None
+    tool_timeout: Optional[float] = None

@@ -1,0 +1,1 @@
+"""The built-in HTTP providers; importing this package registers each under its ``api``."""

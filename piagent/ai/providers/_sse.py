@@ -1,0 +1,54 @@
+"""Server-sent events (the ``text/event-stream`` format) from a stream of byte chunks.
+
+Lines end in LF or CRLF (a lone CR, allowed by the standard, is not used by any LLM API). An
+event is the ``data:`` lines up to a blank line, joined with LF; ``event:`` names it; comments
+(``:``), ``id:`` and ``retry:`` are ignored. A last event not followed by a blank line is still
+delivered. Work is linear in the bytes received.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, List, Optional, Tuple
+
+__all__ = ["iter_sse"]
+
+SseEvent = Tuple[Optional[str], bytes]
+
+
+def iter_sse(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
+    """Yield ``(event name or None, data bytes)`` for every event in ``chunks``."""
+    tail: List[bytes] = []
+    name: Optional[str] = None
+    data: List[bytes] = []
+    for chunk in chunks:
+        if not chunk:
+            continue
+        lines = chunk.split(b"\n")
+        if tail:
+            tail.append(lines[0])
+            lines[0] = b"".join(tail)
+            tail = []
+        last = lines.pop()
+        if last:
+            tail.append(last)
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if data:
+                    yield name, data[0] if len(data) == 1 else b"\n".join(data)
+                    data = []
+                name = None
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+            elif line.startswith(b"event:"):
+                name = line[6:].strip().decode("utf-8", "replace")
+            # ":" comments, "id:" and "retry:" carry nothing a provider needs
+    if tail:
+        line = b"".join(tail).rstrip(b"\r")
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
+        yield name, b"\n".join(data)

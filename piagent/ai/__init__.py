@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .builder import MessageBuilder
+from .env import get_env_api_key
 from .json_stream import parse_streaming_json
+from .models import custom_model, get_model, get_models, get_providers, register_model
 from .registry import (
     ApiProvider,
     StreamFunction,
@@ -62,11 +64,17 @@ __all__ = [
     "complete",
     "complete_simple",
     "content_from_dict",
+    "custom_model",
     "get_api_provider",
     "get_api_providers",
+    "get_env_api_key",
+    "get_model",
+    "get_models",
+    "get_providers",
     "message_from_dict",
     "parse_streaming_json",
     "register_api_provider",
+    "register_model",
     "stream",
     "stream_simple",
     "unregister_api_provider",

@@ -396,6 +396,16 @@ class StreamOptions:
 
     ``reasoning`` is a level (``minimal``..``xhigh``) or None for no reasoning; providers map it to
     their own knob. ``api_key`` and ``headers`` never appear in a repr.
+
+    ``tool_choice`` is None (the API's default), ``"auto"``, ``"none"``, ``"required"`` (some tool
+    must be called) or ``{"name": "<tool>"}`` (that tool must be called). Each provider maps it to
+    its API's form: OpenAI chat ``"auto"|"none"|"required"|{"type": "function", "function":
+    {"name"}}``, OpenAI responses ``{"type": "function", "name"}``, Anthropic ``{"type":
+    "auto"|"none"|"any"|"tool"}``, Google ``toolConfig.functionCallingConfig.mode``
+    ``AUTO|NONE|ANY`` (+ ``allowedFunctionNames``). Anything else ends the stream with an error.
+
+    ``on_payload(payload, model)`` sees the request body before it is sent; a non-None return
+    replaces it. ``on_response({"status", "headers"}, model)`` sees every HTTP response.
     """
 
     temperature: Optional[float] = None

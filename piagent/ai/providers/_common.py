@@ -1,0 +1,216 @@
+"""What every HTTP provider repeats: keys, payload hook, budgets, usage, and the error contract.
+
+A provider's stream function is usually just::
+
+    def stream_x(model, context, options):
+        return stream_events(model, options, lambda builder: _body(model, context, options, builder))
+
+where ``_body`` is a generator that resolves the key (:func:`resolve_api_key`), builds the
+payload (then :func:`apply_on_payload`), calls ``open_stream`` and yields ``builder.start()``
+once headers arrived, then the block events and finally ``builder.done(reason)``.
+
+:func:`stream_events` runs that generator in pull mode on the consumer's thread and keeps the
+stream-function contract of spec §2.2: *any* exception (missing key, HTTP status, abort,
+connection drop, bad JSON...) becomes the terminal ``error`` event, with the partial content
+and usage kept and every secret scrubbed from the message. Nothing raises out of the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from ...exceptions import MissingApiKeyError
+from ..builder import MessageBuilder
+from ..env import env_vars_for, get_env_api_key, needs_api_key
+from ..stream import AssistantMessageEventStream
+from ..types import AssistantMessageEvent, Model, StreamOptions, Usage
+from ._http import AbortedRequest, describe_error
+
+__all__ = [
+    "ABORTED_MESSAGE",
+    "DEFAULT_THINKING_BUDGETS",
+    "ProviderStreamError",
+    "apply_on_payload",
+    "default_max_tokens",
+    "make_usage",
+    "max_tokens_with_budget",
+    "merge_headers",
+    "parse_event_json",
+    "reasoning_budget",
+    "resolve_api_key",
+    "secrets_of",
+    "stream_events",
+    "tool_choice_name",
+]
+
+logger = logging.getLogger("piagent")
+
+ABORTED_MESSAGE = "Request was aborted"
+DEFAULT_THINKING_BUDGETS: Dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+MAX_DEFAULT_OUTPUT_TOKENS = 32000
+_SENSITIVE_HEADER_WORDS = ("key", "auth", "token", "secret", "cookie")
+
+
+class ProviderStreamError(Exception):
+    """The provider's stream was unusable: cut short, invalid JSON, or an error it reported itself."""
+
+
+# --------------------------------------------------------------------------- keys and headers
+
+
+def resolve_api_key(model: Model, options: StreamOptions) -> str:
+    """``options.api_key``, else the provider's environment variable, else "" for local servers.
+
+    Raises :class:`MissingApiKeyError` naming the variable to set when a key is needed.
+    """
+    if options.api_key:
+        return options.api_key
+    key = get_env_api_key(model.provider)
+    if key:
+        return key
+    if not needs_api_key(model.provider) or _is_local(model.base_url):
+        return ""
+    names = " or ".join(env_vars_for(model.provider))
+    raise MissingApiKeyError(f"No API key for provider {model.provider}: set {names} or pass api_key")
+
+
+def _is_local(base_url: str) -> bool:
+    host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def merge_headers(model: Model, options: StreamOptions, base: Mapping[str, str]) -> Dict[str, str]:
+    """``base`` overridden by ``model.headers`` then ``options.headers`` (a None value removes a header)."""
+    merged: Dict[str, str] = dict(base)
+    for extra in (model.headers, options.headers):
+        for name, value in (extra or {}).items():
+            for existing in [k for k in merged if k.lower() == name.lower()]:
+                del merged[existing]
+            if value is not None:
+                merged[name] = value
+    return merged
+
+
+def secrets_of(model: Model, options: StreamOptions) -> List[str]:
+    """Every value that must never appear in an error message: keys and credential headers."""
+    found = [options.api_key or "", get_env_api_key(model.provider) or ""]
+    for headers in (model.headers, options.headers):
+        for name, value in (headers or {}).items():
+            if value and any(word in name.lower() for word in _SENSITIVE_HEADER_WORDS):
+                found.append(value)
+                if " " in value:  # "Bearer <token>"
+                    found.append(value.split(" ", 1)[1])
+    return [s for s in found if s]
+
+
+# --------------------------------------------------------------------------- payload and limits
+
+
+def apply_on_payload(options: StreamOptions, payload: Any, model: Model) -> Any:
+    """Call ``options.on_payload(payload, model)``; a non-None return replaces the payload."""
+    if options.on_payload is None:
+        return payload
+    replacement = options.on_payload(payload, model)
+    return payload if replacement is None else replacement
+
+
+def default_max_tokens(model: Model) -> int:
+    """The output limit of a call without ``max_tokens``: ``min(model.max_tokens, 32000)``."""
+    return min(model.max_tokens, MAX_DEFAULT_OUTPUT_TOKENS) if model.max_tokens > 0 else MAX_DEFAULT_OUTPUT_TOKENS
+
+
+def reasoning_budget(level: str, options: StreamOptions, model: Model) -> int:
+    """Thinking tokens for a reasoning ``level`` (spec §2.2): minimal 1024, low 2048, medium 8192,
+    high 16384; ``xhigh`` is treated as ``high``; ``options.thinking_budgets`` overrides per level."""
+    level = "high" if level == "xhigh" else level
+    budgets = dict(DEFAULT_THINKING_BUDGETS)
+    budgets.update(options.thinking_budgets or {})
+    if level not in budgets:
+        raise ValueError(f"Unknown reasoning level: {level!r} (expected minimal, low, medium, high or xhigh)")
+    return int(budgets[level])
+
+
+def max_tokens_with_budget(options: StreamOptions, model: Model, budget: int) -> Tuple[int, int]:
+    """``(max_tokens, budget)`` for an API whose output limit includes the thinking budget.
+
+    The answer keeps room for ``options.max_tokens`` (or the default) on top of the budget,
+    capped by the model's limit; if the cap leaves no room, the budget shrinks to leave 1024.
+    """
+    answer = options.max_tokens or default_max_tokens(model)
+    total = answer + budget
+    if model.max_tokens > 0:
+        total = min(total, model.max_tokens)
+    if total <= budget:
+        budget = max(0, total - 1024)
+    return total, budget
+
+
+def tool_choice_name(choice: Any) -> Optional[str]:
+    """Validate ``StreamOptions.tool_choice``; the forced tool's name for ``{"name": ...}``, else None.
+
+    Raises ``ValueError`` for anything but None, "auto", "none", "required" or ``{"name": str}``.
+    """
+    if choice is None or choice in ("auto", "none", "required"):
+        return None
+    if isinstance(choice, Mapping) and isinstance(choice.get("name"), str) and choice["name"]:
+        return str(choice["name"])
+    raise ValueError(f'Invalid tool_choice {choice!r}: use "auto", "none", "required" or {{"name": "<tool>"}}')
+
+
+# --------------------------------------------------------------------------- usage and JSON
+
+
+def make_usage(model: Model, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> Usage:
+    """A :class:`Usage` with ``total_tokens`` and cost computed from the model's prices."""
+    usage = Usage(int(input or 0), int(output or 0), int(cache_read or 0), int(cache_write or 0))
+    usage.compute_cost(model)
+    return usage
+
+
+def parse_event_json(data: bytes) -> Any:
+    """Decode one SSE ``data`` payload; raises :class:`ProviderStreamError` with a short excerpt."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        excerpt = data[:200].decode("utf-8", "replace")
+        raise ProviderStreamError(f"Invalid JSON in stream event: {excerpt!r} ({exc})") from None
+
+
+# --------------------------------------------------------------------------- the error contract
+
+Body = Callable[[MessageBuilder], Iterator[AssistantMessageEvent]]
+
+
+def stream_events(model: Model, options: StreamOptions, body: Body) -> AssistantMessageEventStream:
+    """Run ``body(builder)`` lazily on the consumer's thread; never raises (spec §2.2).
+
+    The generator must yield ``start``, block events and one terminal event. If it raises, or
+    returns without a terminal event, the stream ends with ``error`` (``aborted`` when the
+    signal fired) carrying the partial message.
+    """
+    return AssistantMessageEventStream(source=_guarded(model, options, body))
+
+
+def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[AssistantMessageEvent]:
+    builder = MessageBuilder(model)
+    signal = options.signal
+    try:
+        for event in body(builder):
+            yield event
+            if event.type in ("done", "error"):
+                return
+        raise ProviderStreamError("Provider stream ended without a terminal event")
+    except GeneratorExit:
+        raise
+    except BaseException as exc:  # noqa: B902 - the contract: every failure ends the stream
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)
+        if aborted:
+            message = ABORTED_MESSAGE
+        else:
+            message = describe_error(exc, secrets_of(model, options))
+            logger.debug("provider %s failed: %s", model.provider, message)
+        yield builder.error(message, aborted=aborted)

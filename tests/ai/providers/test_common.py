@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import pytest
+import requests
+
+from piagent.abort import AbortController
+from piagent.ai.providers._common import (
+    ABORTED_MESSAGE,
+    apply_on_payload,
+    default_max_tokens,
+    make_usage,
+    max_tokens_with_budget,
+    merge_headers,
+    parse_event_json,
+    ProviderStreamError,
+    reasoning_budget,
+    resolve_api_key,
+    stream_events,
+    tool_choice_name,
+)
+from piagent.ai.providers._http import AbortedRequest, HttpStatusError
+from piagent.ai.types import Cost, Model, StreamOptions
+from piagent.exceptions import MissingApiKeyError
+
+MODEL = Model("m", api="openai-completions", provider="openai", base_url="https://api.openai.com/v1",
+              cost=Cost(2.0, 8.0, 0.5, 1.0), max_tokens=100_000)
+
+
+def test_explicit_key_wins_over_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    assert resolve_api_key(MODEL, StreamOptions(api_key="given")) == "given"
+    assert resolve_api_key(MODEL, StreamOptions()) == "env-key"
+
+
+def test_missing_key_names_the_variable_to_set(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingApiKeyError, match="No API key for provider openai: set OPENAI_API_KEY or pass api_key"):
+        resolve_api_key(MODEL, StreamOptions())
+
+
+def test_local_servers_need_no_key(monkeypatch):
+    local = Model("llama", api="openai-completions", provider="ollama", base_url="http://localhost:11434/v1")
+    assert resolve_api_key(local, StreamOptions()) == ""
+    custom = Model("x", api="openai-completions", provider="mybox", base_url="http://127.0.0.1:8000/v1")
+    assert resolve_api_key(custom, StreamOptions()) == ""
+
+
+def test_on_payload_may_replace_the_payload():
+    seen = []
+    assert apply_on_payload(StreamOptions(on_payload=lambda p, m: seen.append((p, m.id))), {"a": 1}, MODEL) == {"a": 1}
+    assert seen == [({"a": 1}, "m")]
+    assert apply_on_payload(StreamOptions(on_payload=lambda p, m: {"b": 2}), {"a": 1}, MODEL) == {"b": 2}
+    assert apply_on_payload(StreamOptions(), {"a": 1}, MODEL) == {"a": 1}
+
+
+def test_default_budgets_and_xhigh_clamps_to_high():
+    options = StreamOptions()
+    assert [reasoning_budget(level, options, MODEL) for level in ("minimal", "low", "medium", "high", "xhigh")] == [
+        1024, 2048, 8192, 16384, 16384,
+    ]
+
+
+def test_thinking_budgets_override_defaults():
+    options = StreamOptions(thinking_budgets={"low": 3000, "high": 20000})
+    assert reasoning_budget("low", options, MODEL) == 3000
+    assert reasoning_budget("xhigh", options, MODEL) == 20000
+    assert reasoning_budget("medium", options, MODEL) == 8192
+    with pytest.raises(ValueError, match="Unknown reasoning level"):
+        reasoning_budget("huge", options, MODEL)
+
+
+def test_default_max_tokens_is_capped_at_32000():
+    assert default_max_tokens(MODEL) == 32000
+    assert default_max_tokens(Model("s", max_tokens=4096)) == 4096
+
+
+def test_budget_fits_inside_the_model_output_limit():
+    assert max_tokens_with_budget(StreamOptions(), MODEL, 16384) == (48384, 16384)
+    small = Model("s", max_tokens=8192)
+    assert max_tokens_with_budget(StreamOptions(max_tokens=8192), small, 16384) == (8192, 7168)
+
+
+def test_merge_headers_lets_options_override_and_remove():
+    model = Model("m", headers={"X-A": "model", "X-B": "b"})
+    merged = merge_headers(model, StreamOptions(headers={"x-a": "opt", "X-B": None}), {"Authorization": "k"})
+    assert merged == {"Authorization": "k", "x-a": "opt"}
+
+
+def test_tool_choice_validation():
+    assert tool_choice_name(None) is None and tool_choice_name("required") is None
+    assert tool_choice_name({"name": "search"}) == "search"
+    with pytest.raises(ValueError, match="Invalid tool_choice"):
+        tool_choice_name("any")
+
+
+def test_usage_cost_uses_model_prices():
+    usage = make_usage(MODEL, input=1000, output=500, cache_read=2000, cache_write=100)
+    assert usage.total_tokens == 3600
+    assert usage.cost.total == pytest.approx((2.0 * 1000 + 8.0 * 500 + 0.5 * 2000 + 1.0 * 100) / 1e6)
+
+
+def test_invalid_json_event_is_a_stream_error():
+    assert parse_event_json(b'{"a":1}') == {"a": 1}
+    with pytest.raises(ProviderStreamError, match="Invalid JSON in stream event"):
+        parse_event_json(b"{nope")
+
+
+def _types(stream):
+    return [e.type for e in stream]
+
+
+def test_failure_before_start_is_a_single_error_event():
+    def body(builder):
+        raise MissingApiKeyError("No API key for provider openai: set OPENAI_API_KEY or pass api_key")
+        yield  # pragma: no cover
+
+    stream = stream_events(MODEL, StreamOptions(), body)
+    events = list(stream)
+    assert [e.type for e in events] == ["error"]
+    assert events[0].reason == "error"
+    assert stream.result().error_message.startswith("No API key for provider openai")
+
+
+def test_failure_mid_stream_keeps_partial_content_and_usage():
+    def body(builder):
+        yield builder.start()
+        started = builder.text_start()
+        yield started
+        yield builder.text_delta(started.content_index, "Hello")
+        builder.message.usage = make_usage(MODEL, input=10)
+        raise requests.exceptions.ChunkedEncodingError("Connection broken")
+
+    stream = stream_events(MODEL, StreamOptions(), body)
+    assert _types(stream) == ["start", "text_start", "text_delta", "error"]
+    message = stream.result()
+    assert message.stop_reason == "error" and "Connection broken" in message.error_message
+    assert message.text == "Hello" and message.usage.input == 10
+
+
+def test_failure_after_abort_is_reported_as_aborted():
+    controller = AbortController()
+
+    def body(builder):
+        yield builder.start()
+        controller.abort()
+        raise requests.exceptions.ConnectionError("socket closed")
+
+    message = stream_events(MODEL, StreamOptions(signal=controller.signal), body).result()
+    assert (message.stop_reason, message.error_message) == ("aborted", ABORTED_MESSAGE)
+
+
+def test_aborted_request_is_aborted_even_without_signal():
+    def body(builder):
+        raise AbortedRequest()
+        yield  # pragma: no cover
+
+    assert stream_events(MODEL, StreamOptions(), body).result().stop_reason == "aborted"
+
+
+def test_body_ending_without_terminal_event_ends_with_error():
+    def body(builder):
+        yield builder.start()
+
+    stream = stream_events(MODEL, StreamOptions(), body)
+    assert _types(stream) == ["start", "error"]
+    assert "without a terminal event" in stream.result().error_message
+
+
+def test_secrets_are_scrubbed_from_error_messages(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-123")
+
+    def body(builder):
+        raise HttpStatusError(401, "bad key sk-given-secret-456 and sk-env-secret-123 and tok-header-789")
+        yield  # pragma: no cover
+
+    options = StreamOptions(api_key="sk-given-secret-456", headers={"X-Api-Key": "tok-header-789"})
+    message = stream_events(MODEL, options, body).result()
+    assert "secret" not in message.error_message and "tok-header" not in message.error_message
+    assert message.error_message.count("[REDACTED]") == 3
+
+
+def test_stream_function_never_raises_even_for_programming_errors():
+    def body(builder):
+        yield builder.start()
+        {}["missing"]
+
+    message = stream_events(MODEL, StreamOptions(), body).result()
+    assert message.stop_reason == "error" and "missing" in message.error_message

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import pytest
+
+from piagent.ai.models import custom_model, get_model, get_models, get_providers, register_model, unregister_model
+from piagent.ai.types import Model, Usage
+from piagent.exceptions import ModelNotFoundError
+
+
+def test_reference_and_two_argument_forms_find_the_same_model():
+    a = get_model("openai:gpt-4.1")
+    b = get_model("openai", "gpt-4.1")
+    assert a == b
+    assert (a.api, a.provider, a.base_url) == ("openai-responses", "openai", "https://api.openai.com/v1")
+    assert a.input == ["text", "image"] and a.context_window > 0 and a.max_tokens > 0
+
+
+@pytest.mark.parametrize(
+    "ref, api",
+    [
+        ("openai:gpt-4.1-mini", "openai-responses"),
+        ("openai:gpt-4o", "openai-responses"),
+        ("openai:gpt-4o-mini", "openai-responses"),
+        ("openai:o3", "openai-responses"),
+        ("openai:o4-mini", "openai-responses"),
+        ("openai:gpt-5", "openai-responses"),
+        ("openai:gpt-5-mini", "openai-responses"),
+        ("anthropic:claude-opus-4", "anthropic-messages"),
+        ("anthropic:claude-sonnet-4", "anthropic-messages"),
+        ("anthropic:claude-3-5-haiku", "anthropic-messages"),
+        ("google:gemini-2.5-pro", "google-generative-ai"),
+        ("google:gemini-2.5-flash", "google-generative-ai"),
+        ("google:gemini-2.0-flash", "google-generative-ai"),
+        ("groq:llama-3.3-70b-versatile", "openai-completions"),
+        ("deepseek:deepseek-chat", "openai-completions"),
+        ("openrouter:openai/gpt-4o-mini", "openai-completions"),
+        ("xai:grok-4", "openai-completions"),
+        ("mistral:mistral-large-latest", "openai-completions"),
+    ],
+)
+def test_catalogue_covers_the_main_models_of_each_provider(ref, api):
+    model = get_model(ref)
+    assert model.api == api
+    assert model.base_url.startswith("https://")
+    assert model.cost.input > 0 and model.cost.output > 0
+
+
+def test_reasoning_models_are_marked():
+    assert get_model("openai:o3").reasoning and get_model("openai:gpt-5").reasoning
+    assert not get_model("openai:gpt-4o").reasoning
+    assert get_model("deepseek:deepseek-reasoner").reasoning
+
+
+def test_alias_resolves_to_the_dated_id():
+    assert get_model("anthropic:claude-sonnet-4").id == "claude-sonnet-4-20250514"
+
+
+def test_unknown_model_lists_close_matches():
+    with pytest.raises(ModelNotFoundError) as info:
+        get_model("openai:gpt-4.2")
+    assert "openai:gpt-4.1" in str(info.value)
+    assert "custom_model" in str(info.value)
+
+
+def test_unknown_provider_lists_known_providers():
+    with pytest.raises(ModelNotFoundError, match="Known providers: .*openai"):
+        get_model("nope:model")
+
+
+def test_reference_without_provider_is_rejected_clearly():
+    with pytest.raises(ModelNotFoundError, match="provider:model-id"):
+        get_model("gpt-4.1")
+
+
+def test_returned_models_are_copies():
+    model = get_model("openai:gpt-4o")
+    model.cost.input = 999.0
+    model.input.append("audio")
+    fresh = get_model("openai:gpt-4o")
+    assert fresh.cost.input != 999.0 and fresh.input == ["text", "image"]
+
+
+def test_get_models_and_get_providers():
+    assert {"openai", "anthropic", "google", "groq", "deepseek", "openrouter", "xai", "mistral"} <= set(get_providers())
+    ids = [m.id for m in get_models("openai")]
+    assert "gpt-4.1" in ids and "o4-mini" in ids
+    assert get_models("does-not-exist") == []
+
+
+def test_custom_model_for_a_local_server_in_one_line():
+    try:
+        model = custom_model("llama3.1:8b", provider="ollama")
+        assert model.base_url == "http://localhost:11434/v1"
+        assert model.api == "openai-completions"
+        assert get_model("ollama:llama3.1:8b") == model
+    finally:
+        unregister_model("ollama", "llama3.1:8b")
+    with pytest.raises(ModelNotFoundError):
+        get_model("ollama:llama3.1:8b")
+
+
+def test_custom_model_needs_a_base_url_for_an_unknown_server():
+    with pytest.raises(ValueError, match="base_url"):
+        custom_model("m", provider="somewhere", register=False)
+
+
+def test_custom_model_without_register_leaves_the_catalogue_alone():
+    model = custom_model("qwen", "http://127.0.0.1:9/v1/", provider="vllm", register=False)
+    assert model.base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(ModelNotFoundError):
+        get_model("vllm:qwen")
+
+
+def test_register_model_replaces_by_provider_and_id():
+    try:
+        register_model(Model("m1", api="openai-completions", provider="acme", base_url="https://acme/v1"))
+        register_model(Model("m1", api="openai-completions", provider="acme", base_url="https://acme/v2"))
+        assert get_model("acme:m1").base_url == "https://acme/v2"
+    finally:
+        unregister_model("acme", "m1")
+
+
+def test_cost_is_computed_from_catalogue_prices():
+    model = get_model("openai:gpt-4.1")
+    usage = Usage(input=1_000_000, output=500_000, cache_read=200_000)
+    usage.compute_cost(model)
+    assert usage.cost.input == pytest.approx(2.0)
+    assert usage.cost.output == pytest.approx(4.0)
+    assert usage.cost.cache_read == pytest.approx(0.1)
+    assert usage.cost.total == pytest.approx(6.1)

@@ -7,7 +7,8 @@
 
 A :class:`Reply` is a status, headers and a list of steps: bytes (sent as one HTTP chunk),
 ``Wait(event)`` (pause until the test sets it), ``RESET`` (drop the connection abruptly) or
-``STALL`` (stop sending without closing, until the server shuts down).
+``STALL`` (stop sending without closing, until the server shuts down). ``reply.received``
+is set once the request it answers has arrived (to abort "while waiting for headers").
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Reply:
     status: int = 200
     headers: Dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
     before_headers: Optional[Wait] = None
+    received: threading.Event = field(default_factory=threading.Event)  # set when its request arrived
 
 
 @dataclass
@@ -85,14 +87,18 @@ class ScriptedServer:
                         RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                     )
                     reply = server._replies.pop(0) if server._replies else Reply([b"no scripted reply"], 500)
-                server._answer(self, reply)
+                reply.received.set()
+                try:
+                    server._answer(self, reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client went away (an abort under test)
 
             do_GET = do_POST
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True)
         self._thread.start()
 
     def reply(self, steps: Union[List[Step], bytes] = b"", status: int = 200, **kwargs: Any) -> Reply:

@@ -1,0 +1,388 @@
+"""The Anthropic Messages API (``api="anthropic-messages"``), streamed over SSE.
+
+Request: ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
+:func:`build_request` turns a :class:`Context` into the JSON body (a pure function);
+:class:`AnthropicStreamMapper` turns each SSE event into builder events (also pure). The
+provider glues them to the HTTP layer; every failure ends the stream as an ``error`` event.
+
+Prompt caching: unless ``cache_retention == "none"``, the system prompt and the last user
+message carry ``cache_control: {"type": "ephemeral"}`` (``"long"`` adds ``"ttl": "1h"``).
+Thinking: ``options.reasoning`` (a level) becomes ``thinking: {"type": "enabled",
+"budget_tokens": N}``, ``max_tokens`` is raised to fit the budget and ``temperature`` is
+left out (the API rejects it with thinking on).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..builder import MessageBuilder
+from ..registry import register_api_provider
+from ..stream import AssistantMessageEventStream
+from ..transform import transform_messages
+from ..types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Model,
+    StreamOptions,
+    ToolResultMessage,
+)
+from ._common import (
+    ProviderStreamError,
+    apply_on_payload,
+    default_max_tokens,
+    max_tokens_with_budget,
+    merge_headers,
+    parse_event_json,
+    reasoning_budget,
+    resolve_api_key,
+    secrets_of,
+    stream_events,
+    tool_choice_name,
+)
+from ._http import open_stream
+
+__all__ = [
+    "API",
+    "AnthropicStreamMapper",
+    "build_headers",
+    "build_request",
+    "normalize_tool_call_id",
+    "stream_anthropic",
+]
+
+API = "anthropic-messages"
+ANTHROPIC_VERSION = "2023-06-01"
+REDACTED_THINKING_TEXT = "[Reasoning redacted]"
+
+STOP_REASONS = {
+    "end_turn": "stop",
+    "pause_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "toolUse",
+}
+FAILED_STOP_REASONS = {
+    "refusal": "The model refused to answer (stop_reason: refusal)",
+    "sensitive": "The response was withheld as sensitive content (stop_reason: sensitive)",
+}
+
+
+# --------------------------------------------------------------------------- request
+
+_TOOL_ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def normalize_tool_call_id(tool_call_id: str, *_: Any) -> str:
+    """A tool-call id Anthropic accepts (``^[a-zA-Z0-9_-]+$``, at most 64 characters)."""
+    cleaned = _TOOL_ID_INVALID.sub("_", tool_call_id)[:64]
+    return cleaned or "tool_call"
+
+
+def _cache_control(options: StreamOptions) -> Optional[Dict[str, Any]]:
+    retention = options.cache_retention or "short"
+    if retention == "none":
+        return None
+    control: Dict[str, Any] = {"type": "ephemeral"}
+    if retention == "long":
+        control["ttl"] = "1h"
+    return control
+
+
+def _image_block(block: Any) -> Dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": block.data}}
+
+
+def _user_blocks(content: Any) -> List[Dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: List[Dict[str, Any]] = []
+    for block in content:
+        if block.type == "text":
+            if block.text:
+                blocks.append({"type": "text", "text": block.text})
+        elif block.type == "image":
+            blocks.append(_image_block(block))
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage) -> List[Dict[str, Any]]:
+    blocks: List[Dict[str, Any]] = []
+    for block in message.content:
+        if block.type == "text":
+            if block.text:
+                blocks.append({"type": "text", "text": block.text})
+        elif block.type == "thinking":
+            if block.redacted:
+                if block.thinking_signature:
+                    blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
+            elif block.thinking_signature:
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": block.thinking_signature})
+            elif block.thinking.strip():
+                # Without a signature the API would reject it as thinking; keep it as text.
+                blocks.append({"type": "text", "text": block.thinking})
+        elif block.type == "toolCall":
+            blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments})
+    return blocks
+
+
+def _tool_result_block(message: ToolResultMessage) -> Dict[str, Any]:
+    result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+    content = _user_blocks(message.content)
+    if content:
+        result["content"] = content
+    if message.is_error:
+        result["is_error"] = True
+    return result
+
+
+def convert_messages(messages: List[Any]) -> List[Dict[str, Any]]:
+    """Already-transformed messages as Anthropic ``messages`` (tool results merged per turn)."""
+    out: List[Dict[str, Any]] = []
+    for message in messages:
+        if message.role == "user":
+            blocks = _user_blocks(message.content)
+            if blocks:
+                out.append({"role": "user", "content": blocks})
+        elif message.role == "assistant":
+            blocks = _assistant_blocks(message)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        elif message.role == "toolResult":
+            block = _tool_result_block(message)
+            previous = out[-1] if out else None
+            if (
+                previous is not None
+                and previous["role"] == "user"
+                and previous["content"]
+                and all(b["type"] == "tool_result" for b in previous["content"])
+            ):
+                previous["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+    return out
+
+
+def _tool_choice(choice: Any) -> Optional[Dict[str, Any]]:
+    """``options.tool_choice`` in Anthropic's form; raises ``ValueError`` for an unknown one."""
+    name = tool_choice_name(choice)
+    if name is not None:
+        return {"type": "tool", "name": name}
+    if choice is None:
+        return None
+    return {"type": "any" if choice == "required" else choice}
+
+
+def build_request(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+    """The JSON body of a streaming Messages request for ``context`` (before ``on_payload``)."""
+    cache = _cache_control(options)
+    messages = convert_messages(transform_messages(context.messages, model, normalize_tool_call_id))
+    if cache is not None:
+        for message in reversed(messages):
+            if message["role"] == "user":
+                last = dict(message["content"][-1])
+                last["cache_control"] = cache
+                message["content"][-1] = last
+                break
+
+    max_tokens = options.max_tokens or default_max_tokens(model)
+    payload: Dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    if context.system_prompt:
+        system: Dict[str, Any] = {"type": "text", "text": context.system_prompt}
+        if cache is not None:
+            system["cache_control"] = cache
+        payload["system"] = [system]
+    if options.reasoning and model.reasoning:
+        budget = reasoning_budget(options.reasoning, options, model)
+        payload["max_tokens"], budget = max_tokens_with_budget(options, model, budget)
+        payload["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    elif options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in context.tools
+        ]
+        choice = _tool_choice(options.tool_choice)
+        if choice is not None:
+            payload["tool_choice"] = choice
+    user_id = (options.metadata or {}).get("user_id")
+    if user_id is not None:
+        payload["metadata"] = {"user_id": str(user_id)}
+    return payload
+
+
+def build_headers(model: Model, options: StreamOptions, api_key: str) -> Dict[str, str]:
+    """The request headers: key and API version, then ``model.headers``, then ``options.headers``."""
+    base = {
+        "x-api-key": api_key,
+        "anthropic-version": ANTHROPIC_VERSION,
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+    }
+    return merge_headers(model, options, base)
+
+
+# --------------------------------------------------------------------------- response
+
+
+class AnthropicStreamMapper:
+    """Feeds one Anthropic SSE event at a time into a :class:`MessageBuilder`.
+
+    :meth:`feed` returns the builder events for one wire event (possibly none) and raises
+    :class:`ProviderStreamError` for an in-stream ``error``; :meth:`finish` returns the
+    closing events once ``message_stop`` arrived, and raises if it never did.
+    """
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self._blocks: Dict[int, int] = {}  # wire index -> content index
+        self._stop_reason: Optional[str] = None
+        self.stopped = False
+
+    @property
+    def usage(self) -> Any:
+        return self.builder.message.usage
+
+    def _read_usage(self, usage: Dict[str, Any]) -> None:
+        target = self.usage
+        if usage.get("input_tokens") is not None:
+            target.input = usage["input_tokens"]
+        if usage.get("output_tokens") is not None:
+            target.output = usage["output_tokens"]
+        if usage.get("cache_read_input_tokens") is not None:
+            target.cache_read = usage["cache_read_input_tokens"]
+        if usage.get("cache_creation_input_tokens") is not None:
+            target.cache_write = usage["cache_creation_input_tokens"]
+        target.compute_cost(self.builder.model)
+
+    def feed(self, event: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        kind = event.get("type")
+        builder = self.builder
+        if kind == "message_start":
+            message = event.get("message") or {}
+            if message.get("id"):
+                builder.message.response_id = message["id"]
+            self._read_usage(message.get("usage") or {})
+            return []
+        if kind == "content_block_start":
+            return self._block_start(event.get("index", 0), event.get("content_block") or {})
+        if kind == "content_block_delta":
+            return self._block_delta(event.get("index", 0), event.get("delta") or {})
+        if kind == "content_block_stop":
+            index = self._blocks.pop(event.get("index", 0), None)
+            return [builder.end_block(index)] if index is not None else []
+        if kind == "message_delta":
+            delta = event.get("delta") or {}
+            if delta.get("stop_reason"):
+                self._stop_reason = delta["stop_reason"]
+            self._read_usage(event.get("usage") or {})
+            return []
+        if kind == "message_stop":
+            self.stopped = True
+            return []
+        if kind == "error":
+            error = event.get("error") or {}
+            message = error.get("message") or "unknown error"
+            label = error.get("type")
+            raise ProviderStreamError(f"{label}: {message}" if label else message)
+        return []  # ping and event types added later carry nothing we use
+
+    def _block_start(self, wire_index: int, block: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        builder = self.builder
+        kind = block.get("type")
+        if kind == "text":
+            event = builder.text_start()
+            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
+            events = [event]
+            if block.get("text"):
+                events.append(builder.text_delta(event.content_index, block["text"]))  # type: ignore[arg-type]
+            return events
+        if kind == "thinking":
+            event = builder.thinking_start(block.get("signature") or None)
+            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
+            events = [event]
+            if block.get("thinking"):
+                events.append(builder.thinking_delta(event.content_index, block["thinking"]))  # type: ignore[arg-type]
+            return events
+        if kind == "redacted_thinking":
+            event = builder.thinking_start(block.get("data") or None, redacted=True)
+            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
+            return [event, builder.thinking_delta(event.content_index, REDACTED_THINKING_TEXT)]  # type: ignore[arg-type]
+        if kind == "tool_use":
+            event = builder.toolcall_start(block.get("id") or "", block.get("name") or "")
+            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
+            events = [event]
+            if block.get("input"):
+                events.append(builder.toolcall_delta(event.content_index, json.dumps(block["input"])))  # type: ignore[arg-type]
+            return events
+        return []  # server tools, citations...: not represented in pi's content model
+
+    def _block_delta(self, wire_index: int, delta: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        index = self._blocks.get(wire_index)
+        if index is None:
+            return []
+        kind = delta.get("type")
+        builder = self.builder
+        if kind == "text_delta" and delta.get("text"):
+            return [builder.text_delta(index, delta["text"])]
+        if kind == "thinking_delta" and delta.get("thinking"):
+            return [builder.thinking_delta(index, delta["thinking"])]
+        if kind == "signature_delta" and delta.get("signature"):
+            builder.set_thinking_signature(index, delta["signature"], append=True)
+            return []
+        if kind == "input_json_delta" and delta.get("partial_json"):
+            return [builder.toolcall_delta(index, delta["partial_json"])]
+        return []
+
+    def finish(self) -> List[AssistantMessageEvent]:
+        """Close open blocks and return them plus the terminal ``done`` event."""
+        if not self.stopped:
+            raise ProviderStreamError("The stream ended before message_stop")
+        events = list(self.builder.end_all())
+        reason = self._stop_reason or "end_turn"
+        if reason in FAILED_STOP_REASONS:
+            raise ProviderStreamError(FAILED_STOP_REASONS[reason])
+        mapped = STOP_REASONS.get(reason)
+        if mapped is None:
+            raise ProviderStreamError(f"Unhandled stop reason: {reason}")
+        events.append(self.builder.done(mapped))
+        return events
+
+
+# --------------------------------------------------------------------------- provider
+
+
+def _parse(data: bytes) -> Dict[str, Any]:
+    value = parse_event_json(data)
+    if not isinstance(value, dict):
+        raise ProviderStreamError(f"Unexpected stream event: {data[:200].decode('utf-8', 'replace')!r}")
+    return value
+
+
+def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """Stream a Messages API response; failures end the stream as an ``error`` event."""
+
+    def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+        api_key = resolve_api_key(model, options)
+        payload = apply_on_payload(options, build_request(model, context, options), model)
+        url = model.base_url.rstrip("/") + "/v1/messages"
+        headers = build_headers(model, options, api_key)
+        with open_stream(url, headers, payload, options, model, secrets_of(model, options) + [api_key]) as http:
+            yield builder.start()
+            mapper = AnthropicStreamMapper(builder)
+            for _name, data in http.sse():
+                for event in mapper.feed(_parse(data)):
+                    yield event
+                if mapper.stopped:
+                    break
+            for event in mapper.finish():
+                yield event
+
+    return stream_events(model, options, body)
+
+
+register_api_provider(API, stream_anthropic, stream_anthropic)

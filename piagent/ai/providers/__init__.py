@@ -1,3 +1,3 @@
 """The built-in HTTP providers; importing this package registers each under its ``api``."""
 
-from . import anthropic  # noqa: F401  (registers on import)
+from . import anthropic, google  # noqa: F401  (register on import)

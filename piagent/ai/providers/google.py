@@ -1,0 +1,370 @@
+"""The Gemini API (``api="google-generative-ai"``), streamed over SSE.
+
+Request: ``POST {base_url}/models/{model.id}:streamGenerateContent?alt=sse`` with
+``x-goog-api-key``. :func:`build_request` turns a :class:`Context` into the JSON body (a pure
+function); :class:`GoogleStreamMapper` turns each streamed ``GenerateContentResponse`` chunk
+into builder events (also pure). Every failure ends the stream as an ``error`` event.
+
+Tool schemas go out as ``parametersJsonSchema`` (full JSON Schema, accepted by the Gemini
+API), not as ``parameters`` (an OpenAPI subset that rejects ``additionalProperties``,
+``$ref``, ``const``...): nothing is lost in translation; only ``$schema`` is removed.
+
+Function calls arrive whole: each becomes ``toolcall_start``, one ``toolcall_delta`` with
+the full JSON arguments and ``toolcall_end``. Calls without an id get one, unique in the
+message. ``thoughtSignature`` on a part is kept on the block it belongs to and sent back
+for the same model only (the history transform drops it for others).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Dict, Iterator, List, Optional
+from urllib.parse import quote
+
+from ..builder import MessageBuilder
+from ..registry import register_api_provider
+from ..stream import AssistantMessageEventStream
+from ..transform import transform_messages
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ._common import (
+    ProviderStreamError,
+    apply_on_payload,
+    default_max_tokens,
+    merge_headers,
+    parse_event_json,
+    reasoning_budget,
+    resolve_api_key,
+    secrets_of,
+    stream_events,
+    tool_choice_name,
+)
+from ._http import open_stream
+
+__all__ = ["API", "GoogleStreamMapper", "build_headers", "build_request", "request_url", "stream_google"]
+
+API = "google-generative-ai"
+
+# Gemini 3 rejects a function call in the current turn without a thought signature; for
+# calls made by another model Google documents this value to skip the check.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+FAILED_FINISH_REASONS = {
+    "SAFETY": "The response was blocked by safety filters",
+    "RECITATION": "The response was blocked for reciting copyrighted material",
+    "LANGUAGE": "The response was blocked: unsupported language",
+    "BLOCKLIST": "The response was blocked: it contained blocklisted terms",
+    "PROHIBITED_CONTENT": "The response was blocked for prohibited content",
+    "SPII": "The response was blocked: it contained sensitive personal information",
+    "MALFORMED_FUNCTION_CALL": "The model produced a malformed function call",
+    "UNEXPECTED_TOOL_CALL": "The model called a tool although none was available",
+    "IMAGE_SAFETY": "The generated image was blocked by safety filters",
+    "OTHER": "The response was stopped for an unspecified reason",
+}
+
+
+# --------------------------------------------------------------------------- request
+
+
+def _user_parts(content: Any) -> List[Dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}] if content else []
+    parts: List[Dict[str, Any]] = []
+    for block in content:
+        if block.type == "text":
+            if block.text:
+                parts.append({"text": block.text})
+        elif block.type == "image":
+            parts.append({"inlineData": {"mimeType": block.mime_type, "data": block.data}})
+    return parts
+
+
+def _is_gemini_3(model: Model) -> bool:
+    return "gemini-3" in model.id
+
+
+def _model_parts(message: AssistantMessage, model: Model) -> List[Dict[str, Any]]:
+    parts: List[Dict[str, Any]] = []
+    for block in message.content:
+        if block.type == "text":
+            if block.text or block.text_signature:
+                part: Dict[str, Any] = {"text": block.text}
+                if block.text_signature:
+                    part["thoughtSignature"] = block.text_signature
+                parts.append(part)
+        elif block.type == "thinking":
+            if block.redacted:
+                continue
+            if block.thinking or block.thinking_signature:
+                part = {"text": block.thinking, "thought": True}
+                if block.thinking_signature:
+                    part["thoughtSignature"] = block.thinking_signature
+                parts.append(part)
+        elif block.type == "toolCall":
+            part = {"functionCall": {"name": block.name, "args": block.arguments}}
+            signature = block.thought_signature or (SKIP_SIGNATURE if _is_gemini_3(model) else None)
+            if signature:
+                part["thoughtSignature"] = signature
+            parts.append(part)
+    return parts
+
+
+def _function_response_parts(message: Any) -> List[Dict[str, Any]]:
+    text = "\n".join(b.text for b in message.content if b.type == "text")
+    images = [b for b in message.content if b.type == "image"]
+    if not text and images:
+        text = "(see attached image)" if len(images) == 1 else "(see attached images)"
+    key = "error" if message.is_error else "output"
+    parts: List[Dict[str, Any]] = [{"functionResponse": {"name": message.tool_name, "response": {key: text}}}]
+    for image in images:
+        parts.append({"inlineData": {"mimeType": image.mime_type, "data": image.data}})
+    return parts
+
+
+def convert_messages(messages: List[Any], model: Model) -> List[Dict[str, Any]]:
+    """Already-transformed messages as Gemini ``contents`` (tool results merged per turn)."""
+    out: List[Dict[str, Any]] = []
+    merging_results = False
+    for message in messages:
+        if message.role == "toolResult":
+            parts = _function_response_parts(message)
+            if merging_results:
+                out[-1]["parts"].extend(parts)
+            else:
+                out.append({"role": "user", "parts": parts})
+                merging_results = True
+            continue
+        merging_results = False
+        if message.role == "user":
+            parts = _user_parts(message.content)
+            if parts:
+                out.append({"role": "user", "parts": parts})
+        elif message.role == "assistant":
+            parts = _model_parts(message, model)
+            if parts:
+                out.append({"role": "model", "parts": parts})
+    return out
+
+
+def _schema(parameters: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in parameters.items() if k != "$schema"}
+
+
+def _tool_config(choice: Any) -> Optional[Dict[str, Any]]:
+    """``options.tool_choice`` as a ``toolConfig``; raises ``ValueError`` for an unknown one."""
+    name = tool_choice_name(choice)
+    if name is not None:
+        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
+    if choice is None:
+        return None
+    mode = {"auto": "AUTO", "none": "NONE", "required": "ANY"}[choice]
+    return {"functionCallingConfig": {"mode": mode}}
+
+
+def _can_disable_thinking(model: Model) -> bool:
+    # Gemini 2.5 Flash and Flash-Lite accept a zero budget; the Pro models always think.
+    return "flash" in model.id and "gemini-3" not in model.id
+
+
+def build_request(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+    """The JSON body of a ``streamGenerateContent`` request (before ``on_payload``)."""
+    payload: Dict[str, Any] = {"contents": convert_messages(transform_messages(context.messages, model), model)}
+    if context.system_prompt:
+        payload["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
+    config: Dict[str, Any] = {"maxOutputTokens": options.max_tokens or default_max_tokens(model)}
+    if options.temperature is not None:
+        config["temperature"] = options.temperature
+    if model.reasoning:
+        if options.reasoning:
+            budget = reasoning_budget(options.reasoning, options, model)
+            config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
+        elif _can_disable_thinking(model):
+            config["thinkingConfig"] = {"thinkingBudget": 0}
+    payload["generationConfig"] = config
+    if context.tools:
+        payload["tools"] = [
+            {
+                "functionDeclarations": [
+                    {"name": t.name, "description": t.description, "parametersJsonSchema": _schema(t.parameters)}
+                    for t in context.tools
+                ]
+            }
+        ]
+        tool_config = _tool_config(options.tool_choice)
+        if tool_config is not None:
+            payload["toolConfig"] = tool_config
+    return payload
+
+
+def build_headers(model: Model, options: StreamOptions, api_key: str) -> Dict[str, str]:
+    """The request headers: the key, then ``model.headers``, then ``options.headers``."""
+    base = {"x-goog-api-key": api_key, "Content-Type": "application/json", "Accept": "text/event-stream"}
+    return merge_headers(model, options, base)
+
+
+def request_url(model: Model) -> str:
+    return f"{model.base_url.rstrip('/')}/models/{quote(model.id, safe='-._~/')}:streamGenerateContent?alt=sse"
+
+
+# --------------------------------------------------------------------------- response
+
+
+class GoogleStreamMapper:
+    """Feeds one streamed ``GenerateContentResponse`` chunk at a time into a builder.
+
+    Text parts extend the open text block (``thought: true`` ones the open thinking block);
+    a part of another kind closes it first. :meth:`finish` returns the closing events and
+    raises :class:`ProviderStreamError` when the stream never gave a finish reason or gave one
+    that means failure.
+    """
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self._open: Optional[int] = None  # content index of the open text/thinking block
+        self._open_kind: Optional[str] = None
+        self._signature: Optional[str] = None  # of the open block
+        self._ids: set = set()
+        self.finish_reason: Optional[str] = None
+        self._block_reason: Optional[str] = None
+
+    def _close_open(self) -> List[AssistantMessageEvent]:
+        if self._open is None:
+            return []
+        index, kind, signature = self._open, self._open_kind, self._signature
+        self._open, self._open_kind, self._signature = None, None, None
+        if kind == "thinking":
+            return [self.builder.thinking_end(index, signature)]
+        return [self.builder.text_end(index, signature)]
+
+    def _read_usage(self, meta: Dict[str, Any]) -> None:
+        usage = self.builder.message.usage
+        cached = meta.get("cachedContentTokenCount") or 0
+        usage.input = max(0, (meta.get("promptTokenCount") or 0) - cached)
+        usage.cache_read = cached
+        usage.output = (meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0)
+        usage.compute_cost(self.builder.model)
+
+    def feed(self, chunk: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        if chunk.get("responseId") and not self.builder.message.response_id:
+            self.builder.message.response_id = chunk["responseId"]
+        if isinstance(chunk.get("usageMetadata"), dict):
+            self._read_usage(chunk["usageMetadata"])
+        feedback = chunk.get("promptFeedback") or {}
+        if feedback.get("blockReason"):
+            self._block_reason = feedback["blockReason"]
+        candidates = chunk.get("candidates") or []
+        if not candidates:
+            return []
+        candidate = candidates[0] or {}
+        events: List[AssistantMessageEvent] = []
+        for part in (candidate.get("content") or {}).get("parts") or []:
+            if "text" in part:
+                events.extend(self._text_part(part))
+            elif isinstance(part.get("functionCall"), dict):
+                events.extend(self._function_call(part))
+        if candidate.get("finishReason"):
+            self.finish_reason = candidate["finishReason"]
+        return events
+
+    def _text_part(self, part: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        builder = self.builder
+        kind = "thinking" if part.get("thought") is True else "text"
+        text = part.get("text") or ""
+        signature = part.get("thoughtSignature")
+        events: List[AssistantMessageEvent] = []
+        if self._open_kind != kind:
+            if not text and not signature:
+                return []
+            events.extend(self._close_open())
+            start = builder.thinking_start() if kind == "thinking" else builder.text_start()
+            self._open, self._open_kind = start.content_index, kind
+            events.append(start)
+        index = self._open
+        assert index is not None
+        if text:
+            events.append(builder.thinking_delta(index, text) if kind == "thinking" else builder.text_delta(index, text))
+        if signature:
+            self._signature = signature
+        return events
+
+    def _new_id(self, name: str) -> str:
+        while True:
+            candidate = f"{name}_{uuid.uuid4().hex[:12]}"
+            if candidate not in self._ids:
+                return candidate
+
+    def _function_call(self, part: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        call = part["functionCall"]
+        name = call.get("name")
+        if not name:
+            return []  # argument-streaming fragments (not requested by this provider)
+        events = self._close_open()
+        call_id = call.get("id")
+        if not call_id or call_id in self._ids:
+            call_id = self._new_id(name)
+        self._ids.add(call_id)
+        args = call.get("args")
+        args = args if isinstance(args, dict) else {}
+        builder = self.builder
+        start = builder.toolcall_start(call_id, name, part.get("thoughtSignature"))
+        index = start.content_index
+        assert index is not None
+        events.append(start)
+        events.append(builder.toolcall_delta(index, json.dumps(args, ensure_ascii=False)))
+        events.append(builder.toolcall_end(index, args))
+        return events
+
+    def finish(self) -> List[AssistantMessageEvent]:
+        """Close the open block and return it plus the terminal ``done`` event."""
+        reason = self.finish_reason
+        if reason is None:
+            if self._block_reason:
+                raise ProviderStreamError(f"The prompt was blocked (blockReason: {self._block_reason})")
+            raise ProviderStreamError("The stream ended before a finish reason")
+        events = self._close_open()
+        if reason in FAILED_FINISH_REASONS:
+            raise ProviderStreamError(f"{FAILED_FINISH_REASONS[reason]} (finishReason: {reason})")
+        if reason == "MAX_TOKENS":
+            mapped = "length"
+        elif reason in ("STOP", "FINISH_REASON_UNSPECIFIED"):
+            mapped = "toolUse" if self.builder.message.tool_calls else "stop"
+        else:
+            raise ProviderStreamError(f"Unhandled finish reason: {reason}")
+        events.append(self.builder.done(mapped))
+        return events
+
+
+# --------------------------------------------------------------------------- provider
+
+
+def _parse(data: bytes) -> Dict[str, Any]:
+    value = parse_event_json(data)
+    if not isinstance(value, dict):
+        raise ProviderStreamError(f"Unexpected stream chunk: {data[:200].decode('utf-8', 'replace')!r}")
+    error = value.get("error")
+    if isinstance(error, dict):
+        raise ProviderStreamError(str(error.get("message") or error.get("status") or error))
+    return value
+
+
+def stream_google(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """Stream a Gemini response; failures end the stream as an ``error`` event."""
+
+    def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+        api_key = resolve_api_key(model, options)
+        payload = apply_on_payload(options, build_request(model, context, options), model)
+        headers = build_headers(model, options, api_key)
+        secrets = secrets_of(model, options) + [api_key]
+        with open_stream(request_url(model), headers, payload, options, model, secrets) as http:
+            yield builder.start()
+            mapper = GoogleStreamMapper(builder)
+            for _name, data in http.sse():
+                for event in mapper.feed(_parse(data)):
+                    yield event
+            for event in mapper.finish():
+                yield event
+
+    return stream_events(model, options, body)
+
+
+register_api_provider(API, stream_google, stream_google)

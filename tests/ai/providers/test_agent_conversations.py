@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List
 
-import pytest
-
 from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
 from piagent.ai import Cost, Model, TextContent
 from tests.support.scripted_server import ScriptedServer

@@ -1,0 +1,337 @@
+"""OpenAI chat completions (``api="openai-completions"``): OpenAI and every compatible server.
+
+``POST {base_url}/chat/completions`` with ``stream: true``. The same code speaks to OpenAI,
+Groq, DeepSeek, OpenRouter, xAI, Mistral and local servers (Ollama, vLLM, llama.cpp, LM
+Studio). Where servers differ, ``model.compat`` decides; unset keys are detected from
+``base_url``:
+
+================================  ==========================================================
+``max_tokens_field``              ``"max_completion_tokens"`` on api.openai.com, else ``"max_tokens"``
+``supports_developer_role``       system prompt of a reasoning model sent as ``developer`` (api.openai.com)
+``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
+``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
+``supports_prompt_cache_key``     send ``prompt_cache_key`` from ``session_id`` (api.openai.com)
+``send_reasoning_back``           replay the same model's thinking in the field it arrived in
+                                  (``reasoning_content`` for DeepSeek-style servers; default True)
+``tool_call_ids``                 ``"mistral"`` (9 alphanumerics, mistral.ai) or ``"openai"`` (<= 40 of ``[A-Za-z0-9_-]``)
+``tool_result_name``              add ``name`` to tool messages (mistral.ai)
+================================  ==========================================================
+
+Streaming: ``content`` deltas are text, ``reasoning_content``/``reasoning``/``reasoning_text``
+deltas are thinking (the field name is kept as the thinking signature), tool calls are keyed
+by ``index`` (an id or name repeated in later deltas, as llama.cpp does, is the same value).
+Text and tool-call blocks stay open side by side and are closed in content order at the end.
+A stream cut before any ``finish_reason`` is an error; one that has its ``finish_reason`` but
+lacks ``[DONE]`` (or the usage chunk) is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..builder import MessageBuilder
+from ..registry import register_api_provider
+from ..stream import AssistantMessageEventStream
+from ..transform import is_same_model, transform_messages
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ._common import (
+    ProviderStreamError,
+    apply_on_payload,
+    default_max_tokens,
+    make_usage,
+    merge_headers,
+    parse_event_json,
+    resolve_api_key,
+    stream_events,
+    tool_choice_name,
+)
+from ._http import AbortedRequest, open_stream
+from ._openai import bearer_headers, data_uri, is_openai_host, reasoning_effort, safe_call_id
+
+__all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions", "stream_simple_openai_completions"]
+
+API = "openai-completions"
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_STOP_REASONS = {"stop": "stop", "end": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+
+
+# --------------------------------------------------------------------------- compat
+
+
+def resolve_compat(model: Model) -> Dict[str, Any]:
+    """The server differences for ``model``: detected from ``base_url``, overridden by ``model.compat``."""
+    url = model.base_url.lower()
+    openai = is_openai_host(url)
+    mistral = "mistral.ai" in url
+    compat: Dict[str, Any] = {
+        "max_tokens_field": "max_completion_tokens" if openai or "openai.azure.com" in url else "max_tokens",
+        "supports_developer_role": openai,
+        "supports_usage_in_streaming": True,
+        "supports_reasoning_effort": not ("x.ai" in url or "deepseek.com" in url),
+        "supports_prompt_cache_key": openai,
+        "send_reasoning_back": True,
+        "tool_call_ids": "mistral" if mistral else "openai",
+        "tool_result_name": mistral,
+    }
+    compat.update(model.compat or {})
+    return compat
+
+
+def _mistral_id(call_id: str) -> str:
+    alnum = re.sub(r"[^A-Za-z0-9]", "", call_id)
+    if len(alnum) >= 9:
+        return alnum[-9:]
+    return (alnum + hashlib.sha1(call_id.encode()).hexdigest())[:9]
+
+
+def _normalizer(compat: Dict[str, Any]) -> Any:
+    if compat["tool_call_ids"] == "mistral":
+        return lambda call_id, model, source: _mistral_id(call_id)
+    return lambda call_id, model, source: safe_call_id(call_id, 40)
+
+
+# --------------------------------------------------------------------------- request
+
+
+def _user_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: List[Dict[str, Any]] = []
+    for block in content:
+        if block.type == "text":
+            parts.append({"type": "text", "text": block.text})
+        elif block.type == "image":
+            parts.append({"type": "image_url", "image_url": {"url": data_uri(block)}})
+    return parts
+
+
+def _assistant_entry(message: AssistantMessage, model: Model, compat: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    text = "".join(block.text for block in message.content if block.type == "text")
+    entry: Dict[str, Any] = {"role": "assistant", "content": text or None}
+    thinking = [block for block in message.content if block.type == "thinking" and block.thinking]
+    if thinking and compat["send_reasoning_back"] and is_same_model(message, model):
+        field = thinking[0].thinking_signature
+        entry[field if field in REASONING_FIELDS else "reasoning_content"] = "\n\n".join(b.thinking for b in thinking)
+    calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+        for call in message.tool_calls
+    ]
+    if calls:
+        entry["tool_calls"] = calls
+    elif not text:
+        return None  # nothing the server could use
+    return entry
+
+
+def _messages(model: Model, context: Context, compat: Dict[str, Any]) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    if context.system_prompt:
+        developer = model.reasoning and compat["supports_developer_role"]
+        out.append({"role": "developer" if developer else "system", "content": context.system_prompt})
+    images: List[Dict[str, Any]] = []
+
+    def flush_images() -> None:
+        if images:
+            out.append({"role": "user", "content": [{"type": "text", "text": "Attached image(s) from tool result:"}] + images[:]})
+            images.clear()
+
+    for message in transform_messages(context.messages, model, _normalizer(compat)):
+        role = getattr(message, "role", None)
+        if role != "toolResult":
+            flush_images()
+        if role == "user":
+            out.append({"role": "user", "content": _user_content(message.content)})
+        elif role == "assistant":
+            entry = _assistant_entry(message, model, compat)
+            if entry is not None:
+                out.append(entry)
+        elif role == "toolResult":
+            pictures = [b for b in message.content if b.type == "image"]
+            text = message.text or ("(see attached image)" if pictures else "(no output)")
+            entry = {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
+            if compat["tool_result_name"]:
+                entry["name"] = message.tool_name
+            out.append(entry)
+            images.extend({"type": "image_url", "image_url": {"url": data_uri(b)}} for b in pictures)
+    flush_images()
+    return out
+
+
+def _tool_choice(choice: Any) -> Any:
+    name = tool_choice_name(choice)
+    return {"type": "function", "function": {"name": name}} if name else choice
+
+
+def build_payload(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+    """The JSON body for ``POST /chat/completions`` (before ``on_payload``)."""
+    compat = resolve_compat(model)
+    payload: Dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": True}
+    if compat["supports_usage_in_streaming"]:
+        payload["stream_options"] = {"include_usage": True}
+    if options.max_tokens:
+        payload[compat["max_tokens_field"]] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in context.tools
+        ]
+    if options.tool_choice is not None:
+        payload["tool_choice"] = _tool_choice(options.tool_choice)
+    effort = reasoning_effort(model, options.reasoning)
+    if effort and compat["supports_reasoning_effort"]:
+        payload["reasoning_effort"] = effort
+    if options.session_id and compat["supports_prompt_cache_key"]:
+        payload["prompt_cache_key"] = options.session_id
+    return payload
+
+
+# --------------------------------------------------------------------------- response
+
+
+class _Chunks:
+    """Turns chat-completion chunks into builder events; state of one response."""
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self.text: Optional[int] = None
+        self.thinking: Optional[int] = None
+        self.calls: Dict[int, int] = {}  # wire index -> content index
+        self.finish_reason: Optional[str] = None
+        self.usage: Optional[Dict[str, Any]] = None
+
+    def feed(self, chunk: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        error = chunk.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise ProviderStreamError(f"Provider error: {message or json.dumps(error)}")
+        if chunk.get("id") and not self.builder.message.response_id:
+            self.builder.message.response_id = str(chunk["id"])
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if choice.get("usage"):
+                self.usage = choice["usage"]
+            delta = choice.get("delta") or {}
+            for field in REASONING_FIELDS:
+                value = delta.get(field)
+                if isinstance(value, str) and value:
+                    yield from self._thinking(value, field)
+                    break
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                yield from self._text(content)
+            for position, call in enumerate(delta.get("tool_calls") or []):
+                yield from self._tool_call(call, position)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _text(self, delta: str) -> Iterator[AssistantMessageEvent]:
+        if self.thinking is not None:
+            yield self.builder.thinking_end(self.thinking)
+            self.thinking = None
+        if self.text is None:
+            event = self.builder.text_start()
+            self.text = event.content_index
+            yield event
+        yield self.builder.text_delta(self.text, delta)
+
+    def _thinking(self, delta: str, field: str) -> Iterator[AssistantMessageEvent]:
+        if self.text is not None:
+            yield self.builder.text_end(self.text)
+            self.text = None
+        if self.thinking is None:
+            event = self.builder.thinking_start(thinking_signature=field)
+            self.thinking = event.content_index
+            yield event
+        yield self.builder.thinking_delta(self.thinking, delta)
+
+    def _tool_call(self, call: Dict[str, Any], position: int) -> Iterator[AssistantMessageEvent]:
+        wire_index = call.get("index", position)
+        function = call.get("function") or {}
+        call_id, name = call.get("id") or "", function.get("name") or ""
+        index = self.calls.get(wire_index)
+        if index is not None and call_id and self.builder.tool_call(index).id not in ("", call_id):
+            index = None  # a new call reusing the index (servers that send whole calls at index 0)
+        if index is None:
+            event = self.builder.toolcall_start(call_id, name)
+            index = self.calls[wire_index] = event.content_index
+            yield event
+        else:
+            block = self.builder.tool_call(index)
+            block.id = block.id or call_id
+            block.name = block.name or name
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        if arguments:
+            yield self.builder.toolcall_delta(index, arguments)
+
+    def finish(self, model: Model) -> Iterator[AssistantMessageEvent]:
+        for index in self.calls.values():
+            block = self.builder.tool_call(index) if index in self.builder.open_indices else None
+            if block is not None and not block.id:
+                block.id = "call_" + uuid.uuid4().hex[:24]
+        yield from self.builder.end_all()
+        self.builder.message.usage = _usage(self.usage, model)
+        reason = self.finish_reason or "stop"
+        if reason == "content_filter":
+            raise ProviderStreamError("The provider stopped the response: its content filter flagged the output (content_filter)")
+        mapped = _STOP_REASONS.get(reason)
+        if mapped is None:
+            raise ProviderStreamError(f"The provider stopped the response with an unknown finish_reason: {reason}")
+        if mapped == "stop" and self.builder.message.tool_calls:
+            mapped = "toolUse"  # some local servers say "stop" after tool calls
+        yield self.builder.done(mapped)
+
+
+def _usage(raw: Optional[Dict[str, Any]], model: Model) -> Any:
+    raw = raw or {}
+    cached = int((raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    prompt = int(raw.get("prompt_tokens") or 0)
+    return make_usage(model, input=max(0, prompt - cached), output=int(raw.get("completion_tokens") or 0), cache_read=cached)
+
+
+def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+    api_key = resolve_api_key(model, options)
+    payload = apply_on_payload(options, build_payload(model, context, options), model)
+    headers = merge_headers(model, options, bearer_headers(api_key))
+    url = model.base_url.rstrip("/") + "/chat/completions"
+    with open_stream(url, headers, payload, options, model, secrets=[api_key]) as http:
+        yield builder.start()
+        state = _Chunks(builder)
+        done = False
+        for _name, data in http.sse():
+            if data.strip() == b"[DONE]":
+                done = True
+                break
+            chunk = parse_event_json(data)
+            if isinstance(chunk, dict):
+                yield from state.feed(chunk)
+        if options.signal is not None and options.signal.aborted:
+            raise AbortedRequest()
+        if not done and state.finish_reason is None:
+            raise ProviderStreamError("The stream ended before the response was complete (no finish_reason or [DONE])")
+        yield from state.finish(model)
+
+
+def stream_openai_completions(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """Stream a chat completion; failures end the stream with an ``error`` event (never raised)."""
+    return stream_events(model, options, lambda builder: _body(model, context, options, builder))
+
+
+def stream_simple_openai_completions(
+    model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
+    """:func:`stream_openai_completions` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)``."""
+    if not options.max_tokens:
+        options = StreamOptions.from_object(options, max_tokens=default_max_tokens(model))
+    return stream_openai_completions(model, context, options)
+
+
+register_api_provider(API, stream_openai_completions, stream_simple_openai_completions)

@@ -72,12 +72,27 @@ def redact(text: str, secrets: Iterable[Optional[str]]) -> str:
     return text
 
 
+def _root_cause(exc: BaseException) -> str:
+    """The innermost exception carried in ``args`` (requests and urllib3 nest them as tuples)."""
+    seen = 0
+    while seen < 10:
+        inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
+        if inner is None and exc.args and isinstance(exc.args[0], tuple):
+            inner = next((a for a in reversed(exc.args[0]) if isinstance(a, BaseException)), None)
+        if inner is None:
+            break
+        exc, seen = inner, seen + 1
+    return str(exc) or type(exc).__name__
+
+
 def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) -> str:
     """A one-line, secret-free message for a failure while talking to a provider."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         text = f"Connection timed out: {exc}"
     elif isinstance(exc, requests.exceptions.ReadTimeout) or isinstance(exc, socket.timeout):
         text = "Read timed out: the server stopped sending data"
+    elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        text = f"Connection lost while streaming the response: {_root_cause(exc)}"
     elif isinstance(exc, requests.exceptions.ConnectionError):
         text = f"Connection error: {exc}"
     else:

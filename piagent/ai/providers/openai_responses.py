@@ -1,0 +1,337 @@
+"""OpenAI responses API (``api="openai-responses"``): OpenAI's own models.
+
+``POST {base_url}/responses`` with ``stream: true`` and ``store: false``. The system prompt
+goes in ``instructions``; history becomes input items (``message``, ``function_call``,
+``function_call_output``, and for the same model its ``reasoning`` items, replayed with their
+``encrypted_content``, which is requested through ``include``).
+
+What is kept on the message so the next request can replay it exactly:
+
+* a thinking block's signature is the JSON of its ``reasoning`` output item;
+* a text block's signature is the id of its ``message`` output item;
+* a tool call's id is ``"<call_id>|<item id>"``; tool results answer it with the ``call_id`` part.
+
+Streaming: ``response.created`` (id), ``response.output_item.added`` opens a block per output
+item, text / reasoning-summary / argument deltas fill it, ``response.output_item.done`` closes
+it, ``response.completed`` (or ``response.incomplete``) carries usage and status;
+``response.failed`` and ``error`` events end the stream with an error. A stream cut before the
+terminal event is an error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..builder import MessageBuilder
+from ..json_stream import parse_streaming_json
+from ..registry import register_api_provider
+from ..stream import AssistantMessageEventStream
+from ..transform import is_same_model, transform_messages
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ._common import (
+    ProviderStreamError,
+    apply_on_payload,
+    default_max_tokens,
+    make_usage,
+    merge_headers,
+    parse_event_json,
+    resolve_api_key,
+    stream_events,
+    tool_choice_name,
+)
+from ._http import AbortedRequest, open_stream
+from ._openai import bearer_headers, data_uri, reasoning_effort, safe_call_id
+
+__all__ = ["API", "build_payload", "stream_openai_responses", "stream_simple_openai_responses"]
+
+API = "openai-responses"
+
+
+# --------------------------------------------------------------------------- request
+
+
+def _split_id(tool_call_id: str) -> List[str]:
+    call_id, _, item_id = tool_call_id.partition("|")
+    return [call_id, item_id]
+
+
+def _user_item(content: Any) -> Dict[str, Any]:
+    if isinstance(content, str):
+        return {"role": "user", "content": [{"type": "input_text", "text": content}]}
+    parts: List[Dict[str, Any]] = []
+    for block in content:
+        if block.type == "text":
+            parts.append({"type": "input_text", "text": block.text})
+        elif block.type == "image":
+            parts.append({"type": "input_image", "image_url": data_uri(block), "detail": "auto"})
+    return {"role": "user", "content": parts}
+
+
+def _assistant_items(message: AssistantMessage, model: Model) -> List[Dict[str, Any]]:
+    same = is_same_model(message, model)
+    items: List[Dict[str, Any]] = []
+    for block in message.content:
+        if block.type == "thinking":
+            if same and block.thinking_signature:
+                try:
+                    item = json.loads(block.thinking_signature)
+                except ValueError:
+                    continue  # not ours: nothing the API could verify
+                if isinstance(item, dict) and item.get("type") == "reasoning":
+                    items.append(item)
+        elif block.type == "text":
+            if not block.text:
+                continue
+            if same and block.text_signature:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": block.text_signature,
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    }
+                )
+            else:
+                items.append({"role": "assistant", "content": block.text})
+        elif block.type == "toolCall":
+            call_id, item_id = _split_id(block.id)
+            item = {"type": "function_call", "call_id": call_id, "name": block.name, "arguments": json.dumps(block.arguments)}
+            if same and item_id:
+                item["id"] = item_id
+            items.append(item)
+    return items
+
+
+def _input(model: Model, context: Context) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    images: List[Dict[str, Any]] = []
+
+    def flush_images() -> None:
+        if images:
+            out.append({"role": "user", "content": [{"type": "input_text", "text": "Attached image(s) from tool result:"}] + images[:]})
+            images.clear()
+
+    normalize = lambda call_id, target, source: safe_call_id(call_id, 64)  # noqa: E731
+    for message in transform_messages(context.messages, model, normalize):
+        role = getattr(message, "role", None)
+        if role != "toolResult":
+            flush_images()
+        if role == "user":
+            out.append(_user_item(message.content))
+        elif role == "assistant":
+            out.extend(_assistant_items(message, model))
+        elif role == "toolResult":
+            pictures = [b for b in message.content if b.type == "image"]
+            text = message.text or ("(see attached image)" if pictures else "(no output)")
+            out.append({"type": "function_call_output", "call_id": _split_id(message.tool_call_id)[0], "output": text})
+            images.extend({"type": "input_image", "image_url": data_uri(b), "detail": "auto"} for b in pictures)
+    flush_images()
+    return out
+
+
+def _tool_choice(choice: Any) -> Any:
+    name = tool_choice_name(choice)
+    return {"type": "function", "name": name} if name else choice
+
+
+def build_payload(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+    """The JSON body for ``POST /responses`` (before ``on_payload``)."""
+    payload: Dict[str, Any] = {"model": model.id, "input": _input(model, context), "stream": True, "store": False}
+    if context.system_prompt:
+        payload["instructions"] = context.system_prompt
+    if options.max_tokens:
+        payload["max_output_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+            for t in context.tools
+        ]
+    if options.tool_choice is not None:
+        payload["tool_choice"] = _tool_choice(options.tool_choice)
+    if model.reasoning:
+        payload["include"] = ["reasoning.encrypted_content"]
+        effort = reasoning_effort(model, options.reasoning)
+        if effort:
+            payload["reasoning"] = {"effort": effort, "summary": "auto"}
+    if options.session_id:
+        payload["prompt_cache_key"] = options.session_id
+    return payload
+
+
+# --------------------------------------------------------------------------- response
+
+
+class _Events:
+    """Turns responses-API stream events into builder events; state of one response."""
+
+    def __init__(self, builder: MessageBuilder, model: Model) -> None:
+        self.builder = builder
+        self.model = model
+        self.blocks: Dict[Any, int] = {}  # output_index -> content index
+        self.arguments: Dict[int, str] = {}  # content index -> final argument text
+        self.finished = False
+
+    def _index(self, event: Dict[str, Any]) -> Optional[int]:
+        index = self.blocks.get(event.get("output_index"))
+        return index if index is not None and index in self.builder.open_indices else None
+
+    def feed(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        kind = event.get("type", "")
+        b = self.builder
+        if kind in ("response.created", "response.in_progress"):
+            response = event.get("response") or {}
+            if response.get("id"):
+                b.message.response_id = str(response["id"])
+        elif kind == "response.output_item.added":
+            yield from self._item_added(event)
+        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+            index = self._index(event)
+            if index is not None and event.get("delta"):
+                yield b.text_delta(index, event["delta"])
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            index = self._index(event)
+            if index is not None and event.get("delta"):
+                yield b.thinking_delta(index, event["delta"])
+        elif kind == "response.reasoning_summary_part.added":
+            index = self._index(event)
+            if index is not None and event.get("summary_index", 0) > 0:
+                yield b.thinking_delta(index, "\n\n")
+        elif kind == "response.function_call_arguments.delta":
+            index = self._index(event)
+            if index is not None and event.get("delta"):
+                yield b.toolcall_delta(index, event["delta"])
+        elif kind == "response.function_call_arguments.done":
+            index = self._index(event)
+            if index is not None and isinstance(event.get("arguments"), str):
+                self.arguments[index] = event["arguments"]
+        elif kind == "response.output_item.done":
+            yield from self._item_done(event)
+        elif kind in ("response.completed", "response.incomplete"):
+            yield from self._completed(event.get("response") or {})
+        elif kind == "response.failed":
+            response = event.get("response") or {}
+            error = response.get("error") or {}
+            self._record_usage(response)
+            raise ProviderStreamError(f"Provider error: {error.get('message') or error.get('code') or 'response failed'}")
+        elif kind == "error":
+            detail = event.get("message") or (event.get("error") or {}).get("message") or event.get("code") or "unknown error"
+            raise ProviderStreamError(f"Provider error: {detail}")
+
+    def _item_added(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        item = event.get("item") or {}
+        kind = item.get("type")
+        if kind == "message":
+            started = self.builder.text_start(text_signature=item.get("id"))
+        elif kind == "reasoning":
+            started = self.builder.thinking_start()
+        elif kind == "function_call":
+            started = self.builder.toolcall_start(f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", ""))
+            if item.get("arguments"):
+                self.blocks[event.get("output_index")] = started.content_index
+                yield started
+                yield self.builder.toolcall_delta(started.content_index, item["arguments"])
+                return
+        else:
+            return  # built-in tools (web search...) are not part of pi's message model
+        self.blocks[event.get("output_index")] = started.content_index
+        yield started
+
+    def _item_done(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        index = self._index(event)
+        if index is None:
+            return
+        item = event.get("item") or {}
+        kind = item.get("type")
+        b = self.builder
+        block = b.message.content[index]
+        if kind == "reasoning":
+            if not block.thinking:
+                summary = "\n\n".join(part.get("text", "") for part in item.get("summary") or [])
+                if summary:
+                    yield b.thinking_delta(index, summary)
+            yield b.thinking_end(index, thinking_signature=json.dumps(item, separators=(",", ":")))
+        elif kind == "message":
+            if not block.text:
+                text = "".join(
+                    part.get("text") or part.get("refusal") or "" for part in item.get("content") or []
+                )
+                if text:
+                    yield b.text_delta(index, text)
+            yield b.text_end(index, text_signature=item.get("id"))
+        elif kind == "function_call":
+            raw = item.get("arguments") if isinstance(item.get("arguments"), str) else self.arguments.get(index)
+            arguments = parse_streaming_json(raw) if raw else None
+            yield b.toolcall_end(index, arguments if isinstance(arguments, dict) else None)
+        else:
+            yield b.end_block(index)
+
+    def _record_usage(self, response: Dict[str, Any]) -> None:
+        usage = response.get("usage") or {}
+        cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+        self.builder.message.usage = make_usage(
+            self.model,
+            input=max(0, int(usage.get("input_tokens") or 0) - cached),
+            output=int(usage.get("output_tokens") or 0),
+            cache_read=cached,
+        )
+
+    def _completed(self, response: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        if response.get("id"):
+            self.builder.message.response_id = str(response["id"])
+        self._record_usage(response)
+        yield from self.builder.end_all()
+        self.finished = True
+        status = response.get("status") or "completed"
+        if status == "completed":
+            reason = "toolUse" if self.builder.message.tool_calls else "stop"
+        elif status == "incomplete":
+            cause = (response.get("incomplete_details") or {}).get("reason")
+            if cause == "content_filter":
+                raise ProviderStreamError("The provider stopped the response: its content filter flagged the output (content_filter)")
+            reason = "length"
+        else:
+            raise ProviderStreamError(f"The response ended with status {status}")
+        yield self.builder.done(reason)
+
+
+def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+    api_key = resolve_api_key(model, options)
+    payload = apply_on_payload(options, build_payload(model, context, options), model)
+    headers = merge_headers(model, options, bearer_headers(api_key))
+    url = model.base_url.rstrip("/") + "/responses"
+    with open_stream(url, headers, payload, options, model, secrets=[api_key]) as http:
+        yield builder.start()
+        state = _Events(builder, model)
+        for _name, data in http.sse():
+            if data.strip() == b"[DONE]":
+                break
+            event = parse_event_json(data)
+            if isinstance(event, dict):
+                for produced in state.feed(event):
+                    if produced.type == "done" and options.signal is not None and options.signal.aborted:
+                        raise AbortedRequest()
+                    yield produced
+                if state.finished:
+                    return
+        if options.signal is not None and options.signal.aborted:
+            raise AbortedRequest()
+        raise ProviderStreamError("The stream ended before the response was complete (no response.completed)")
+
+
+def stream_openai_responses(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """Stream a response; failures end the stream with an ``error`` event (never raised)."""
+    return stream_events(model, options, lambda builder: _body(model, context, options, builder))
+
+
+def stream_simple_openai_responses(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """:func:`stream_openai_responses` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)``."""
+    if not options.max_tokens:
+        options = StreamOptions.from_object(options, max_tokens=default_max_tokens(model))
+    return stream_openai_responses(model, context, options)
+
+
+register_api_provider(API, stream_openai_responses, stream_simple_openai_responses)

@@ -16,7 +16,7 @@ from piagent.abort import AbortController
 from piagent.ai import stream
 from piagent.ai.types import Context, Cost, Model, StreamOptions, UserMessage
 from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, responses_text
-from tests.support.scripted_server import RESET, Reply, Wait, sse
+from tests.support.scripted_server import RESET, Wait, sse
 
 KEY = "sk-proj-SECRET-abcdef0123456789"
 
@@ -190,13 +190,13 @@ def test_missing_key_names_the_variable_and_sends_nothing(wire):
 
 def test_abort_while_waiting_for_headers_returns_promptly(server, wire):
     release = threading.Event()
-    server._replies.append(Reply(wire.text("late"), before_headers=Wait(release)))
+    reply = server.reply(wire.text("late"), before_headers=Wait(release))
     controller = AbortController()
     outcome = []
     consumer = threading.Thread(target=lambda: outcome.append(call(server, wire, signal=controller.signal)))
     consumer.start()
     try:
-        assert server.wait_for_requests(1)
+        assert reply.received.wait(5)
         controller.abort()
         consumer.join(5)
         assert not consumer.is_alive()

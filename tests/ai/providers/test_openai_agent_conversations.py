@@ -1,0 +1,102 @@
+"""End to end: the agent loop holds a multi-turn tool conversation over each OpenAI API,
+against a local server replaying that API's wire format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
+from piagent.ai import Cost, Model, TextContent
+from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, tool_delta, usage
+from tests.support.scripted_server import ScriptedServer
+
+KEY = "sk-e2e-0123456789abcdef"
+
+
+def add_tool(calls: List[Dict[str, Any]]) -> AgentTool:
+    def execute(tool_call_id: str, args: Dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+        calls.append(args)
+        return AgentToolResult([TextContent(str(args["a"] + args["b"]))])
+
+    schema = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
+    return AgentTool("add", "Add two numbers", schema, execute)
+
+
+def converse(model: Model) -> List[List[Any]]:
+    """Two prompts in one conversation: the first needs two parallel tool calls, the second none."""
+    calls: List[Dict[str, Any]] = []
+    config = AgentLoopConfig(model=model, api_key=KEY, max_retry_delay_ms=20)
+    context = AgentContext("You add numbers.", [], [add_tool(calls)])
+    runs = []
+    for prompt in ("What is 2 + 3 and 4 + 5?", "Thanks!"):
+        new = run_agent_loop([UserMessage(prompt)], context, config, lambda event: None)
+        context.messages.extend(new)
+        runs.append(new)
+    assert sorted(calls, key=lambda a: a["a"]) == [{"a": 2, "b": 3}, {"a": 4, "b": 5}]
+    return runs
+
+
+def test_chat_completions_tool_conversation_over_two_prompts():
+    with ScriptedServer() as server:
+        model = Model("deepseek-test", api="openai-completions", provider="deepseek", base_url=server.url,
+                      reasoning=True, cost=Cost(0.28, 0.42, 0.028), max_tokens=8192)
+        server.reply(chat_stream(
+            chunk({"role": "assistant", "content": None, "reasoning_content": "Two sums."}),
+            tool_delta(0, "call_1", "add", '{"a": 2,'),
+            tool_delta(1, "call_2", "add", '{"a": 4,'),
+            tool_delta(0, arguments=' "b": 3}'),
+            tool_delta(1, arguments=' "b": 5}'),
+            chunk({}, "tool_calls", usage=usage(50, 30, cached=32)),
+        ))
+        server.reply(chat_text("5 and 9."))
+        server.reply(chat_text("You're welcome."))
+        first, second = converse(model)
+        bodies = [r.json for r in server.requests]
+
+    assert [m.role for m in first] == ["user", "assistant", "toolResult", "toolResult", "assistant"]
+    assert [r.text for r in first[2:4]] == ["5", "9"] and first[-1].text == "5 and 9."
+    assert first[1].usage.cache_read == 32 and first[1].usage.cost.total > 0
+    assert second[-1].text == "You're welcome."
+    # the second request answers both calls and replays the thinking in the field it came in
+    assert bodies[1]["messages"][2:] == [
+        {"role": "assistant", "content": None, "reasoning_content": "Two sums.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": '{"a": 4, "b": 5}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "9"},
+    ]
+    assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
+    assert bodies[2]["tools"][0]["function"]["name"] == "add"
+
+
+def test_responses_tool_conversation_over_two_prompts():
+    with ScriptedServer() as server:
+        model = Model("gpt-5-test", api="openai-responses", provider="openai", base_url=server.url + "/v1",
+                      reasoning=True, cost=Cost(1.25, 10.0, 0.125), max_tokens=128000)
+        s = ResponsesStream("resp_1").created()
+        s.reasoning(0, "rs_1", [["Two sums."]], encrypted="ENC-1")
+        s.call_added(1, "fc_1", "call_1", "add").call_delta(1, "fc_1", '{"a": 2,').call_delta(1, "fc_1", ' "b": 3}')
+        s.call_done(1, "fc_1", "call_1", "add", '{"a": 2, "b": 3}')
+        s.call_added(2, "fc_2", "call_2", "add").call_delta(2, "fc_2", '{"a": 4, "b": 5}')
+        s.call_done(2, "fc_2", "call_2", "add", '{"a": 4, "b": 5}')
+        server.reply(s.completed().frames())
+        server.reply(ResponsesStream("resp_2").created().message(0, "msg_2", "5 and 9.").completed().frames())
+        server.reply(ResponsesStream("resp_3").created().message(0, "msg_3", "You're welcome.").completed().frames())
+        first, second = converse(model)
+        bodies = [r.json for r in server.requests]
+
+    assert [m.role for m in first] == ["user", "assistant", "toolResult", "toolResult", "assistant"]
+    assert first[1].stop_reason == "toolUse" and first[1].response_id == "resp_1"
+    assert first[-1].text == "5 and 9." and second[-1].text == "You're welcome."
+    replay = bodies[1]["input"][1:]
+    assert replay[0]["type"] == "reasoning" and replay[0]["encrypted_content"] == "ENC-1"
+    assert replay[1:] == [
+        {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": '{"a": 2, "b": 3}', "id": "fc_1"},
+        {"type": "function_call", "call_id": "call_2", "name": "add", "arguments": '{"a": 4, "b": 5}', "id": "fc_2"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "5"},
+        {"type": "function_call_output", "call_id": "call_2", "output": "9"},
+    ]
+    third = bodies[2]["input"]
+    assert third[-2]["id"] == "msg_2" and third[-1] == {"role": "user", "content": [{"type": "input_text", "text": "Thanks!"}]}
+    assert json.dumps(bodies[2]).count("ENC-1") == 1

@@ -20,16 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .types import (
-    AssistantMessage,
-    ImageContent,
-    Model,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+from .types import AssistantMessage, Model, TextContent, ToolCall, ToolResultMessage
 
 __all__ = ["IMAGE_PLACEHOLDER", "NO_RESULT_TEXT", "NormalizeToolCallId", "transform_messages"]
 

@@ -202,11 +202,7 @@ def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[Assis
             if event.type in ("done", "error"):
                 return
         raise ProviderStreamError("Provider stream ended without a terminal event")
-    except GeneratorExit:
-        raise
-    except BaseException as exc:  # noqa: B902 - the contract: every failure ends the stream
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
+    except Exception as exc:  # the contract: every failure ends the stream
         aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)
         if aborted:
             message = ABORTED_MESSAGE

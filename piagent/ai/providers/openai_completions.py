@@ -273,9 +273,9 @@ class _Chunks:
             yield self.builder.toolcall_delta(index, arguments)
 
     def finish(self, model: Model) -> Iterator[AssistantMessageEvent]:
-        for index in self.calls.values():
-            block = self.builder.tool_call(index) if index in self.builder.open_indices else None
-            if block is not None and not block.id:
+        for index in self.calls.values():  # tool calls stay open until here
+            block = self.builder.tool_call(index)
+            if not block.id:
                 block.id = "call_" + uuid.uuid4().hex[:24]
         yield from self.builder.end_all()
         self.builder.message.usage = _usage(self.usage, model)

@@ -171,13 +171,13 @@ class _Events:
     def __init__(self, builder: MessageBuilder, model: Model) -> None:
         self.builder = builder
         self.model = model
-        self.blocks: Dict[Any, int] = {}  # output_index -> content index
+        self.blocks: Dict[Any, int] = {}  # output_index -> content index of its open block
         self.arguments: Dict[int, str] = {}  # content index -> final argument text
         self.finished = False
 
     def _index(self, event: Dict[str, Any]) -> Optional[int]:
-        index = self.blocks.get(event.get("output_index"))
-        return index if index is not None and index in self.builder.open_indices else None
+        """The content index of the still-open block of this output item, if any."""
+        return self.blocks.get(event.get("output_index"))
 
     def feed(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         kind = event.get("type", "")
@@ -241,7 +241,7 @@ class _Events:
         yield started
 
     def _item_done(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
-        index = self._index(event)
+        index = self.blocks.pop(event.get("output_index"), None)
         if index is None:
             return
         item = event.get("item") or {}

@@ -8,7 +8,6 @@ Responses: named events (``event: response.output_text.delta``) whose data repea
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any, Dict, Iterable, List, Optional
 
 from tests.support.scripted_server import sse
@@ -165,6 +164,3 @@ class ResponsesStream:
 def responses_text(*parts: str) -> List[bytes]:
     return ResponsesStream().created().message(0, "msg_01", *parts).completed().frames()
 
-
-def dumps(value: Any) -> str:
-    return json.dumps(value)

@@ -242,12 +242,8 @@ def _stream_assistant_response(
             partial = event.partial
             context.messages[-1] = partial
             emit(MessageUpdateEvent(partial.snapshot(), event))  # type: ignore[union-attr]
-    if final is None:  # the stream ended without a terminal event
+    if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
-        if partial is not None:
-            final = dataclasses.replace(
-                partial.snapshot(), stop_reason=final.stop_reason, error_message=final.error_message
-            )
     if partial is not None:
         context.messages[-1] = final
     else:

@@ -127,13 +127,14 @@ class EventStream(Generic[E, R]):
         with self._cond:
             if not self._cond.wait_for(lambda: self._done, timeout):
                 raise TimeoutError("event stream did not finish in time")
+            if self._result is _UNSET and self._error is None:
+                self._result = self._missing_result()
             if self._result is not _UNSET:
                 return self._result  # type: ignore[no-any-return]
-            if self._error is not None:
-                raise self._error
-        return self._missing_result()
+            raise self._error  # type: ignore[misc]
 
     def _missing_result(self) -> R:
+        """The result of a stream ended with neither a completing event nor a result."""
         raise StreamEndedWithoutResult("event stream ended without a terminal event")
 
 
@@ -148,13 +149,32 @@ def _final_message(event: AssistantMessageEvent) -> AssistantMessage:
 class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
     """A stream of :class:`AssistantMessageEvent` whose result is the final assistant message.
 
-    If it ends without ``done``/``error``, ``result()`` returns an assistant message with
-    ``stop_reason="error"`` rather than hanging or raising, so the agent loop's normal error
-    path runs (the loop keeps the partial content it saw).
+    If it ends without ``done``/``error`` (and without a result), ``result()`` returns an
+    assistant message with ``stop_reason="error"`` that keeps the content of the last partial
+    seen, rather than hanging or raising, so the agent loop's normal error path runs.
     """
 
     def __init__(self, source: Optional[Iterable[AssistantMessageEvent]] = None) -> None:
-        super().__init__(_is_terminal, _final_message, source)
+        self._last_partial: Optional[AssistantMessage] = None
+        super().__init__(_is_terminal, _final_message, None if source is None else self._noting(source))
+
+    def push(self, event: AssistantMessageEvent) -> None:
+        if event.partial is not None:
+            self._last_partial = event.partial
+        super().push(event)
+
+    def _noting(self, source: Iterable[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
+        for event in source:
+            if event.partial is not None:
+                self._last_partial = event.partial
+            yield event
 
     def _missing_result(self) -> AssistantMessage:
-        return AssistantMessage(stop_reason="error", error_message="Stream ended without a terminal event")
+        error = "Stream ended without a terminal event"
+        partial = self._last_partial
+        if partial is None:
+            return AssistantMessage(stop_reason="error", error_message=error)
+        message = partial.snapshot()
+        message.stop_reason = "error"
+        message.error_message = error
+        return message

@@ -238,8 +238,6 @@ def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> Tupl
         result = job.tool.execute(job.call.id, job.args, job.controller.signal, on_update)
     except Exception as exc:
         return error_result(exception_message(exc)), True
-    if result is None:
-        return AgentToolResult(), False
     if not isinstance(result, AgentToolResult):
         message = f"Tool {job.call.name} returned {type(result).__name__}, expected AgentToolResult"
         return error_result(message), True

@@ -1,12 +1,14 @@
 """Sequential batches: one call at a time, on the run thread (spec §4.7).
 
 Running on the caller's thread keeps thread-locals and open transactions (Django, SQLAlchemy
-sessions) valid inside tools. A call with a timeout is the exception: it runs on a thread of
-its own so that the batch can go on when it expires.
+sessions) valid inside tools; each call runs in a copy of the caller's ``contextvars``
+context, as it would on a pool thread. A call with a timeout is the exception: it runs on a
+thread of its own so that the batch can go on when it expires.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Dict, List
 
@@ -79,4 +81,6 @@ def _run_inline(batch: BatchContext, notes: Notifications, job: Prepared) -> Non
             return
         batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, partial))
 
-    notes.run(job, on_update)
+    # A copy of the run thread's context, as a pool thread gets: the tool sees the caller's
+    # contextvars, and what it sets does not leak into the loop or the next call.
+    contextvars.copy_context().run(notes.run, job, on_update)

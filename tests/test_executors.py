@@ -165,11 +165,7 @@ def test_tool_execution_end_follows_completion_order_while_results_follow_call_o
 
 
 def test_immediate_preflight_failures_are_reported_during_preflight() -> None:
-    release = threading.Event()
-    preflight_over: List[bool] = []
-
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        preflight_over.append(True)
         return text_result("ok")
 
     def before(ctx: Any, signal: Any) -> Any:
@@ -183,7 +179,6 @@ def test_immediate_preflight_failures_are_reported_during_preflight() -> None:
         call("tool-5", value="e"),
     ]
     batch = Batch(calls, [tool("echo", execute)], before_tool_call=before)
-    del release
     tool_events = [s for s in batch.short if s.startswith(("tes", "tee"))]
     assert tool_events[:8] == [
         "tes(tool-1)", "tes(tool-2)", "tee(tool-2)", "tes(tool-3)", "tee(tool-3)", "tes(tool-4)", "tee(tool-4)", "tes(tool-5)",
@@ -363,7 +358,6 @@ def test_contextvars_reach_a_user_supplied_executor() -> None:
 def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updates_at_once() -> None:
     threads: List[int] = []
     delivered_before_return: List[bool] = []
-    holder: List[Batch] = []
     events: List[Any] = []
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
@@ -377,7 +371,6 @@ def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updat
         return text_result("ok")
 
     batch = Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", execute)], events.append, tool_execution="sequential")
-    del holder
     assert threads == [threading.get_ident()] * 2
     assert delivered_before_return == [True, True]
     assert set(batch.event_threads) == {threading.get_ident()}

@@ -9,7 +9,7 @@ import pytest
 
 from piagent import AbortController, AbortedError
 
-from loop_support import WAIT
+from tests.support.loop import WAIT
 
 
 def test_a_fresh_signal_is_not_aborted() -> None:

@@ -10,7 +10,7 @@ import pytest
 from piagent import StreamEndedWithoutResult
 from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, EventStream
 
-from loop_support import WAIT, assistant, block_events, terminal
+from tests.support.loop import WAIT, assistant, block_events, terminal
 
 
 def numbers() -> "EventStream[int, str]":

@@ -27,7 +27,7 @@ from piagent import (
 )
 from piagent.executors import abandoned_tool_threads
 
-from loop_support import (
+from tests.support.loop import (
     ECHO_SCHEMA,
     MODEL,
     WAIT,

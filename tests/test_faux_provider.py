@@ -20,7 +20,7 @@ from piagent.testing import (
     register_faux_provider,
 )
 
-from loop_support import WAIT
+from tests.support.loop import WAIT
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from piagent import (
     run_agent_loop_continue,
 )
 
-from loop_support import (
+from tests.support.loop import (
     MODEL,
     WAIT,
     Custom,

@@ -25,7 +25,7 @@ from piagent import (
 )
 from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, Model
 
-from loop_support import (
+from tests.support.loop import (
     MODEL,
     WAIT,
     Polls,

@@ -215,12 +215,21 @@ class Notifications:
         """Execute ``job`` on the current thread and post its outcome.
 
         A call with a timeout posts ``started`` first: its deadline counts from there, not
-        from submission (a capped pool may keep it waiting for a thread).
+        from submission (a capped pool may keep it waiting for a thread). A tool raising a
+        BaseException (SystemExit, KeyboardInterrupt) is still reported as an error outcome,
+        so the run thread never waits for it forever; the exception then goes on up.
         """
         if job.timeout is not None:
             job.deadline = time.monotonic() + job.timeout
             self._queue.put(("started", job, None, False))
-        result, is_error = execute(job, on_update or self.on_update_for(job))
+        try:
+            result, is_error = execute(job, on_update or self.on_update_for(job))
+        except BaseException as exc:
+            self._settle(job, error_result(exception_message(exc)), True)
+            raise
+        self._settle(job, result, is_error)
+
+    def _settle(self, job: Prepared, result: AgentToolResult, is_error: bool) -> None:
         if not job.settled:
             job.settled = True
             self._queue.put(("done", job, result, is_error))

@@ -587,6 +587,24 @@ def test_a_tool_returning_something_else_than_a_tool_result_is_a_clear_error(mod
     assert batch.stream_fn.calls == 2  # the run goes on
 
 
+@pytest.mark.parametrize("timeout", [None, WAIT])
+def test_a_pool_tool_raising_a_base_exception_is_an_error_not_a_hang(timeout: Any) -> None:
+    def leave(*args: Any) -> AgentToolResult:
+        raise SystemExit("tool called sys.exit")
+
+    batch = Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", leave, timeout=timeout)])
+    assert [(e.is_error, e.result.content[0].text) for e in batch.ends()] == [(True, "tool called sys.exit")] * 2
+    assert batch.stream_fn.calls == 2
+
+
+def test_a_base_exception_from_a_tool_on_the_run_thread_propagates() -> None:
+    def interrupted(*args: Any) -> AgentToolResult:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Batch([call("tool-1", value="a")], [tool("echo", interrupted)], tool_execution="sequential")
+
+
 def test_a_tool_result_with_no_content_becomes_an_empty_list() -> None:
     batch = Batch([call("tool-1", value="a")], [tool("echo", lambda *a: AgentToolResult(None))])  # type: ignore[arg-type]
     assert batch.result[2].content == [] and batch.result[2].is_error is False

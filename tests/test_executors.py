@@ -174,7 +174,7 @@ def test_immediate_preflight_failures_are_reported_during_preflight() -> None:
     calls = [
         call("tool-1", value="a"),
         call("tool-2", "missing", value="b"),
-        call("tool-3", value=7),  # invalid: not a string
+        call("tool-3", value=["x"]),  # invalid: a list is no string
         call("tool-4", value="d"),  # blocked
         call("tool-5", value="e"),
     ]

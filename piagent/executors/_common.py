@@ -40,6 +40,8 @@ logger = logging.getLogger("piagent")
 
 Emit = Callable[[Any], None]
 
+MAIN_THREAD_WAIT_SLICE = 0.1  # seconds
+
 _abandoned_lock = threading.Lock()
 _abandoned = 0
 
@@ -235,6 +237,11 @@ class Notifications:
             self._queue.put(("done", job, result, is_error))
 
     def get(self, timeout: Optional[float]) -> Optional[Tuple[str, Prepared, Any, bool]]:
+        """The next note, or None after ``timeout`` seconds (sooner on the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            # A SIGINT landing just before a blocking wait is only seen when the wait ends, so
+            # the main thread waits in slices: Ctrl-C always interrupts a batch (spec P17).
+            timeout = MAIN_THREAD_WAIT_SLICE if timeout is None else min(timeout, MAIN_THREAD_WAIT_SLICE)
         try:
             return self._queue.get(timeout=timeout)
         except queue.Empty:

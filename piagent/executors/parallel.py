@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..ai.types import ToolCall
 from ._common import (
@@ -58,14 +58,15 @@ def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int
     if executor is None:
         workers = min(len(jobs), batch.config.max_workers or len(jobs))
         own_pool = executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="piagent-tool")
-    unlinks: List[Callable[[], None]] = []
+    links: List[Tuple[Prepared, Callable[[], None]]] = []
     try:
         for job in jobs.values():
-            unlinks.append(link_signal(job, batch.signal))
+            links.append((job, link_signal(job, batch.signal)))
             executor.submit(contextvars.copy_context().run, notes.run, job)
         collect(batch, notes, jobs, outcomes)
     finally:
-        for unlink in unlinks:
-            unlink()
+        for job, unlink in links:
+            if job.settled:  # a call still running (the batch was interrupted) keeps hearing the run's abort
+                unlink()
         if own_pool is not None:
             own_pool.shutdown(wait=False)

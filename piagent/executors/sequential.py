@@ -64,7 +64,8 @@ def _run_one(batch: BatchContext, job: Prepared) -> Outcome:
             _run_inline(batch, notes, job)
         collect(batch, notes, {job.index: job}, finished)
     finally:
-        unlink()
+        if job.settled:  # a call still running (the batch was interrupted) keeps hearing the run's abort
+            unlink()
     return finished[job.index]
 
 

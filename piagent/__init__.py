@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .abort import AbortController, AbortedError, AbortSignal
+from .agent import Agent
 from .ai.types import (
     AssistantMessage,
     ImageContent,
@@ -38,6 +39,8 @@ from .exceptions import (
     ToolArgumentsError,
 )
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from .result import RunResult
+from .state import AgentState
 from .types import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -59,12 +62,14 @@ __all__ = [
     "AbortedError",
     "AfterToolCallContext",
     "AfterToolCallResult",
+    "Agent",
     "AgentBusyError",
     "AgentContext",
     "AgentEndEvent",
     "AgentEvent",
     "AgentLoopConfig",
     "AgentStartEvent",
+    "AgentState",
     "AgentTool",
     "AgentToolResult",
     "AssistantMessage",
@@ -79,6 +84,7 @@ __all__ = [
     "ModelNotFoundError",
     "PiAgentError",
     "ProviderNotFoundError",
+    "RunResult",
     "StreamEndedWithoutResult",
     "TextContent",
     "ThinkingContent",

@@ -1,0 +1,587 @@
+"""``Agent``: the stateful shell around the agent loop (spec §5, design §3–§4).
+
+An agent holds a transcript (:class:`~piagent.state.AgentState`), options, listeners and two
+message queues, and runs :func:`~piagent.loop.run_agent_loop` over a snapshot of them.
+
+Threads:
+
+* The run thread is the thread that called ``prompt()``/``continue_()``, or one background
+  thread with ``wait=False``. Every listener and hook runs there, one at a time; the state is
+  reduced from each event there, before listeners see it.
+* ``steer``, ``follow_up``, the queue methods, ``abort``, ``subscribe`` and reading ``state``
+  are safe from any thread and from listeners, hooks and tools. ``prompt()``/``continue_()``
+  while a run is active raise :class:`~piagent.exceptions.AgentBusyError` (from a listener
+  too: the claim never blocks). The agent's lock is held only for short bookkeeping, never
+  while user code runs.
+* Options are read when a run starts (P19): changing one mid-run affects the next run. The
+  queues and the queue modes are live.
+
+Model and tool failures never raise out of ``prompt()``: they end the run with an error or
+aborted assistant message. Anything raised inside the run (a listener, a hook, a stream
+function) becomes a failure message (spec §5.7); ``KeyboardInterrupt`` and other
+``BaseException``s abort the run, settle it and propagate.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _options as opt
+from .abort import AbortController, AbortSignal
+from .ai.registry import StreamFunction, stream_simple
+from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserMessage
+from .events import AgentEndEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
+from .exceptions import AgentBusyError, InvalidStateError
+from .loop import run_agent_loop, run_agent_loop_continue
+from .queues import QUEUE_MODES, MessageQueue, to_message
+from .result import RunResult
+from .state import AgentState, check_messages
+from .types import AgentContext, AgentLoopConfig, AgentMessage, AgentTool, TurnContext, TurnUpdate, keep_llm_messages
+
+__all__ = ["Agent", "AgentState", "RunResult", "get_default_stream_fn", "set_default_stream_fn"]
+
+logger = logging.getLogger("piagent")
+
+Listener = Callable[..., Any]
+Emit = Callable[[Any], None]
+
+BUSY_PROMPT = (
+    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
+)
+BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
+BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+
+_default_stream_fn: Optional[StreamFunction] = None
+
+
+def set_default_stream_fn(fn: Optional[StreamFunction]) -> None:
+    """Set the stream function of every agent built without ``stream_fn`` (None: ``stream_simple``).
+
+    Read when a run starts, so it also affects existing agents.
+    """
+    global _default_stream_fn
+    _default_stream_fn = opt.callable_or_none("fn", fn)
+
+
+def get_default_stream_fn() -> StreamFunction:
+    return _default_stream_fn or stream_simple
+
+
+class _Run:
+    """One claimed run: its abort controller, snapshot and bookkeeping."""
+
+    __slots__ = ("controller", "model", "context", "config", "stream_fn", "thread_id", "messages", "in_flight")
+
+    def __init__(self) -> None:
+        self.controller = AbortController()
+        self.model: Model
+        self.context: AgentContext
+        self.config: AgentLoopConfig
+        self.stream_fn: StreamFunction
+        self.thread_id: Optional[int] = None
+        self.messages: List[AgentMessage] = []  # every message_end of the run, in order
+        # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
+        self.in_flight: List[Tuple[MessageQueue, AgentMessage]] = []
+
+    @property
+    def signal(self) -> AbortSignal:
+        return self.controller.signal
+
+    def take(self, queue: MessageQueue, mode: str) -> List[AgentMessage]:
+        items = queue.drain(mode)
+        self.in_flight.extend((queue, item) for item in items)
+        return items
+
+    def observe(self, event: Any) -> None:
+        if event.type != "message_end":
+            return
+        self.messages.append(event.message)
+        for index, (_, message) in enumerate(self.in_flight):
+            if message is event.message:
+                del self.in_flight[index]
+                break
+
+    def requeue_undelivered(self) -> None:
+        queues: List[MessageQueue] = []
+        for queue, _ in self.in_flight:
+            if queue not in queues:
+                queues.append(queue)
+        for queue in queues:
+            queue.requeue([message for owner, message in self.in_flight if owner is queue])
+        self.in_flight = []
+
+
+class Agent:
+    """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
+
+    Every option is keyword-only and also a public attribute (validated on assignment). See the
+    module docstring for the thread contract and design.md §3 for each option.
+    """
+
+    convert_to_llm = opt.Option(opt.callable_or_none)
+    transform_context = opt.Option(opt.callable_or_none)
+    stream_fn = opt.Option(opt.callable_or_none)
+    get_api_key = opt.Option(opt.callable_or_none)
+    before_tool_call = opt.Option(opt.callable_or_none)
+    after_tool_call = opt.Option(opt.callable_or_none)
+    prepare_next_turn = opt.Option(opt.callable_or_none)
+    should_stop_after_turn = opt.Option(opt.callable_or_none)
+    on_payload = opt.Option(opt.callable_or_none)
+    on_response = opt.Option(opt.callable_or_none)
+    steering_mode = opt.Option(opt.choice(*QUEUE_MODES))
+    follow_up_mode = opt.Option(opt.choice(*QUEUE_MODES))
+    tool_execution = opt.Option(opt.choice(*opt.TOOL_EXECUTION_MODES))
+    executor = opt.Option(opt.executor_or_none)
+    max_workers = opt.Option(opt.positive_int_or_none)
+    max_turns = opt.Option(opt.positive_int_or_none)
+    tool_timeout = opt.Option(opt.positive_number_or_none)
+    session_id = opt.Option(opt.str_or_none)
+    thinking_budgets = opt.Option(opt.budgets_or_none)
+    transport = opt.Option(opt.choice(*opt.TRANSPORTS))
+    max_retry_delay_ms = opt.Option(opt.non_negative_int_or_none)
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str = "",
+        model: Union[Model, str, None] = None,
+        thinking_level: str = "off",
+        tools: Iterable[AgentTool] = (),
+        messages: Iterable[AgentMessage] = (),
+        convert_to_llm: Optional[Callable[[List[AgentMessage]], List[Any]]] = None,
+        transform_context: Optional[Callable[[List[AgentMessage], AbortSignal], List[AgentMessage]]] = None,
+        stream_fn: Optional[StreamFunction] = None,
+        get_api_key: Optional[Callable[[str], Optional[str]]] = None,
+        before_tool_call: Optional[Callable[..., Any]] = None,
+        after_tool_call: Optional[Callable[..., Any]] = None,
+        prepare_next_turn: Optional[Callable[..., Optional[TurnUpdate]]] = None,
+        should_stop_after_turn: Optional[Callable[[TurnContext, AbortSignal], bool]] = None,
+        steering_mode: str = "one-at-a-time",
+        follow_up_mode: str = "one-at-a-time",
+        tool_execution: str = "parallel",
+        executor: Any = None,
+        max_workers: Optional[int] = None,
+        max_turns: Optional[int] = None,
+        tool_timeout: Optional[float] = None,
+        session_id: Optional[str] = None,
+        thinking_budgets: Optional[dict] = None,
+        transport: str = "auto",
+        max_retry_delay_ms: Optional[int] = None,
+        on_payload: Optional[Callable[..., Any]] = None,
+        on_response: Optional[Callable[..., Any]] = None,
+    ) -> None:
+        self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
+        self.convert_to_llm = convert_to_llm
+        self.transform_context = transform_context
+        self.stream_fn = stream_fn
+        self.get_api_key = get_api_key
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.prepare_next_turn = prepare_next_turn
+        self.should_stop_after_turn = should_stop_after_turn
+        self.steering_mode = steering_mode
+        self.follow_up_mode = follow_up_mode
+        self.tool_execution = tool_execution
+        self.executor = executor
+        self.max_workers = max_workers
+        self.max_turns = max_turns
+        self.tool_timeout = tool_timeout
+        self.session_id = session_id
+        self.thinking_budgets = thinking_budgets
+        self.transport = transport
+        self.max_retry_delay_ms = max_retry_delay_ms
+        self.on_payload = on_payload
+        self.on_response = on_response
+        self._steering_queue = MessageQueue()
+        self._follow_up_queue = MessageQueue()
+        self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
+        self._run: Optional[_Run] = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._listeners: Tuple[Tuple[Listener, bool], ...] = ()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        return self._state
+
+    @property
+    def system_prompt(self) -> str:
+        return self._state.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str) -> None:
+        self._state.system_prompt = value
+
+    @property
+    def model(self) -> Model:
+        return self._state.model
+
+    @model.setter
+    def model(self, value: Union[Model, str, None]) -> None:
+        self._state.model = value
+
+    @property
+    def thinking_level(self) -> str:
+        return self._state.thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, value: str) -> None:
+        self._state.thinking_level = value
+
+    @property
+    def tools(self) -> List[AgentTool]:
+        return self._state.tools
+
+    @tools.setter
+    def tools(self, value: Iterable[AgentTool]) -> None:
+        self._state.tools = value  # type: ignore[assignment]
+
+    @property
+    def messages(self) -> List[AgentMessage]:
+        return self._state.messages
+
+    @messages.setter
+    def messages(self, value: Iterable[AgentMessage]) -> None:
+        self._state.messages = value  # type: ignore[assignment]
+
+    @property
+    def is_streaming(self) -> bool:
+        return self._state.is_streaming
+
+    # -- listeners --------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event (``listener(event)`` if it takes one argument).
+
+        Listeners run on the run thread in subscription order, each finishing before the loop
+        goes on; a listener that raises ends the run with a failure message. Subscribing the
+        same callable twice registers it once. Returns an idempotent ``unsubscribe()``.
+        """
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {type(listener).__name__}")
+        arity = opt.positional_arity(listener)
+        if arity == 0:
+            raise TypeError(f"listener {listener!r} must accept the event as a positional argument")
+        with self._lock:
+            if all(registered != listener for registered, _ in self._listeners):
+                self._listeners = self._listeners + ((listener, arity == 1),)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._listeners = tuple(entry for entry in self._listeners if entry[0] != listener)
+
+        return unsubscribe
+
+    def _dispatch(self, run: _Run, event: Any) -> None:
+        if self._run is not run:
+            return  # an event from a run that already settled (spec §5.3): dropped
+        self._state._reduce(event)
+        run.observe(event)
+        signal = run.signal
+        for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
+            if event_only:
+                listener(event)
+            else:
+                listener(event, signal)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def prompt(
+        self,
+        input: Union[str, AgentMessage, Sequence[AgentMessage]],
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: bool = True,
+    ) -> Union[RunResult, "Future[RunResult]"]:
+        """Run the agent on ``input``: a string (a user message, with ``images``), a message or a list.
+
+        Blocks until the run settled and returns its :class:`RunResult`. With ``wait=False`` the
+        run is claimed on this thread (``is_streaming`` is True on return) and runs on a
+        background thread; the returned ``Future`` holds the result. Raises
+        :class:`AgentBusyError` while a run is active.
+        """
+        messages = _prompt_messages(input, images)
+        with self._lock:
+            if self._run is not None:
+                raise AgentBusyError(BUSY_PROMPT)
+            run = self._claim()
+        return self._launch(run, messages, wait)
+
+    def continue_(self, *, wait: bool = True) -> Union[RunResult, "Future[RunResult]"]:
+        """pi's ``continue()``: run again from the transcript as it is.
+
+        With an assistant message last, queued steering messages (else follow-ups) are run as a
+        prompt; with nothing queued it raises :class:`InvalidStateError`, as with an empty
+        transcript. Same return convention as :meth:`prompt`.
+        """
+        with self._lock:
+            if self._run is not None:
+                raise AgentBusyError(BUSY_CONTINUE)
+            messages = self._state.messages
+            if not messages:
+                raise InvalidStateError("No messages to continue from")
+            if getattr(messages[-1], "role", None) != "assistant":
+                run, prompts = self._claim(), None
+            else:
+                queue, mode = self._steering_queue, self.steering_mode
+                prompts = queue.drain(mode)
+                if not prompts:
+                    queue, mode = self._follow_up_queue, self.follow_up_mode
+                    prompts = queue.drain(mode)
+                if not prompts:
+                    raise InvalidStateError("Cannot continue from message role: assistant")
+                # drained steering is delivered now: the loop's initial steering poll is skipped
+                run = self._claim(skip_initial_steering=queue is self._steering_queue)
+                run.in_flight.extend((queue, message) for message in prompts)
+        return self._launch(run, prompts, wait)
+
+    def _claim(self, skip_initial_steering: bool = False) -> _Run:
+        """Start a run (caller holds the lock): snapshot options and context, flip the state."""
+        run = _Run()
+        state = self._state
+        run.model = state.model
+        run.context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
+        run.config = self._loop_config(run, skip_initial_steering)
+        run.stream_fn = self.stream_fn or get_default_stream_fn()
+        self._run = run
+        self._idle.clear()
+        state._begin_run()
+        return run
+
+    def _loop_config(self, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
+        level = self._state.thinking_level
+        skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
+
+        def get_steering_messages() -> List[AgentMessage]:
+            if skip_next_steering_poll[0]:
+                skip_next_steering_poll[0] = False
+                return []
+            return run.take(self._steering_queue, self.steering_mode)
+
+        def get_follow_up_messages() -> List[AgentMessage]:
+            return run.take(self._follow_up_queue, self.follow_up_mode)
+
+        return AgentLoopConfig(
+            model=run.model,
+            reasoning=None if level == "off" else level,
+            session_id=self.session_id,
+            on_payload=self.on_payload,
+            on_response=self.on_response,
+            transport=self.transport,
+            thinking_budgets=dict(self.thinking_budgets) if self.thinking_budgets else None,
+            max_retry_delay_ms=self.max_retry_delay_ms,
+            convert_to_llm=self.convert_to_llm or keep_llm_messages,
+            transform_context=self.transform_context,
+            get_api_key=self.get_api_key,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=get_follow_up_messages,
+            tool_execution=self.tool_execution,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+            prepare_next_turn=self._prepare_next_turn_hook(),
+            should_stop_after_turn=self._should_stop_hook(),
+            executor=self.executor,
+            max_workers=self.max_workers,
+            tool_timeout=self.tool_timeout,
+        )
+
+    def _prepare_next_turn_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]]:
+        """Installed only if set at run start; then reads the current attribute at each turn (spec §5.7).
+
+        A hook taking one positional argument is pi's legacy form and gets only the signal.
+        """
+        if self.prepare_next_turn is None:
+            return None
+
+        def prepare_next_turn(context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
+            hook = self.prepare_next_turn
+            if hook is None:
+                return None
+            if opt.positional_arity(hook) == 1:
+                return hook(signal)  # type: ignore[no-any-return]
+            return hook(context, signal)  # type: ignore[no-any-return]
+
+        return prepare_next_turn
+
+    def _should_stop_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], bool]]:
+        """The user's ``should_stop_after_turn`` combined with ``max_turns`` (both snapshotted)."""
+        hook, limit = self.should_stop_after_turn, self.max_turns
+        if limit is None:
+            return hook
+        turns = [0]
+
+        def should_stop_after_turn(context: TurnContext, signal: AbortSignal) -> bool:
+            turns[0] += 1
+            stop = bool(hook(context, signal)) if hook is not None else False
+            return stop or turns[0] >= limit
+
+        return should_stop_after_turn
+
+    def _launch(
+        self, run: _Run, prompts: Optional[List[AgentMessage]], wait: bool
+    ) -> Union[RunResult, "Future[RunResult]"]:
+        if wait:
+            return self._execute(run, prompts)
+        future: "Future[RunResult]" = Future()
+        future.set_running_or_notify_cancel()
+
+        def target() -> None:
+            try:
+                future.set_result(self._execute(run, prompts))
+            except BaseException as exc:  # delivered through the future, never lost
+                future.set_exception(exc)
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(target,), name="piagent-run", daemon=True
+        )
+        try:
+            thread.start()
+        except BaseException:
+            self._settle(run)
+            raise
+        return future
+
+    def _execute(self, run: _Run, prompts: Optional[List[AgentMessage]]) -> RunResult:
+        """Run the loop on this thread (the run thread) and settle the run, whatever happens.
+
+        ``prompts`` None is a plain continue from the transcript.
+        """
+        run.thread_id = threading.get_ident()
+        emit: Emit = lambda event: self._dispatch(run, event)
+        try:
+            try:
+                if prompts is None:
+                    run_agent_loop_continue(run.context, run.config, emit, run.signal, run.stream_fn)
+                else:
+                    run_agent_loop(prompts, run.context, run.config, emit, run.signal, run.stream_fn)
+            except Exception as exc:
+                self._fail(run, emit, exc)
+            return RunResult.from_messages(run.messages)
+        except BaseException as exc:  # KeyboardInterrupt, or the failure's own dispatch raised
+            run.controller.abort(f"Run ended by {type(exc).__name__}")
+            raise
+        finally:
+            self._settle(run)
+
+    def _fail(self, run: _Run, emit: Emit, exc: Exception) -> None:
+        """Turn an exception out of the loop into pi's failure lifecycle (spec §5.7, 0.74.1)."""
+        error = str(exc) or type(exc).__name__
+        logger.warning("agent run failed: %s", error, exc_info=exc)
+        failure = AssistantMessage(
+            content=[TextContent("")],
+            api=run.model.api,
+            provider=run.model.provider,
+            model=run.model.id,
+            stop_reason="aborted" if run.signal.aborted else "error",
+            error_message=error,
+        )
+        emit(MessageStartEvent(failure))
+        emit(MessageEndEvent(failure))
+        emit(TurnEndEvent(failure, []))
+        emit(AgentEndEvent([failure]))
+
+    def _settle(self, run: _Run) -> None:
+        """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""
+        run.requeue_undelivered()
+        with self._lock:
+            self._state._end_run()
+            self._run = None
+        self._idle.set()
+
+    # -- queues -----------------------------------------------------------------------------
+
+    @property
+    def steering_queue(self) -> MessageQueue:
+        """Messages injected before the next model call; ``put()`` from any thread."""
+        return self._steering_queue
+
+    @property
+    def follow_up_queue(self) -> MessageQueue:
+        """Messages run when the agent would otherwise stop; ``put()`` from any thread."""
+        return self._follow_up_queue
+
+    def steer(self, message: Union[str, AgentMessage]) -> None:
+        """Queue a message to inject after the current turn (a str becomes a user message)."""
+        self._steering_queue.put(message)
+
+    def follow_up(self, message: Union[str, AgentMessage]) -> None:
+        """Queue a message to run once the agent has nothing left to do."""
+        self._follow_up_queue.put(message)
+
+    def clear_steering_queue(self) -> None:
+        self._steering_queue.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_up_queue.clear()
+
+    def clear_all_queues(self) -> None:
+        self._steering_queue.clear()
+        self._follow_up_queue.clear()
+
+    def has_queued_messages(self) -> bool:
+        return not (self._steering_queue.empty() and self._follow_up_queue.empty())
+
+    # -- control ----------------------------------------------------------------------------
+
+    @property
+    def signal(self) -> Optional[AbortSignal]:
+        """The active run's abort signal, or None when idle."""
+        run = self._run
+        return run.signal if run is not None else None
+
+    def abort(self, reason: Any = None) -> None:
+        """Abort the active run (the model stream stops, tools and hooks see the signal); no-op when idle."""
+        run = self._run
+        if run is not None:
+            run.controller.abort(reason)
+
+    def wait_for_idle(self, timeout: Optional[float] = None) -> bool:
+        """Block until no run is active (its ``agent_end`` listeners finished); False on timeout.
+
+        Raises :class:`InvalidStateError` on the run thread (a listener or hook), which would wait
+        for itself.
+        """
+        run = self._run
+        if run is not None and run.thread_id == threading.get_ident():
+            raise InvalidStateError(
+                "wait_for_idle() called on the run thread (from a listener or hook): it would wait for itself"
+            )
+        return self._idle.wait(timeout)
+
+    def reset(self) -> None:
+        """Forget the transcript, runtime fields and both queues; keep model, tools and options."""
+        with self._lock:
+            if self._run is not None:
+                raise AgentBusyError(BUSY_RESET)
+            self._state._clear()
+            self.clear_all_queues()
+
+    def __repr__(self) -> str:
+        model = self._state.model
+        status = "streaming" if self._state.is_streaming else "idle"
+        return (
+            f"<Agent {status} model={model.provider}:{model.id} tools={[t.name for t in self._state.tools]} "
+            f"messages={len(self._state.messages)}>"
+        )
+
+
+def _prompt_messages(input: Any, images: Optional[Sequence[ImageContent]]) -> List[AgentMessage]:
+    """pi's normalisation: a str is one user message ``[text, *images]``; a list is used as is."""
+    if isinstance(input, str):
+        blocks: List[Any] = [TextContent(input)]
+        for image in images or ():
+            if getattr(image, "type", None) != "image":
+                raise TypeError(f"images must be ImageContent blocks, got {type(image).__name__}")
+            blocks.append(image)
+        return [UserMessage(blocks)]
+    if images:
+        raise ValueError("images= goes with a text prompt; put ImageContent blocks in the message's content instead")
+    if isinstance(input, (list, tuple)):
+        return check_messages(input)
+    return [to_message(input)]

@@ -1,0 +1,81 @@
+"""The steering and follow-up queues: a ``queue.Queue`` of messages with an atomic drain.
+
+:class:`MessageQueue` keeps the stdlib ``put()``/``get()``/``qsize()``/``join()`` (any thread
+may ``put()``), normalises what goes in (a string becomes a user message with one text
+block; anything else must have a ``role``), and adds what the agent loop needs:
+
+* ``drain(mode)``: under the queue's own ``mutex``, remove and return the oldest message
+  (``"one-at-a-time"``) or every message (``"all"``); never blocks;
+* ``clear()``: drain everything;
+* ``requeue(messages)``: put messages that were drained but never delivered back at the
+  front, in their order.
+
+A drained message counts as a finished task, so ``queue.join()`` returns once every message
+put so far has been delivered to a run (or cleared).
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Any, List, Sequence
+
+from .ai.types import TextContent, UserMessage
+from .types import AgentMessage
+
+__all__ = ["QUEUE_MODES", "MessageQueue", "to_message"]
+
+QUEUE_MODES = ("one-at-a-time", "all")
+
+
+def to_message(value: Any) -> AgentMessage:
+    """A string becomes a user message with one text block; a message (has ``role``) is kept."""
+    if isinstance(value, str):
+        return UserMessage([TextContent(value)])
+    if getattr(value, "role", None) is None:
+        raise TypeError(f"expected a str or a message with a 'role' attribute, got {type(value).__name__}")
+    return value
+
+
+def check_queue_mode(name: str, mode: Any) -> str:
+    if mode not in QUEUE_MODES:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, QUEUE_MODES))}, got {mode!r}")
+    return mode  # type: ignore[no-any-return]
+
+
+class MessageQueue(queue.Queue):  # type: ignore[type-arg]
+    """A FIFO of agent messages; safe from any thread, listeners and tools included."""
+
+    def _put(self, item: Any) -> None:  # called by put() under the queue's mutex
+        self.queue.append(to_message(item))
+
+    def drain(self, mode: str = "all") -> List[AgentMessage]:
+        """Remove and return the oldest message (``"one-at-a-time"``) or all of them (``"all"``)."""
+        check_queue_mode("mode", mode)
+        with self.mutex:
+            if mode == "all":
+                items = list(self.queue)
+                self.queue.clear()
+            else:
+                items = [self.queue.popleft()] if self.queue else []
+            if items:
+                self._tasks_finished(len(items))
+                self.not_full.notify_all()
+        return items
+
+    def clear(self) -> List[AgentMessage]:
+        """Remove every queued message; returns them."""
+        return self.drain("all")
+
+    def requeue(self, messages: Sequence[AgentMessage]) -> None:
+        """Put drained-but-undelivered ``messages`` back at the front, keeping their order."""
+        if not messages:
+            return
+        with self.mutex:
+            self.queue.extendleft(reversed(list(messages)))
+            self.unfinished_tasks += len(messages)
+            self.not_empty.notify_all()
+
+    def _tasks_finished(self, count: int) -> None:
+        self.unfinished_tasks = max(0, self.unfinished_tasks - count)
+        if self.unfinished_tasks == 0:
+            self.all_tasks_done.notify_all()

@@ -1,0 +1,52 @@
+"""``RunResult``: what ``Agent.prompt()`` and ``Agent.continue_()`` return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from .ai.types import Usage
+from .types import AgentMessage
+
+__all__ = ["RunResult"]
+
+_PREVIEW = 60
+
+
+@dataclass(repr=False)
+class RunResult:
+    """One run's outcome.
+
+    ``messages``: the messages the run added to the transcript, in order (prompts, injected
+    steering/follow-up messages, assistant messages, tool results, a failure message).
+    ``text``: the final assistant message's text ("" if none). ``stop_reason`` and
+    ``error_message``: the final assistant message's (None if there is none). ``usage``: the
+    sum over the run's assistant messages.
+    """
+
+    messages: List[AgentMessage] = field(default_factory=list)
+    text: str = ""
+    stop_reason: Optional[str] = None
+    error_message: Optional[str] = None
+    usage: Usage = field(default_factory=Usage)
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[AgentMessage]) -> "RunResult":
+        usage = Usage()
+        final = None
+        for message in messages:
+            if getattr(message, "role", None) == "assistant":
+                usage.add(message.usage)
+                final = message
+        if final is None:
+            return cls(list(messages), usage=usage)
+        return cls(list(messages), final.text, final.stop_reason, final.error_message, usage)
+
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= _PREVIEW else self.text[: _PREVIEW - 1] + "…"
+        parts = [f"stop_reason={self.stop_reason!r}", f"text={text!r}"]
+        if self.error_message:
+            parts.append(f"error_message={self.error_message!r}")
+        parts.append(f"messages={len(self.messages)}")
+        parts.append(f"tokens={self.usage.total_tokens}")
+        return f"RunResult({', '.join(parts)})"

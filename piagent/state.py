@@ -1,0 +1,241 @@
+"""``AgentState``: what an :class:`~piagent.Agent` holds between and during runs (spec §5.2).
+
+The configuration fields (``system_prompt``, ``model``, ``thinking_level``, ``tools``,
+``messages``) are read by the agent when a run starts. Assigning ``tools`` or ``messages``
+copies the list; reading them returns the live list (appending to it changes the state).
+
+The runtime fields are read-only and change only on the run thread, reduced from each event
+*before* any listener sees it:
+
+* ``is_streaming``: True from the moment a run is claimed until it fully settled;
+* ``streaming_message``: the message of the last ``message_start``/``message_update``, None
+  after ``message_end``, ``agent_end`` and outside runs;
+* ``pending_tool_calls``: a frozenset of the ids between ``tool_execution_start`` and
+  ``tool_execution_end`` (a new object on every change);
+* ``error_message``: cleared when a run starts, set by a ``turn_end`` whose assistant message
+  has an error message (and so by run failures), kept until the next run.
+
+``messages`` grows on the run thread through ``message_end`` events only. Mutate the
+transcript from other threads only while the agent is idle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, FrozenSet, Iterable, List, Optional
+
+from .ai.types import Cost, Model
+from .exceptions import ModelNotFoundError
+from .types import AgentMessage, AgentTool
+
+__all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+_NO_IDS: FrozenSet[str] = frozenset()
+
+
+def default_model() -> Model:
+    """pi's placeholder model: prompting with it fails with "No API provider registered"."""
+    return Model(id="unknown", name="unknown", api="unknown", provider="unknown", input=[], cost=Cost())
+
+
+def resolve_model(spec: Any) -> Model:
+    """A :class:`Model` as is; ``"provider:model-id"`` through the catalogue (``piagent.ai.models``).
+
+    Raises :class:`~piagent.exceptions.ModelNotFoundError` when the catalogue or the model is
+    missing, ``TypeError`` for anything else.
+    """
+    if spec is None:
+        return default_model()
+    if isinstance(spec, Model):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
+    provider, _, model_id = spec.partition(":")
+    if not provider or not model_id:
+        raise ModelNotFoundError(f'model must be written "provider:model-id", got {spec!r}')
+    try:
+        models = importlib.import_module(".ai.models", __package__)  # the catalogue, loaded on first use
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.ai.models":
+            raise
+        raise ModelNotFoundError(
+            f"Cannot resolve model {spec!r}: the model catalogue (piagent.ai.models) is not available; "
+            "pass a piagent.ai.Model instead"
+        ) from exc
+    try:
+        model = models.get_model(spec)
+    except ModelNotFoundError:
+        raise
+    except LookupError as exc:
+        raise ModelNotFoundError(f"Unknown model {spec!r}") from exc
+    if model is None:
+        raise ModelNotFoundError(f"Unknown model {spec!r}")
+    return model  # type: ignore[no-any-return]
+
+
+def check_thinking_level(level: Any) -> str:
+    if level not in THINKING_LEVELS:
+        raise ValueError(f"thinking_level must be one of {', '.join(map(repr, THINKING_LEVELS))}, got {level!r}")
+    return level  # type: ignore[no-any-return]
+
+
+def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
+    """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
+    if tools is None:
+        return []
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools must be a list of AgentTool, got {type(tools).__name__}")
+    checked = list(tools)
+    seen = set()
+    for tool in checked:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
+            raise TypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
+        if name in seen:
+            raise ValueError(f"two tools are named {name!r}; tool names must be unique")
+        seen.add(name)
+    return checked
+
+
+def check_messages(messages: Optional[Iterable[Any]]) -> List[AgentMessage]:
+    """A new list of messages; each must have a ``role``."""
+    if messages is None:
+        return []
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    checked = list(messages)
+    for message in checked:
+        if getattr(message, "role", None) is None:
+            raise TypeError(f"every message needs a 'role' attribute, got {type(message).__name__}")
+    return checked
+
+
+class AgentState:
+    """The agent's transcript, configuration and runtime flags (see the module docstring)."""
+
+    def __init__(
+        self,
+        system_prompt: str = "",
+        model: Any = None,
+        thinking_level: str = "off",
+        tools: Optional[Iterable[AgentTool]] = None,
+        messages: Optional[Iterable[AgentMessage]] = None,
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.model = model
+        self.thinking_level = thinking_level
+        self.tools = tools  # type: ignore[assignment]
+        self.messages = messages  # type: ignore[assignment]
+        self._is_streaming = False
+        self._streaming_message: Optional[AgentMessage] = None
+        self._pending_tool_calls: FrozenSet[str] = _NO_IDS
+        self._error_message: Optional[str] = None
+
+    # -- configuration -------------------------------------------------------------------
+
+    @property
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: Optional[str]) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"system_prompt must be a str, got {type(value).__name__}")
+        self._system_prompt = value or ""
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self._model = resolve_model(value)
+
+    @property
+    def thinking_level(self) -> str:
+        return self._thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, value: str) -> None:
+        self._thinking_level = check_thinking_level(value)
+
+    @property
+    def tools(self) -> List[AgentTool]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, value: Iterable[AgentTool]) -> None:
+        self._tools = check_tools(value)
+
+    @property
+    def messages(self) -> List[AgentMessage]:
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Iterable[AgentMessage]) -> None:
+        self._messages = check_messages(value)
+
+    # -- runtime (read-only) -------------------------------------------------------------
+
+    @property
+    def is_streaming(self) -> bool:
+        return self._is_streaming
+
+    @property
+    def streaming_message(self) -> Optional[AgentMessage]:
+        return self._streaming_message
+
+    @property
+    def pending_tool_calls(self) -> FrozenSet[str]:
+        return self._pending_tool_calls
+
+    @property
+    def error_message(self) -> Optional[str]:
+        return self._error_message
+
+    # -- transitions (the agent calls these on the run thread) ----------------------------
+
+    def _begin_run(self) -> None:
+        self._is_streaming = True
+        self._streaming_message = None
+        self._error_message = None
+
+    def _end_run(self) -> None:
+        self._is_streaming = False
+        self._streaming_message = None
+        self._pending_tool_calls = _NO_IDS
+
+    def _clear(self) -> None:
+        """``reset()``: forget the transcript and the runtime fields, keep the configuration."""
+        self._messages = []
+        self._end_run()
+        self._error_message = None
+
+    def _reduce(self, event: Any) -> None:
+        """Apply one agent event (before listeners see it)."""
+        kind = event.type
+        if kind == "message_update" or kind == "message_start":
+            self._streaming_message = event.message
+        elif kind == "message_end":
+            self._streaming_message = None
+            self._messages.append(event.message)
+        elif kind == "tool_execution_start":
+            self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
+        elif kind == "tool_execution_end":
+            self._pending_tool_calls = self._pending_tool_calls - {event.tool_call_id}
+        elif kind == "turn_end":
+            message = event.message
+            error = getattr(message, "error_message", None)
+            if getattr(message, "role", None) == "assistant" and error:
+                self._error_message = error
+        elif kind == "agent_end":
+            self._streaming_message = None
+
+    def __repr__(self) -> str:
+        flags = " streaming" if self._is_streaming else ""
+        return (
+            f"<AgentState model={self._model.provider}:{self._model.id} thinking_level={self._thinking_level!r} "
+            f"tools={[t.name for t in self._tools]} messages={len(self._messages)}{flags}>"
+        )

@@ -1,0 +1,109 @@
+"""Shared helpers for the Agent tests (spec §7.2/§7.3 "common fixtures").
+
+* ``echo_tool()``: schema ``{value: string}``, returns text ``echoed: <value>``, details ``{value}``.
+* ``Recorder``: a listener recording every event (and, optionally, running a hook per event).
+* ``GatedStream``: a stream function that sends ``start`` and then waits until released or
+  aborted, for tests that need a run to stay in progress.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator, List, Optional
+
+from piagent import AgentTool, AgentToolResult, TextContent, UserMessage
+from piagent.ai import AssistantMessageEventStream, MessageBuilder, Model, StreamOptions
+from piagent.ai.types import Context
+
+WAIT = 5.0  # upper bound for any wait in a test; never reached when the code is right
+
+ECHO_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
+
+
+def text_of(message: Any) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(block, "text", "") for block in content)
+
+
+def roles(messages: List[Any]) -> List[str]:
+    return [m.role for m in messages]
+
+
+def echo_tool(
+    name: str = "echo",
+    before: Optional[Callable[[str, Any, Any, Any], Any]] = None,
+    terminate: bool = False,
+    **options: Any,
+) -> AgentTool:
+    """The common echo tool; ``before(tool_call_id, args, signal, on_update)`` runs first."""
+
+    def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        if before is not None:
+            before(tool_call_id, args, signal, on_update)
+        return AgentToolResult([TextContent(f"echoed: {args['value']}")], {"value": args["value"]}, terminate)
+
+    return AgentTool(name, "Echo the value back", ECHO_SCHEMA, execute, **options)
+
+
+class Recorder:
+    """A two-argument listener: records ``(event, signal)``; ``on_event(event)`` runs after recording."""
+
+    def __init__(self, on_event: Optional[Callable[[Any], None]] = None) -> None:
+        self.events: List[Any] = []
+        self.signals: List[Any] = []
+        self.on_event = on_event
+
+    def __call__(self, event: Any, signal: Any) -> None:
+        self.events.append(event)
+        self.signals.append(signal)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    @property
+    def types(self) -> List[str]:
+        return [event.type for event in self.events]
+
+    def of_type(self, kind: str) -> List[Any]:
+        return [event for event in self.events if event.type == kind]
+
+
+class GatedStream:
+    """A stream function: ``start``, then wait for ``release`` (answer ``text``) or an abort.
+
+    ``started`` is set once the run thread is waiting inside the stream. Events are produced
+    on the run thread (a pull stream), so nothing runs after the test finished.
+    """
+
+    def __init__(self, text: str = "released") -> None:
+        self.text = text
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.calls: List[StreamOptions] = []
+
+    def __call__(self, model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        self.calls.append(options)
+        builder = MessageBuilder(model)
+        signal = options.signal
+
+        def events() -> Iterator[Any]:
+            yield builder.start()
+            remove = signal.add_listener(self.release.set)
+            self.started.set()
+            self.release.wait(WAIT)
+            remove()
+            if signal.aborted:
+                yield builder.error("Request was aborted", aborted=True)
+                return
+            start = builder.text_start()
+            yield start
+            yield builder.text_delta(start.content_index, self.text)  # type: ignore[arg-type]
+            yield builder.text_end(start.content_index)  # type: ignore[arg-type]
+            yield builder.done("stop")
+
+        return AssistantMessageEventStream(events())

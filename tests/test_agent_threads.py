@@ -1,0 +1,263 @@
+"""The Agent's thread contract (design.md §4): many threads, re-entrant listeners, Ctrl-C, asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import signal as signals
+import threading
+from collections import defaultdict
+from typing import Any, Dict, List
+
+import pytest
+
+from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, AgentToolResult, AssistantMessage, TextContent
+from piagent.testing import faux_message, faux_tool_call
+
+from tests.support.agent_support import WAIT, echo_tool, roles, text_of
+
+EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+def test_eight_threads_steering_fifty_messages_each_are_delivered_once_in_order(faux) -> None:
+    threads_count, per_thread = 8, 50
+    total = threads_count * per_thread
+    # the model sees only the last two messages, so the faux provider's cost stays flat
+    agent = Agent(model=faux.get_model(), tool_execution="sequential", convert_to_llm=lambda messages: messages[-2:])
+    queue = agent.steering_queue
+    delivered: List[str] = []
+    agent.subscribe(
+        lambda event: delivered.append(text_of(event.message))
+        if event.type == "message_end" and event.message.role == "user"
+        else None
+    )
+
+    def keep_going(context: Any, options: Any, state: Any, model: Any) -> AssistantMessage:
+        if len(delivered) - 1 < total:  # the prompt is not a steering message
+            return faux_message([faux_tool_call("wait_for_steering", {})])
+        return faux_message("all delivered")
+
+    def wait_for_steering(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        # Some message is not delivered yet, so one is queued or about to be: wait for a put().
+        with queue.not_empty:
+            assert queue.not_empty.wait_for(lambda: len(queue.queue) > 0, WAIT)
+        return AgentToolResult([TextContent("more steering is queued")])
+
+    agent.tools = [AgentTool("wait_for_steering", "", EMPTY_SCHEMA, wait_for_steering)]
+    faux.set_responses([keep_going] * (total + 1))
+    start = threading.Barrier(threads_count, timeout=WAIT)
+
+    def producer(thread_index: int) -> None:
+        start.wait()
+        for n in range(per_thread):
+            agent.steer(f"t{thread_index}-{n}")
+
+    future = agent.prompt("collect the steering", wait=False)
+    producers = [threading.Thread(target=producer, args=(i,)) for i in range(threads_count)]
+    for thread in producers:
+        thread.start()
+    result = future.result(WAIT * 4)
+    for thread in producers:
+        thread.join(WAIT)
+
+    assert delivered == [text_of(m) for m in result.messages if m.role == "user"]
+    delivered = delivered[1:]
+    assert result.text == "all delivered"
+    assert len(delivered) == total and len(set(delivered)) == total  # each exactly once
+    per_producer: Dict[str, List[int]] = defaultdict(list)
+    for text in delivered:
+        producer_id, n = text.split("-")
+        per_producer[producer_id].append(int(n))
+    assert all(order == list(range(per_thread)) for order in per_producer.values())  # each thread's FIFO
+    assert len(per_producer) == threads_count
+    assert not agent.has_queued_messages()
+
+
+def test_a_listener_may_steer_and_abort_while_prompt_raises_busy(faux) -> None:
+    faux.set_responses([faux_message("a long answer " * 20), faux_message("answered the steering")])
+    agent = Agent(model=faux.get_model())
+    errors: List[BaseException] = []
+
+    def listener(event: Any) -> None:
+        if event.type == "message_update" and not errors:
+            agent.steer("steered from a listener")
+            try:
+                agent.prompt("nested")
+            except AgentBusyError as exc:
+                errors.append(exc)
+            try:
+                agent.continue_()
+            except AgentBusyError as exc:
+                errors.append(exc)
+            agent.abort()
+
+    unsubscribe = agent.subscribe(listener)
+    result = agent.prompt("go")
+    assert [type(e) for e in errors] == [AgentBusyError, AgentBusyError]
+    assert result.stop_reason == "aborted"
+    assert agent.has_queued_messages()  # an aborted turn does not poll the queues
+    unsubscribe()
+    faux.set_responses([faux_message("answered the steering")])
+    second = agent.prompt("again")
+    assert [text_of(m) for m in second.messages if m.role == "user"] == ["again", "steered from a listener"]
+
+
+def test_prompt_from_another_thread_during_a_run_raises_busy(faux) -> None:
+    faux.set_responses([faux_message([faux_tool_call("gate", {})]), faux_message("done")])
+    inside, release = threading.Event(), threading.Event()
+
+    def gate(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        inside.set()
+        release.wait(WAIT)
+        return AgentToolResult([TextContent("through")])
+
+    agent = Agent(model=faux.get_model(), tools=[AgentTool("gate", "", EMPTY_SCHEMA, gate)])
+    runner = threading.Thread(target=agent.prompt, args=("first",))
+    runner.start()
+    assert inside.wait(WAIT)
+    outcomes: List[Any] = []
+    contenders = [threading.Thread(target=lambda: outcomes.append(_try_prompt(agent))) for _ in range(4)]
+    for thread in contenders:
+        thread.start()
+    for thread in contenders:
+        thread.join(WAIT)
+    release.set()
+    runner.join(WAIT)
+    assert outcomes == [AgentBusyError] * 4
+    assert roles(agent.state.messages) == ["user", "assistant", "toolResult", "assistant"]
+
+
+def _try_prompt(agent: Agent) -> Any:
+    try:
+        agent.prompt("contender")
+    except AgentBusyError:
+        return AgentBusyError
+    return "ran"
+
+
+def test_two_agents_run_at_once_on_two_threads(faux) -> None:
+    faux.set_responses([faux_message("from one"), faux_message("from two")])
+    both_streaming = threading.Barrier(2, timeout=WAIT)
+    listener_threads: Dict[str, set] = defaultdict(set)
+    results: Dict[str, Any] = {}
+
+    def make_agent(name: str) -> Agent:
+        agent = Agent(model=faux.get_model())
+        met = []
+
+        def listener(event: Any) -> None:
+            listener_threads[name].add(threading.get_ident())
+            if event.type == "message_update" and not met:
+                met.append(both_streaming.wait())  # only passes while the other run is streaming too
+
+        agent.subscribe(listener)
+        return agent
+
+    agents = {"one": make_agent("one"), "two": make_agent("two")}
+    caller_threads: Dict[str, int] = {}
+
+    def run(name: str) -> None:
+        caller_threads[name] = threading.get_ident()
+        results[name] = agents[name].prompt(f"hello {name}")
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in agents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not both_streaming.broken
+    assert sorted(r.text for r in results.values()) == ["from one", "from two"]
+    for name in agents:
+        assert listener_threads[name] == {caller_threads[name]}  # listeners run on the run thread
+        assert roles(agents[name].state.messages) == ["user", "assistant"]
+
+
+def test_prompt_from_inside_a_running_event_loop_works_unchanged(faux) -> None:
+    faux.set_responses([
+        faux_message([faux_tool_call("echo", {"value": "a"}), faux_tool_call("echo", {"value": "b"})]),
+        faux_message("done in a cell"),
+        faux_message("awaited"),
+    ])
+    agent = Agent(model=faux.get_model(), tools=[echo_tool()])
+
+    async def jupyter_cell() -> Any:
+        assert asyncio.get_running_loop() is not None
+        first = agent.prompt("run in a cell")  # blocks this coroutine's thread; no loop is used
+        second = await asyncio.wrap_future(agent.prompt("and without waiting", wait=False))
+        return first, second
+
+    first, second = asyncio.run(jupyter_cell())
+    assert first.text == "done in a cell" and second.text == "awaited"
+    assert [m.text for m in first.messages if m.role == "toolResult"] == ["echoed: a", "echoed: b"]
+
+
+def test_keyboard_interrupt_from_a_listener_aborts_the_run_and_leaves_the_agent_usable(faux) -> None:
+    faux.set_responses([faux_message([faux_tool_call("echo", {"value": "x"})]), faux_message("unused")])
+    agent = Agent(model=faux.get_model(), tools=[echo_tool()])
+    signals_seen: List[AbortSignal] = []
+
+    def interrupt(event: Any, signal: AbortSignal) -> None:
+        if event.type == "tool_execution_start":
+            signals_seen.append(signal)
+            raise KeyboardInterrupt
+
+    unsubscribe = agent.subscribe(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        agent.prompt("go")
+    assert signals_seen[0].aborted
+    assert agent.state.is_streaming is False and agent.signal is None
+    assert agent.state.pending_tool_calls == frozenset() and agent.state.streaming_message is None
+    assert agent.wait_for_idle(timeout=0) is True
+    unsubscribe()
+    faux.set_responses([faux_message("usable again")])
+    assert agent.prompt("next").text == "usable again"
+
+
+@pytest.mark.parametrize("tool_execution", ["sequential", "parallel"])
+def test_ctrl_c_on_the_main_thread_during_prompt_aborts_and_reraises(faux, tool_execution: str) -> None:
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signals, "pthread_kill"):
+        pytest.skip("needs the main thread and signal.pthread_kill")
+    started, saw_abort = threading.Event(), threading.Event()
+
+    def waits_for_abort(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        started.set()
+        # Short waits keep the main thread interruptible (on it, a SIGINT landing just before a
+        # blocking wait is seen only when the wait ends); they are bounded by WAIT in total.
+        for _ in range(int(WAIT / 0.05)):
+            if signal.wait(0.05):
+                saw_abort.set()
+                break
+        return AgentToolResult([TextContent("stopped")])
+
+    faux.set_responses([faux_message([faux_tool_call("wait", {})]), faux_message("unused")])
+    agent = Agent(
+        model=faux.get_model(),
+        tools=[AgentTool("wait", "", EMPTY_SCHEMA, waits_for_abort)],
+        tool_execution=tool_execution,
+    )
+    main = threading.main_thread().ident
+    # SIGINT aimed at the main thread, as a terminal's Ctrl-C reaches a Python program
+    interrupter = threading.Thread(target=lambda: started.wait(WAIT) and signals.pthread_kill(main, signals.SIGINT))
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        agent.prompt("go")
+    interrupter.join(WAIT)
+    assert agent.state.is_streaming is False and agent.signal is None
+    if tool_execution == "parallel":
+        assert saw_abort.wait(WAIT)  # the tool on its worker thread was told
+    faux.set_responses([faux_message("usable again")])
+    assert agent.prompt("next").text == "usable again"
+
+
+def test_tool_threads_may_steer_and_abort(faux) -> None:
+    faux.set_responses([faux_message([faux_tool_call("echo", {"value": "x"})]), faux_message("never")])
+    agent: Agent
+
+    def steer_then_abort(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> None:
+        agent.steer("from a tool")
+        agent.abort()
+
+    agent = Agent(model=faux.get_model(), tools=[echo_tool(before=steer_then_abort)])
+    result = agent.prompt("go")
+    # the batch finishes, the steering message is injected, and the next model call is aborted
+    assert [text_of(m) for m in result.messages if m.role == "user"] == ["go", "from a tool"]
+    assert result.stop_reason == "aborted"

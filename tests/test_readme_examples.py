@@ -1,0 +1,30 @@
+"""The README's ```python blocks run as they are, in order, in one namespace (so it cannot rot)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import List
+
+from piagent.testing import FauxProvider
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks(text: str) -> List[str]:
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def test_readme_python_blocks_run(capsys) -> None:
+    blocks = python_blocks(README.read_text(encoding="utf-8"))
+    assert len(blocks) >= 3
+    namespace: dict = {"__name__": "readme"}
+    try:
+        for index, block in enumerate(blocks):
+            exec(compile(block, f"README.md python block {index + 1}", "exec"), namespace)
+    finally:
+        for value in namespace.values():
+            if isinstance(value, FauxProvider):
+                value.unregister()
+    printed = capsys.readouterr().out
+    assert "2 + 3 = 5" in printed and "aborted" in printed

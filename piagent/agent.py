@@ -250,10 +250,6 @@ class Agent:
     def messages(self, value: Iterable[AgentMessage]) -> None:
         self._state.messages = value  # type: ignore[assignment]
 
-    @property
-    def is_streaming(self) -> bool:
-        return self._state.is_streaming
-
     # -- listeners --------------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:

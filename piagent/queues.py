@@ -19,12 +19,14 @@ from __future__ import annotations
 import queue
 from typing import Any, List, Sequence
 
+from ._options import choice
 from .ai.types import TextContent, UserMessage
 from .types import AgentMessage
 
 __all__ = ["QUEUE_MODES", "MessageQueue", "to_message"]
 
 QUEUE_MODES = ("one-at-a-time", "all")
+_check_mode = choice(*QUEUE_MODES)
 
 
 def to_message(value: Any) -> AgentMessage:
@@ -36,12 +38,6 @@ def to_message(value: Any) -> AgentMessage:
     return value
 
 
-def check_queue_mode(name: str, mode: Any) -> str:
-    if mode not in QUEUE_MODES:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, QUEUE_MODES))}, got {mode!r}")
-    return mode  # type: ignore[no-any-return]
-
-
 class MessageQueue(queue.Queue):  # type: ignore[type-arg]
     """A FIFO of agent messages; safe from any thread, listeners and tools included."""
 
@@ -50,7 +46,7 @@ class MessageQueue(queue.Queue):  # type: ignore[type-arg]
 
     def drain(self, mode: str = "all") -> List[AgentMessage]:
         """Remove and return the oldest message (``"one-at-a-time"``) or all of them (``"all"``)."""
-        check_queue_mode("mode", mode)
+        _check_mode("mode", mode)
         with self.mutex:
             if mode == "all":
                 items = list(self.queue)

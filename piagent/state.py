@@ -21,11 +21,9 @@ transcript from other threads only while the agent is idle.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, FrozenSet, Iterable, List, Optional
 
 from .ai.types import Cost, Model
-from .exceptions import ModelNotFoundError
 from .types import AgentMessage, AgentTool
 
 __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
@@ -41,38 +39,20 @@ def default_model() -> Model:
 
 
 def resolve_model(spec: Any) -> Model:
-    """A :class:`Model` as is; ``"provider:model-id"`` through the catalogue (``piagent.ai.models``).
+    """A :class:`Model` as is, None as :func:`default_model`, ``"provider:model-id"`` from the catalogue.
 
-    Raises :class:`~piagent.exceptions.ModelNotFoundError` when the catalogue or the model is
-    missing, ``TypeError`` for anything else.
+    Raises :class:`~piagent.exceptions.ModelNotFoundError` for a string the catalogue does not
+    know, ``TypeError`` for anything else.
     """
     if spec is None:
         return default_model()
     if isinstance(spec, Model):
         return spec
-    if not isinstance(spec, str):
-        raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
-    provider, _, model_id = spec.partition(":")
-    if not provider or not model_id:
-        raise ModelNotFoundError(f'model must be written "provider:model-id", got {spec!r}')
-    try:
-        models = importlib.import_module(".ai.models", __package__)  # the catalogue, loaded on first use
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.ai.models":
-            raise
-        raise ModelNotFoundError(
-            f"Cannot resolve model {spec!r}: the model catalogue (piagent.ai.models) is not available; "
-            "pass a piagent.ai.Model instead"
-        ) from exc
-    try:
-        model = models.get_model(spec)
-    except ModelNotFoundError:
-        raise
-    except LookupError as exc:
-        raise ModelNotFoundError(f"Unknown model {spec!r}") from exc
-    if model is None:
-        raise ModelNotFoundError(f"Unknown model {spec!r}")
-    return model  # type: ignore[no-any-return]
+    if isinstance(spec, str):
+        from .ai.models import get_model  # the catalogue is loaded on first use, not on import
+
+        return get_model(spec)
+    raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
 
 
 def check_thinking_level(level: Any) -> str:

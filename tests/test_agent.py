@@ -182,6 +182,8 @@ def test_model_strings_resolve_through_the_catalogue_or_raise_model_not_found() 
     assert agent.model is MODEL
     with pytest.raises(TypeError):
         Agent(model=42)  # type: ignore[arg-type]
+    resolved = Agent(model="openai:gpt-4.1").model
+    assert (resolved.provider, resolved.id) == ("openai", "gpt-4.1")
 
 
 def test_every_option_is_a_public_attribute() -> None:
@@ -565,6 +567,27 @@ def test_prepare_next_turn_with_context_can_switch_the_model(faux) -> None:
     assert seen[0] == (TurnContext, ["user", "assistant", "toolResult"])
     assert faux.state.requests[1].model.id == "faux-2" and faux.state.requests[1].options.reasoning == "high"
     assert agent.state.model.id == "faux-1"  # the agent's state is not updated from the hook
+
+
+def test_prepare_next_turn_is_installed_at_run_start_and_read_at_each_turn(faux) -> None:
+    calls: List[str] = []
+    agent: Agent
+
+    def first(context: TurnContext, signal: AbortSignal) -> None:
+        calls.append("first")
+        agent.prepare_next_turn = lambda context, signal: calls.append("second")
+
+    faux.set_responses([faux_message([faux_tool_call("noop", {})]) for _ in range(2)] + [faux_message("done")])
+    agent = Agent(model=faux.get_model(), tools=[noop_tool()], prepare_next_turn=first)
+    agent.prompt("go")
+    assert calls == ["first", "second", "second"]  # the wrapper reads the current attribute
+
+    calls.clear()
+    agent.prepare_next_turn = None
+    agent.subscribe(lambda e: setattr(agent, "prepare_next_turn", first) if e.type == "agent_start" else None)
+    faux.set_responses([faux_message([faux_tool_call("noop", {})]), faux_message("done")])
+    agent.prompt("go")
+    assert calls == []  # not set when the run started: no wrapper for this run
 
 
 def test_a20_should_stop_after_turn_is_forwarded(faux) -> None:

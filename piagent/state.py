@@ -21,8 +21,10 @@ transcript from other threads only while the agent is idle.
 
 from __future__ import annotations
 
+from collections.abc import Iterable as IterableABC
 from typing import Any, FrozenSet, Iterable, List, Optional
 
+from ._options import choice
 from .ai.types import Cost, Model
 from .types import AgentMessage, AgentTool
 
@@ -31,6 +33,7 @@ __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 _NO_IDS: FrozenSet[str] = frozenset()
+_check_thinking_level = choice(*THINKING_LEVELS)
 
 
 def default_model() -> Model:
@@ -55,17 +58,11 @@ def resolve_model(spec: Any) -> Model:
     raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
 
 
-def check_thinking_level(level: Any) -> str:
-    if level not in THINKING_LEVELS:
-        raise ValueError(f"thinking_level must be one of {', '.join(map(repr, THINKING_LEVELS))}, got {level!r}")
-    return level  # type: ignore[no-any-return]
-
-
 def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
     """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
     if tools is None:
         return []
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, IterableABC):
         raise TypeError(f"tools must be a list of AgentTool, got {type(tools).__name__}")
     checked = list(tools)
     seen = set()
@@ -83,7 +80,7 @@ def check_messages(messages: Optional[Iterable[Any]]) -> List[AgentMessage]:
     """A new list of messages; each must have a ``role``."""
     if messages is None:
         return []
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, IterableABC):
         raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
     checked = list(messages)
     for message in checked:
@@ -139,7 +136,7 @@ class AgentState:
 
     @thinking_level.setter
     def thinking_level(self, value: str) -> None:
-        self._thinking_level = check_thinking_level(value)
+        self._thinking_level = _check_thinking_level("thinking_level", value)
 
     @property
     def tools(self) -> List[AgentTool]:

@@ -115,12 +115,32 @@ class _Run:
         self.in_flight = []
 
 
+class _StateField:
+    """An agent attribute that reads and writes the field of the same name on ``agent.state``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, obj: Any, owner: Optional[type] = None) -> Any:
+        return self if obj is None else getattr(obj._state, self._name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj._state, self._name, value)
+
+
 class Agent:
     """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
 
     Every option is keyword-only and also a public attribute (validated on assignment). See the
     module docstring for the thread contract and design.md §3 for each option.
     """
+
+    # the state's configuration fields, as agent attributes too (validated by the state)
+    system_prompt = _StateField()
+    model = _StateField()
+    thinking_level = _StateField()
+    tools = _StateField()
+    messages = _StateField()
 
     convert_to_llm = opt.Option(opt.callable_or_none)
     transform_context = opt.Option(opt.callable_or_none)
@@ -209,46 +229,6 @@ class Agent:
     @property
     def state(self) -> AgentState:
         return self._state
-
-    @property
-    def system_prompt(self) -> str:
-        return self._state.system_prompt
-
-    @system_prompt.setter
-    def system_prompt(self, value: str) -> None:
-        self._state.system_prompt = value
-
-    @property
-    def model(self) -> Model:
-        return self._state.model
-
-    @model.setter
-    def model(self, value: Union[Model, str, None]) -> None:
-        self._state.model = value
-
-    @property
-    def thinking_level(self) -> str:
-        return self._state.thinking_level
-
-    @thinking_level.setter
-    def thinking_level(self, value: str) -> None:
-        self._state.thinking_level = value
-
-    @property
-    def tools(self) -> List[AgentTool]:
-        return self._state.tools
-
-    @tools.setter
-    def tools(self, value: Iterable[AgentTool]) -> None:
-        self._state.tools = value  # type: ignore[assignment]
-
-    @property
-    def messages(self) -> List[AgentMessage]:
-        return self._state.messages
-
-    @messages.setter
-    def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._state.messages = value  # type: ignore[assignment]
 
     # -- listeners --------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from .exceptions import (
     StreamEndedWithoutResult,
     ToolArgumentsError,
 )
+from .decorator import tool
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .result import RunResult
 from .state import AgentState
@@ -105,4 +106,5 @@ __all__ = [
     "message_from_dict",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "tool",
 ]

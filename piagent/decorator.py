@@ -1,0 +1,205 @@
+"""``@tool``: a plain, type-hinted function as an :class:`~piagent.types.AgentTool`.
+
+    @tool
+    def get_weather(city: str, unit: Literal["C", "F"] = "C") -> str:
+        '''Current weather for a city.
+
+        Args:
+            city: City name, e.g. "Paris".
+            unit: Temperature unit.
+        '''
+
+The schema comes from the type hints (see :mod:`piagent.schema`), the descriptions from the
+docstring. Parameters named ``signal`` and ``on_update`` are injected at call time (the
+call's :class:`~piagent.abort.AbortSignal` and its update callback) and hidden from the
+model. Arguments arrive validated and converted to the hinted types (:mod:`piagent.arguments`).
+
+What the function returns becomes the result: a ``str`` is one text block; an
+``AgentToolResult`` passes through; a content block, or a non-empty list of content blocks,
+is the content; None is an empty result; anything else with a JSON form (dicts, lists,
+numbers, dataclasses, Enums) becomes JSON text, the data kept in ``details``. A value with
+no JSON form, like any exception the function raises, is an error result the model sees.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union, overload
+
+from .abort import AbortSignal
+from .ai.types import ImageContent, TextContent
+from .arguments import Converter, converter_for
+from .schema import FunctionSchema, function_schema, jsonable
+from .types import AgentTool, AgentToolResult, ToolExecutionMode, ToolUpdateCallback
+
+__all__ = ["FunctionTool", "tool", "to_tool_result"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CONTENT = (TextContent, ImageContent)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class FunctionTool(AgentTool):
+    """An :class:`AgentTool` made by ``@tool``; calling it calls the original function."""
+
+    function: Optional[Callable[..., Any]] = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.function is None:
+            raise TypeError(f"tool {self.name!r} has no function to call")
+        return self.function(*args, **kwargs)
+
+
+@overload
+def tool(fn: Callable[..., Any]) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    label: Optional[str] = None,
+    execution_mode: Optional[ToolExecutionMode] = None,
+    timeout: Optional[float] = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    label: Optional[str] = None,
+    execution_mode: Optional[ToolExecutionMode] = None,
+    timeout: Optional[float] = None,
+) -> Union[FunctionTool, Callable[[Callable[..., Any]], FunctionTool]]:
+    """Turn a function into an :class:`AgentTool`; use bare (``@tool``) or with options.
+
+    ``name`` defaults to the function's name (letters, digits, ``_`` and ``-``, at most 64),
+    ``description`` to the docstring's description, ``label`` to the name.
+    ``execution_mode="sequential"`` makes any batch containing the tool run sequentially;
+    ``timeout`` (seconds) turns a longer call into an error result (the call's signal is
+    aborted and its thread left to finish). Raises TypeError/ValueError at decoration time
+    for a hint with no JSON form, ``*args``, an async or generator function, or bad options.
+    """
+    if execution_mode not in (None, "sequential", "parallel"):
+        raise ValueError(f"execution_mode must be 'sequential', 'parallel' or None, not {execution_mode!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+
+    def decorate(function: Callable[..., Any]) -> FunctionTool:
+        if not callable(function):
+            raise TypeError(f"@tool decorates a function, not {type(function).__name__}")
+        return _build(function, name, description, label, execution_mode, timeout)
+
+    if fn is None:
+        return decorate
+    if not callable(fn):
+        raise TypeError(f"@tool decorates a function, not {type(fn).__name__} (options are keyword-only: @tool(name=...))")
+    return decorate(fn)
+
+
+def _build(
+    fn: Callable[..., Any],
+    name: Optional[str],
+    description: Optional[str],
+    label: Optional[str],
+    execution_mode: Optional[ToolExecutionMode],
+    timeout: Optional[float],
+) -> FunctionTool:
+    tool_name = name if name is not None else getattr(fn, "__name__", "")
+    if not _NAME.match(tool_name):
+        raise ValueError(
+            f"tool name {tool_name!r} is not allowed: use 1-64 letters, digits, '_' or '-' (pass name=...)"
+        )
+    owner = f"tool {tool_name!r}"
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"{owner}: async functions are not supported; piagent runs tools on threads, write a plain def")
+    if inspect.isgeneratorfunction(fn):
+        raise TypeError(f"{owner}: generator functions are not supported; report progress with an on_update parameter")
+    schema = function_schema(fn, owner)
+    call = _Caller(fn, schema, tool_name)
+    return FunctionTool(
+        name=tool_name,
+        description=description if description is not None else schema.description,
+        parameters=schema.parameters,
+        execute=call,
+        label=label if label is not None else tool_name,
+        execution_mode=execution_mode,
+        timeout=timeout,
+        function=fn,
+    )
+
+
+class _Caller:
+    """The tool's ``execute``: arguments to a Python call, the return value to a result."""
+
+    def __init__(self, fn: Callable[..., Any], schema: FunctionSchema, name: str) -> None:
+        self.fn = fn
+        self.name = name
+        self.params = [(p.name, p.kind, p.default, converter_for(p.hint)) for p in schema.params]
+        self.injected = schema.injected
+        self.extra: Optional[Tuple[str, Optional[Converter]]] = None
+        if schema.extra is not None:
+            self.extra = (schema.extra[0], converter_for(schema.extra[1]))
+        self.known = {p.name for p in schema.params}
+
+    def __call__(
+        self, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
+    ) -> AgentToolResult:
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise TypeError(f"Tool {self.name} expects an object of arguments, got {type(args).__name__}")
+        positional: List[Any] = []
+        keywords: Dict[str, Any] = {}
+        for name, kind, default, convert in self.params:
+            present = name in args
+            value = args.get(name, default)
+            if present and convert is not None:
+                value = convert(value)
+            if kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional.append(value)
+            elif present:
+                keywords[name] = value
+        if self.extra is not None:
+            convert_extra = self.extra[1]
+            for key, value in args.items():
+                if key not in self.known:
+                    keywords[key] = convert_extra(value) if convert_extra is not None else value
+        injected = {"signal": signal, "on_update": on_update}
+        for name in self.injected:
+            keywords[name] = injected[name]
+        return to_tool_result(self.fn(*positional, **keywords), self.name)
+
+
+def to_tool_result(value: Any, tool_name: str = "tool") -> AgentToolResult:
+    """A function's return value as an :class:`AgentToolResult` (rules in the module docstring).
+
+    Raises TypeError (naming the type) for a value with no JSON form.
+    """
+    if isinstance(value, AgentToolResult):
+        return value
+    if value is None:
+        return AgentToolResult()
+    if isinstance(value, str):
+        return AgentToolResult([TextContent(value)])
+    if isinstance(value, _CONTENT):
+        return AgentToolResult([value])
+    if isinstance(value, list) and value and all(isinstance(item, _CONTENT) for item in value):
+        return AgentToolResult(list(value))
+    try:
+        data = jsonable(value)
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"Tool {tool_name} returned a value of type {type(value).__name__} that cannot be sent to the model "
+            f"({exc}); return a str, content blocks, an AgentToolResult or JSON-serialisable data"
+        ) from None
+    return AgentToolResult([TextContent(text)], details=data)

@@ -10,7 +10,17 @@ from typing import Any, List, Optional
 
 import pytest
 
-from piagent import AbortController, AbortSignal, AgentToolResult
+from piagent import (
+    AbortController,
+    AbortSignal,
+    AgentContext,
+    AgentLoopConfig,
+    AgentToolResult,
+    ToolResultMessage,
+    UserMessage,
+    run_agent_loop,
+)
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 from piagent.tools import run_command
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell and process groups")
@@ -139,3 +149,28 @@ def test_schema_shows_only_the_command() -> None:
 def test_tool_result_is_text(tmp_path: Path) -> None:
     result = run_command().execute("c", {"command": "echo hi"}, AbortController().signal, lambda p: None)
     assert isinstance(result, AgentToolResult) and result.content[0].text == "hi"
+
+
+def test_loop_tool_timeout_aborts_the_signal_which_kills_the_command(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    faux = register_faux_provider()
+    try:
+        faux.set_responses(
+            [
+                faux_message([faux_tool_call("run_command", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})]),
+                faux_message("done"),
+            ]
+        )
+        messages = run_agent_loop(
+            [UserMessage("go")],
+            AgentContext(tools=[run_command(timeout=60)]),
+            AgentLoopConfig(model=faux.get_model(), tool_timeout=0.5),
+            lambda event: None,
+        )
+    finally:
+        faux.unregister()
+    (result,) = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert result.is_error and "timed out after 0.5 seconds" in result.content[0].text
+    assert wait_until(pidfile.exists)
+    pid = int(pidfile.read_text())
+    assert wait_until(lambda: not alive(pid)), f"sleep {pid} survived the tool timeout"

@@ -8,7 +8,8 @@ from typing import Any, Dict
 
 import pytest
 
-from piagent import AbortController, AgentTool
+from piagent import AbortController, AgentContext, AgentLoopConfig, AgentTool, ToolResultMessage, UserMessage, run_agent_loop
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 from piagent.tools import file_tools, list_dir, read_file, write_file
 
 
@@ -149,3 +150,21 @@ class TestListDir:
 def test_file_tools_gives_the_three_tools_or_the_readers(tree: Dict[str, Path]) -> None:
     assert [t.name for t in file_tools(tree["root"])] == ["read_file", "list_dir", "write_file"]
     assert [t.name for t in file_tools(tree["root"], read_only=True)] == ["read_file", "list_dir"]
+
+
+def test_refused_path_reaches_the_model_as_an_error_result(tree: Dict[str, Path]) -> None:
+    faux = register_faux_provider()
+    try:
+        faux.set_responses([faux_message([faux_tool_call("read_file", {"path": "../secret.txt"})]), faux_message("ok")])
+        messages = run_agent_loop(
+            [UserMessage("read it")],
+            AgentContext(tools=file_tools(tree["root"])),
+            AgentLoopConfig(model=faux.get_model()),
+            lambda event: None,
+        )
+    finally:
+        faux.unregister()
+    (result,) = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert result.is_error
+    assert result.content[0].text.startswith("Path '../secret.txt' is outside the allowed directory")
+    assert "top secret" not in result.content[0].text

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import List
 
+from piagent import AgentTool
 from piagent.testing import FauxProvider
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -28,3 +30,16 @@ def test_readme_python_blocks_run(capsys) -> None:
                 value.unregister()
     printed = capsys.readouterr().out
     assert "2 + 3 = 5" in printed and "aborted" in printed
+
+
+def test_readme_tools_section_shows_the_schema_tool_really_produces() -> None:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("\n## Tools\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(python_blocks(section)[0], "README.md Tools example", "exec"), namespace)
+    (decorated,) = [value for value in namespace.values() if isinstance(value, AgentTool)]
+    (schema,) = re.findall(r"^```json\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
+    assert decorated.parameters == json.loads(schema)
+    assert f'`{decorated.name}.description` is `"{decorated.description}"`' in section

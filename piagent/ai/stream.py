@@ -50,6 +50,7 @@ class EventStream(Generic[E, R]):
         self._error: Optional[BaseException] = None
         self._source: Optional[Iterator[E]] = iter(source) if source is not None else None
         self._source_lock = threading.Lock()
+        self._last: Any = None  # the last event delivered, for _missing_result()
 
     # -- producing ---------------------------------------------------------------------
 
@@ -62,6 +63,7 @@ class EventStream(Generic[E, R]):
                 self._done = True
                 if self._result is _UNSET:
                     self._result = self._extract_result(event)
+            self._last = event
             self._queue.append(event)
             self._cond.notify_all()
 
@@ -111,6 +113,7 @@ class EventStream(Generic[E, R]):
             except BaseException as exc:
                 self.end(error=exc)
                 raise
+            self._last = event
             if self._is_complete(event):
                 with self._cond:
                     self._done = True
@@ -155,23 +158,11 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
     """
 
     def __init__(self, source: Optional[Iterable[AssistantMessageEvent]] = None) -> None:
-        self._last_partial: Optional[AssistantMessage] = None
-        super().__init__(_is_terminal, _final_message, None if source is None else self._noting(source))
-
-    def push(self, event: AssistantMessageEvent) -> None:
-        if event.partial is not None:
-            self._last_partial = event.partial
-        super().push(event)
-
-    def _noting(self, source: Iterable[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
-        for event in source:
-            if event.partial is not None:
-                self._last_partial = event.partial
-            yield event
+        super().__init__(_is_terminal, _final_message, source)
 
     def _missing_result(self) -> AssistantMessage:
         error = "Stream ended without a terminal event"
-        partial = self._last_partial
+        partial = getattr(self._last, "partial", None)
         if partial is None:
             return AssistantMessage(stop_reason="error", error_message=error)
         message = partial.snapshot()

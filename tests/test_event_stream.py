@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator, List
+from typing import Iterator, List
 
 import pytest
 

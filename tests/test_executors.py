@@ -37,7 +37,6 @@ from tests.support.loop import (
     echo_tool,
     identity,
     of_type,
-    roles,
     short,
     user,
 )

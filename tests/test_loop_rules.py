@@ -288,7 +288,7 @@ def test_scenario_12_length_stop_fails_every_call_in_order_and_continues() -> No
     for end in of_type(r.events, "tool_execution_end"):
         assert end.is_error is True
         assert end.result.content[0].text == (
-            f'Tool call "echo" was not executed: the response hit the output token limit, so its '
+            'Tool call "echo" was not executed: the response hit the output token limit, so its '
             "arguments may be truncated. Re-issue the tool call with complete arguments."
         )
     assert of_type(r.events, "tool_execution_start")[0].args == {"value": "a"}

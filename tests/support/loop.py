@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from piagent import AgentTool, AgentToolResult, AssistantMessage, TextContent, ToolCall, Usage, UserMessage
 from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, Context, Model, StreamOptions

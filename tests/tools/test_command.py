@@ -151,26 +151,36 @@ def test_tool_result_is_text(tmp_path: Path) -> None:
     assert isinstance(result, AgentToolResult) and result.content[0].text == "hi"
 
 
-def test_loop_tool_timeout_aborts_the_signal_which_kills_the_command(tmp_path: Path) -> None:
+def test_aborting_the_run_kills_the_command_through_the_loop(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
+    controller = AbortController()
     faux = register_faux_provider()
+    faux.set_responses(
+        [faux_message([faux_tool_call("run_command", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})])]
+    )
+    outcome: List[Any] = []
+
+    def run() -> None:
+        outcome.append(
+            run_agent_loop(
+                [UserMessage("go")],
+                AgentContext(tools=[run_command(timeout=60)]),
+                AgentLoopConfig(model=faux.get_model()),
+                lambda event: None,
+                signal=controller.signal,
+            )
+        )
+
+    worker = threading.Thread(target=run)
     try:
-        faux.set_responses(
-            [
-                faux_message([faux_tool_call("run_command", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})]),
-                faux_message("done"),
-            ]
-        )
-        messages = run_agent_loop(
-            [UserMessage("go")],
-            AgentContext(tools=[run_command(timeout=60)]),
-            AgentLoopConfig(model=faux.get_model(), tool_timeout=0.5),
-            lambda event: None,
-        )
+        worker.start()
+        assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip())
+        pid = int(pidfile.read_text())
+        controller.abort()
+        worker.join(WAIT)
+        assert not worker.is_alive()
     finally:
         faux.unregister()
-    (result,) = [m for m in messages if isinstance(m, ToolResultMessage)]
-    assert result.is_error and "timed out after 0.5 seconds" in result.content[0].text
-    assert wait_until(pidfile.exists)
-    pid = int(pidfile.read_text())
-    assert wait_until(lambda: not alive(pid)), f"sleep {pid} survived the tool timeout"
+    (result,) = [m for m in outcome[0] if isinstance(m, ToolResultMessage)]
+    assert result.is_error and "Command aborted" in result.content[0].text
+    assert wait_until(lambda: not alive(pid)), f"sleep {pid} survived the abort"

@@ -671,3 +671,35 @@ def test_a_tool_within_its_timeout_is_not_abandoned() -> None:
     batch = Batch([call("tool-1", value="a")], [echo_tool(timeout=WAIT)], tool_execution="sequential")
     assert [e.is_error for e in batch.ends()] == [False]
     assert abandoned_tool_threads() == before
+
+
+_NEVER_RETURNING_TOOL_SCRIPT = """
+import threading
+from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
+from tests.support.loop import MODEL, ScriptedStream, assistant, call, identity
+
+forever = threading.Event()  # never set: the tool ignores its signal and never returns
+
+def stuck(tool_call_id, args, signal, on_update):
+    forever.wait()
+    return AgentToolResult()
+
+tool = AgentTool("stuck", "never returns", {"type": "object", "properties": {}}, stuck, timeout=0.05)
+stream = ScriptedStream([assistant([call("a", "stuck"), call("b", "stuck")]), assistant("done")])
+config = AgentLoopConfig(model=MODEL, convert_to_llm=identity)
+run_agent_loop([UserMessage("go")], AgentContext("", [], [tool]), config, lambda event: None, None, stream)
+print("finished")
+"""
+
+
+def test_a_timed_out_parallel_call_does_not_keep_the_interpreter_alive() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _NEVER_RETURNING_TOOL_SCRIPT], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "finished"

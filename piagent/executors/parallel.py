@@ -27,6 +27,7 @@ from ._common import (
     emit_start,
     link_signal,
     prepare,
+    start_thread,
 )
 
 __all__ = ["run_parallel"]
@@ -55,14 +56,21 @@ def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int
     notes = Notifications()
     executor: Optional[Executor] = batch.config.executor
     own_pool: Optional[ThreadPoolExecutor] = None
-    if executor is None:
-        workers = min(len(jobs), batch.config.max_workers or len(jobs))
-        own_pool = executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="piagent-tool")
+    # Without a user executor, a call with a timeout gets a daemon thread of its own: if it
+    # times out and never returns, a pool thread would keep the interpreter from exiting.
+    own_thread = executor is None
+    pooled = sum(1 for job in jobs.values() if not (own_thread and job.timeout is not None))
+    if executor is None and pooled:
+        workers = min(pooled, batch.config.max_workers or pooled)
+        own_pool = executor = ThreadPoolExecutor(workers, thread_name_prefix="piagent-tool")
     links: List[Tuple[Prepared, Callable[[], None]]] = []
     try:
         for job in jobs.values():
             links.append((job, link_signal(job, batch.signal)))
-            executor.submit(contextvars.copy_context().run, notes.run, job)
+            if own_thread and job.timeout is not None:
+                start_thread(notes, job)
+            else:
+                executor.submit(contextvars.copy_context().run, notes.run, job)  # type: ignore[union-attr]
         collect(batch, notes, jobs, outcomes)
     finally:
         for job, unlink in links:

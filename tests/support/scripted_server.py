@@ -7,8 +7,10 @@
 
 A :class:`Reply` is a status, headers and a list of steps: bytes (sent as one HTTP chunk),
 ``Wait(event)`` (pause until the test sets it), ``RESET`` (drop the connection abruptly) or
-``STALL`` (stop sending without closing, until the server shuts down). ``reply.received``
-is set once the request it answers has arrived (to abort "while waiting for headers").
+``STALL`` (stop sending without closing, until the server shuts down). ``before_headers`` is
+a ``Wait`` (hold the headers back), ``RESET`` (drop the connection before any byte of the
+answer) or ``STALL`` (never answer). ``reply.received`` is set once the request it answers
+has arrived (to abort "while waiting for headers").
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Reply:
     steps: List[Step] = field(default_factory=list)
     status: int = 200
     headers: Dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
-    before_headers: Optional[Wait] = None
+    before_headers: Optional[Step] = None  # Wait, RESET or STALL
     received: threading.Event = field(default_factory=threading.Event)  # set when its request arrived
 
 
@@ -111,8 +113,15 @@ class ScriptedServer:
         return reply
 
     def _answer(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
-        if reply.before_headers is not None:
+        if isinstance(reply.before_headers, Wait):
             reply.before_headers.event.wait(reply.before_headers.timeout)
+        elif reply.before_headers is RESET:
+            self._reset(handler)
+            return
+        elif reply.before_headers is STALL:
+            self._stop.wait(30)
+            handler.close_connection = True
+            return
         handler.send_response(reply.status)
         for name, value in reply.headers.items():
             handler.send_header(name, value)
@@ -127,10 +136,7 @@ class ScriptedServer:
             elif isinstance(step, Wait):
                 step.event.wait(step.timeout)
             elif step is RESET:
-                sock = handler.connection
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                sock.close()
-                handler.close_connection = True
+                self._reset(handler)
                 return
             elif step is STALL:
                 self._stop.wait(30)
@@ -138,6 +144,14 @@ class ScriptedServer:
                 return
         handler.wfile.write(b"0\r\n\r\n")
         handler.wfile.flush()
+
+    @staticmethod
+    def _reset(handler: BaseHTTPRequestHandler) -> None:
+        """Drop the connection with a TCP RST (SO_LINGER 0), as a crashing proxy would."""
+        sock = handler.connection
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        handler.close_connection = True
 
     def close(self) -> None:
         self._stop.set()

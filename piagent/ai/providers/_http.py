@@ -10,9 +10,10 @@ headers with a 2xx status arrived. Before that:
 * any other status raises :class:`HttpStatusError` carrying the provider's own error text.
 
 Abort works at every moment: while connecting or waiting for headers (the request runs on a
-short-lived thread so the caller can stop waiting), between retries, and while the body
-streams (the socket is shut down, so a blocked read returns at once). Secrets given to
-:func:`open_stream` are scrubbed from every error message.
+short-lived thread so the caller can stop waiting, and the connection it uses is shut down so
+that thread ends too), between retries, and while the body streams (the socket is shut down,
+so a blocked read returns at once). Secrets given to :func:`open_stream` are scrubbed from
+every error message.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import requests
 import requests.adapters
+import urllib3.connection
+import urllib3.connectionpool
+import urllib3.poolmanager
 
 from ...abort import AbortSignal
 from ..types import Model, StreamOptions
@@ -100,6 +104,113 @@ def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) ->
     return redact(text, secrets)
 
 
+# --------------------------------------------------------------------------- abortable connections
+#
+# While a request waits for its response headers, the only handle on it is the urllib3
+# connection object, deep inside requests. Connections made by the pools below report
+# themselves to the tracker of the thread sending the request, so an abort can shut their
+# socket down and the sending thread returns at once instead of waiting for the server.
+
+_sending = threading.local()
+
+
+class _Tracker:
+    """The connections used by one request; :meth:`cancel` shuts them down, now and later."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: List[Any] = []
+        self._cancelled = False
+
+    def register(self, connection: Any) -> None:
+        with self._lock:
+            if connection not in self._connections:
+                self._connections.append(connection)
+        self.check(connection)
+
+    def check(self, connection: Any) -> None:
+        """Shut ``connection`` and raise if the request was cancelled (closes the cancel/connect race)."""
+        if self._cancelled:
+            _shut_socket(getattr(connection, "sock", None))
+            raise AbortedRequest()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            connections = list(self._connections)
+        for connection in connections:
+            _shut_socket(getattr(connection, "sock", None))
+
+
+def _shut_socket(sock: Any) -> None:
+    if isinstance(sock, socket.socket):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _Tracked:
+    """Mixin for urllib3 connections: report to the sending thread's tracker, if any."""
+
+    def connect(self) -> None:
+        tracker: Optional[_Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None:
+            tracker.register(self)
+        super().connect()  # type: ignore[misc]
+        if tracker is not None:
+            tracker.check(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        tracker: Optional[_Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None:
+            tracker.register(self)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _TrackedHTTPConnection(_Tracked, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _TrackedHTTPSConnection(_Tracked, urllib3.connection.HTTPSConnection):
+    pass
+
+
+# urllib3 names the connection class in its messages ("HTTPConnection(host=...): Failed to
+# establish a new connection"); keep the names users know.
+_TrackedHTTPConnection.__name__ = _TrackedHTTPConnection.__qualname__ = "HTTPConnection"
+_TrackedHTTPSConnection.__name__ = _TrackedHTTPSConnection.__qualname__ = "HTTPSConnection"
+
+
+class _TrackedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+_TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+
+
+def _use_tracked_pools(manager: Any) -> Any:
+    """Make ``manager`` build tracked pools (left alone if it has its own, e.g. SOCKS)."""
+    if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:
+        manager.pool_classes_by_scheme = _TRACKED_POOLS
+    return manager
+
+
+class _AbortableAdapter(requests.adapters.HTTPAdapter):
+    """An ``HTTPAdapter`` whose connections an abort can shut down (see :class:`_Tracker`)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        _use_tracked_pools(self.poolmanager)
+
+    def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
+        return _use_tracked_pools(super().proxy_manager_for(*args, **kwargs))
+
+
 def _session() -> requests.Session:
     """The process-wide session: its urllib3 connection pools are thread-safe and keep
     connections alive across calls; nothing else in it (cookies, auth) is used."""
@@ -107,7 +218,7 @@ def _session() -> requests.Session:
     with _session_lock:
         if _shared_session is None:
             session = requests.Session()
-            adapter = requests.adapters.HTTPAdapter(pool_connections=16, pool_maxsize=64, max_retries=0)
+            adapter = _AbortableAdapter(pool_connections=16, pool_maxsize=64, max_retries=0)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             session.trust_env = True
@@ -219,20 +330,31 @@ def _send(
         return _session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
     box: List[Any] = []
     done = threading.Event()
+    tracker = _Tracker()
 
     def send() -> None:
+        _sending.tracker = tracker
         try:
             box.append(_session().post(url, headers=headers, data=body, stream=True, timeout=timeout))
         except BaseException as exc:  # handed to the waiting caller
             box.append(exc)
+        finally:
+            _sending.tracker = None
         done.set()
         if signal.aborted and box and isinstance(box[0], requests.Response):
             box[0].close()  # nobody will read it
 
+    def on_abort() -> None:
+        done.set()
+        tracker.cancel()
+
     threading.Thread(target=send, name="piagent-http", daemon=True).start()
-    remove = signal.add_listener(done.set)
+    remove = signal.add_listener(on_abort)
     try:
         done.wait()
+    except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
+        tracker.cancel()
+        raise
     finally:
         remove()
     if signal.aborted:

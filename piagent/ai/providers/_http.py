@@ -31,6 +31,7 @@ import requests
 import requests.adapters
 import urllib3.connection
 import urllib3.connectionpool
+import urllib3.exceptions
 import urllib3.poolmanager
 
 from ...abort import AbortSignal
@@ -89,11 +90,20 @@ def _root_cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _is_read_timeout(exc: BaseException) -> bool:
+    """A read timeout, including the one requests reports as a ``ConnectionError`` mid-body."""
+    if isinstance(exc, (requests.exceptions.ReadTimeout, socket.timeout, urllib3.exceptions.ReadTimeoutError)):
+        return True
+    return isinstance(exc, requests.exceptions.ConnectionError) and any(
+        isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in exc.args
+    )
+
+
 def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) -> str:
     """A one-line, secret-free message for a failure while talking to a provider."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         text = f"Connection timed out: {exc}"
-    elif isinstance(exc, requests.exceptions.ReadTimeout) or isinstance(exc, socket.timeout):
+    elif _is_read_timeout(exc):
         text = "Read timed out: the server stopped sending data"
     elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
         text = f"Connection lost while streaming the response: {_root_cause(exc)}"

@@ -78,12 +78,14 @@ def redact(text: str, secrets: Iterable[Optional[str]]) -> str:
 
 
 def _root_cause(exc: BaseException) -> str:
-    """The innermost exception carried in ``args`` (requests and urllib3 nest them as tuples)."""
+    """The innermost exception carried in ``args`` or ``reason`` (requests and urllib3 nest them)."""
     seen = 0
     while seen < 10:
         inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
         if inner is None and exc.args and isinstance(exc.args[0], tuple):
             inner = next((a for a in reversed(exc.args[0]) if isinstance(a, BaseException)), None)
+        if inner is None and isinstance(getattr(exc, "reason", None), BaseException):
+            inner = exc.reason  # urllib3's MaxRetryError
         if inner is None:
             break
         exc, seen = inner, seen + 1
@@ -108,7 +110,7 @@ def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) ->
     elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
         text = f"Connection lost while streaming the response: {_root_cause(exc)}"
     elif isinstance(exc, requests.exceptions.ConnectionError):
-        text = f"Connection error: {exc}"
+        text = f"Connection error: {_root_cause(exc)}"
     else:
         text = str(exc) or type(exc).__name__
     return redact(text, secrets)

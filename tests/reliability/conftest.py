@@ -1,0 +1,57 @@
+"""Shared pieces of the reliability suite: a misbehaving server, the four wires, thread checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator, List, Set
+
+import pytest
+
+from tests.reliability.wires import WIRES, Wire
+from tests.support.scripted_server import ScriptedServer
+
+ENV_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def _no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite never sees the developer's real keys."""
+    for name in ENV_KEYS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        yield s
+
+
+@pytest.fixture(params=WIRES, ids=str)
+def wire(request: pytest.FixtureRequest) -> Wire:
+    return request.param
+
+
+def _is_test_server_thread(thread: threading.Thread) -> bool:
+    return thread.name == "scripted-server" or "process_request_thread" in thread.name
+
+
+def threads_now() -> Set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+def leftover_threads(before: Set[threading.Thread], timeout: float = 5.0) -> List[str]:
+    """Names of threads started since ``before`` still alive after a bounded join.
+
+    Pool and helper threads that are just finishing get ``timeout`` seconds in total; the
+    test server's own threads are not counted.
+    """
+    deadline = time.monotonic() + timeout
+    alive = []
+    for thread in threads_now() - before:
+        if _is_test_server_thread(thread):
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            alive.append(thread.name)
+    return sorted(alive)

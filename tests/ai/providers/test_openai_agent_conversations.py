@@ -100,3 +100,71 @@ def test_responses_tool_conversation_over_two_prompts():
     third = bodies[2]["input"]
     assert third[-2]["id"] == "msg_2" and third[-1] == {"role": "user", "content": [{"type": "input_text", "text": "Thanks!"}]}
     assert json.dumps(bodies[2]).count("ENC-1") == 1
+
+
+# --------------------------------------------------------------------------- through the Agent class
+
+
+def test_agent_talks_to_a_local_openai_compatible_server_by_model_string():
+    from piagent import Agent
+    from piagent.ai.models import custom_model, unregister_model
+
+    calls: List[Dict[str, Any]] = []
+    with ScriptedServer() as server:
+        custom_model("llama-e2e:8b", base_url=server.url + "/v1", provider="ollama")
+        try:
+            server.reply(chat_stream(tool_delta(0, "call_9", "add", '{"a": 2, "b": 3}'), chunk({}, "tool_calls")))
+            server.reply(chat_text("5."))
+            server.reply(chat_text("Bye."))
+            agent = Agent(model="ollama:llama-e2e:8b", system_prompt="You add numbers.", tools=[add_tool(calls)])
+            first = agent.prompt("What is 2 + 3?")
+            second = agent.prompt("Bye")
+        finally:
+            unregister_model("ollama", "llama-e2e:8b")
+        requests = server.requests
+
+    assert calls == [{"a": 2, "b": 3}]
+    assert (first.text, first.stop_reason, second.text) == ("5.", "stop", "Bye.")
+    assert all("authorization" not in r.headers for r in requests)  # a local server needs no key
+    assert [m["role"] for m in requests[2].json["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m.role for m in agent.state.messages] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+
+
+def test_agent_abort_mid_stream_over_responses_then_the_next_prompt_works():
+    import threading
+
+    from piagent import Agent
+    from tests.support.scripted_server import Wait
+
+    gate = threading.Event()
+    streaming = threading.Event()
+    with ScriptedServer() as server:
+        model = Model("gpt-5-test", api="openai-responses", provider="openai", base_url=server.url + "/v1")
+        head = ResponsesStream().created()
+        head.add("response.output_item.added", output_index=0,
+                 item={"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"})
+        head.add("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0, delta="Once upon")
+        server.reply(head.frames() + [Wait(gate)])
+        server.reply(ResponsesStream("resp_2").created().message(0, "msg_2", "Short answer.").completed().frames())
+        agent = Agent(model=model, get_api_key=lambda provider: KEY)
+
+        def on_event(event: Any) -> None:
+            if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+                streaming.set()
+
+        agent.subscribe(on_event)
+        try:
+            future = agent.prompt("Tell me a long story", wait=False)
+            assert streaming.wait(5)
+            agent.abort()
+            aborted = future.result(timeout=5)
+        finally:
+            gate.set()
+        after = agent.prompt("Then a short one")
+        second_input = server.requests[1].json["input"]
+
+    assert aborted.stop_reason == "aborted" and aborted.error_message == "Request was aborted"
+    assert aborted.messages[-1].text == "Once upon"  # partial content kept in the transcript
+    assert after.text == "Short answer." and after.stop_reason == "stop"
+    # the aborted answer is not sent back: the model sees both user prompts only
+    assert [item["content"][0]["text"] for item in second_input] == ["Tell me a long story", "Then a short one"]

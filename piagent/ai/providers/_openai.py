@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..types import ImageContent, Model
+from ..types import ImageContent, Model, ToolResultMessage
 
-__all__ = ["bearer_headers", "data_uri", "is_openai_host", "reasoning_effort", "safe_call_id"]
+__all__ = [
+    "TOOL_IMAGES_INTRO",
+    "bearer_headers",
+    "data_uri",
+    "is_openai_host",
+    "reasoning_effort",
+    "safe_call_id",
+    "tool_result_parts",
+]
+
+#: Text before the images of tool results, sent in a user message (tool outputs are text only).
+TOOL_IMAGES_INTRO = "Attached image(s) from tool result:"
 
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -49,3 +60,9 @@ def safe_call_id(call_id: str, max_length: int) -> str:
     """
     head = call_id.split("|", 1)[0] or call_id
     return _UNSAFE_ID_CHARS.sub("_", head)[:max_length] or "call"
+
+
+def tool_result_parts(message: ToolResultMessage) -> Tuple[str, List[ImageContent]]:
+    """The text a tool output carries (never empty) and the images to send after it."""
+    images = [block for block in message.content if block.type == "image"]
+    return message.text or ("(see attached image)" if images else "(no output)"), images

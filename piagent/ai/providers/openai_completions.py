@@ -50,7 +50,15 @@ from ._common import (
     tool_choice_name,
 )
 from ._http import AbortedRequest, open_stream
-from ._openai import bearer_headers, data_uri, is_openai_host, reasoning_effort, safe_call_id
+from ._openai import (
+    TOOL_IMAGES_INTRO,
+    bearer_headers,
+    data_uri,
+    is_openai_host,
+    reasoning_effort,
+    safe_call_id,
+    tool_result_parts,
+)
 
 __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions", "stream_simple_openai_completions"]
 
@@ -136,7 +144,7 @@ def _messages(model: Model, context: Context, compat: Dict[str, Any]) -> List[Di
 
     def flush_images() -> None:
         if images:
-            out.append({"role": "user", "content": [{"type": "text", "text": "Attached image(s) from tool result:"}] + images[:]})
+            out.append({"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_INTRO}] + images[:]})
             images.clear()
 
     for message in transform_messages(context.messages, model, _normalizer(compat)):
@@ -150,8 +158,7 @@ def _messages(model: Model, context: Context, compat: Dict[str, Any]) -> List[Di
             if entry is not None:
                 out.append(entry)
         elif role == "toolResult":
-            pictures = [b for b in message.content if b.type == "image"]
-            text = message.text or ("(see attached image)" if pictures else "(no output)")
+            text, pictures = tool_result_parts(message)
             entry = {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
             if compat["tool_result_name"]:
                 entry["name"] = message.tool_name

@@ -41,7 +41,7 @@ from ._common import (
     tool_choice_name,
 )
 from ._http import AbortedRequest, open_stream
-from ._openai import bearer_headers, data_uri, reasoning_effort, safe_call_id
+from ._openai import TOOL_IMAGES_INTRO, bearer_headers, data_uri, reasoning_effort, safe_call_id, tool_result_parts
 
 __all__ = ["API", "build_payload", "stream_openai_responses", "stream_simple_openai_responses"]
 
@@ -110,7 +110,7 @@ def _input(model: Model, context: Context) -> List[Dict[str, Any]]:
 
     def flush_images() -> None:
         if images:
-            out.append({"role": "user", "content": [{"type": "input_text", "text": "Attached image(s) from tool result:"}] + images[:]})
+            out.append({"role": "user", "content": [{"type": "input_text", "text": TOOL_IMAGES_INTRO}] + images[:]})
             images.clear()
 
     normalize = lambda call_id, target, source: safe_call_id(call_id, 64)  # noqa: E731
@@ -123,8 +123,7 @@ def _input(model: Model, context: Context) -> List[Dict[str, Any]]:
         elif role == "assistant":
             out.extend(_assistant_items(message, model))
         elif role == "toolResult":
-            pictures = [b for b in message.content if b.type == "image"]
-            text = message.text or ("(see attached image)" if pictures else "(no output)")
+            text, pictures = tool_result_parts(message)
             out.append({"type": "function_call_output", "call_id": _split_id(message.tool_call_id)[0], "output": text})
             images.extend({"type": "input_image", "image_url": data_uri(b), "detail": "auto"} for b in pictures)
     flush_images()

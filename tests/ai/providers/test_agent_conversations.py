@@ -176,7 +176,8 @@ def test_anthropic_abort_mid_stream_through_agent_keeps_partial_and_agent_usable
         agent = agent_for(model, [])
 
         def on_event(event: Any) -> None:
-            if event.type == "message_update":
+            # text_start arrives before the delta: abort only once the text itself is in
+            if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
                 first_delta.set()
 
         agent.subscribe(on_event)

@@ -71,9 +71,13 @@ def run_agent_loop_continue(
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
 ) -> List[AgentMessage]:
-    """Continue from the context as it is (its last message must not be an assistant one).
+    """Continue from the context as it is: a retry.
 
-    Unlike upstream pi, the caller's message list is copied, not appended to.
+    The last message must not be an assistant message, unless that message failed
+    (``stop_reason`` "error" or "aborted"): providers leave failed messages out of the request
+    (spec §2.5), so continuing from one retries the call that failed, and it stays in the
+    transcript. Unlike upstream pi, which refuses any assistant tail, and which appends to the
+    caller's message list (here it is copied).
     """
     _check_can_continue(context)
     new_messages: List[AgentMessage] = []
@@ -106,10 +110,16 @@ def agent_loop_continue(
     return _in_background(lambda emit: run_agent_loop_continue(context, config, emit, signal, stream_fn))
 
 
+def is_failed_assistant(message: Any) -> bool:
+    """An assistant message that ended in an error or an abort (a retry may continue from it)."""
+    return getattr(message, "role", None) == "assistant" and getattr(message, "stop_reason", None) in ("error", "aborted")
+
+
 def _check_can_continue(context: AgentContext) -> None:
     if not context.messages:
         raise ValueError("Cannot continue: no messages in context")
-    if getattr(context.messages[-1], "role", None) == "assistant":
+    last = context.messages[-1]
+    if getattr(last, "role", None) == "assistant" and not is_failed_assistant(last):
         raise ValueError("Cannot continue from message role: assistant")
 
 

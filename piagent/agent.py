@@ -36,7 +36,7 @@ from .ai.registry import StreamFunction, stream_simple
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserMessage
 from .events import AgentEndEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError
-from .loop import run_agent_loop, run_agent_loop_continue
+from .loop import is_failed_assistant, run_agent_loop, run_agent_loop_continue
 from .queues import QUEUE_MODES, MessageQueue, to_message
 from .result import RunResult
 from .state import AgentState, check_messages
@@ -294,7 +294,9 @@ class Agent:
 
         With an assistant message last, queued steering messages (else follow-ups) are run as a
         prompt; with nothing queued it raises :class:`InvalidStateError`, as with an empty
-        transcript. Same return convention as :meth:`prompt`.
+        transcript, unless that message failed (stop reason "error" or "aborted"): then the
+        failed call is retried (the failed message stays in the transcript and is not sent).
+        Same return convention as :meth:`prompt`.
         """
         with self._lock:
             if self._run is not None:
@@ -310,11 +312,14 @@ class Agent:
                 if not prompts:
                     queue, mode = self._follow_up_queue, self.follow_up_mode
                     prompts = queue.drain(mode)
-                if not prompts:
+                if prompts:
+                    # drained steering is delivered now: the loop's initial steering poll is skipped
+                    run = self._claim(skip_initial_steering=queue is self._steering_queue)
+                    run.in_flight.extend((queue, message) for message in prompts)
+                elif is_failed_assistant(messages[-1]):
+                    run, prompts = self._claim(), None  # a retry of the failed call
+                else:
                     raise InvalidStateError("Cannot continue from message role: assistant")
-                # drained steering is delivered now: the loop's initial steering poll is skipped
-                run = self._claim(skip_initial_steering=queue is self._steering_queue)
-                run.in_flight.extend((queue, message) for message in prompts)
         return self._launch(run, prompts, wait)
 
     def _claim(self, skip_initial_steering: bool = False) -> _Run:

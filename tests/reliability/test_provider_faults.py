@@ -117,8 +117,15 @@ def test_reset_before_headers_every_time_ends_with_a_connection_error(server, wi
 
 
 def test_reset_mid_stream_keeps_the_partial_content_and_is_not_retried(server, wire):
-    server.reply(wire.head() + [RESET])
-    types, message = call(server, wire)
+    streamed = threading.Event()  # a reset sent before the client read "Hel" could discard it
+    server.reply(wire.head() + [Wait(streamed), RESET])
+    events = stream(wire.model(server.url), Context("", [UserMessage("Hi")]), StreamOptions(api_key=KEY))
+    types = []
+    for event in events:
+        types.append(event.type)
+        if event.type == "text_delta":
+            streamed.set()
+    message = events.result(timeout=10)
     assert types[:3] == ["start", "text_start", "text_delta"]
     assert_failed(types, message, "Hel")
     assert message.error_message == "Connection lost while streaming the response: [Errno 104] Connection reset by peer"

@@ -6,7 +6,7 @@ VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.piagent-installed
 
-.PHONY: test install clean
+.PHONY: test install clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv build *.egg-info

@@ -1,0 +1,411 @@
+"""The five scenarios of ``make bench``, each run by piagent and by the floor on the same bytes.
+
+piagent always runs through a real :class:`piagent.Agent` with one listener attached, talking
+to the scripted server with the ``openai-completions`` provider (the ``turns`` scenario also
+runs on the faux provider, with no network). Each scenario checks its own result (the text,
+the tool arguments, the order of tool results, the markers) and records the check as a row.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from . import floor, wire
+from .measure import Report, Row, Timing, compare, median_timing, mib, ms, peak_memory, rate, timed, times
+from .server import BenchServer
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is; :data:`FULL` is the issue's, :data:`TINY` the smoke test's."""
+
+    repeats: int = 5
+    stream_deltas: int = 20_000
+    args_deltas: Tuple[int, int] = (5_000, 10_000)
+    turns: int = 30
+    parallel_tools: int = 8
+    parallel_sleep: float = 0.2
+    sequential_repeats: int = 3
+    fanout_agents: int = 32
+    fanout_threads: int = 8
+    fanout_deltas: int = 40
+    memory: bool = True
+    import_repeats: int = 5
+
+
+FULL = Sizes()
+TINY = Sizes(
+    repeats=1,
+    stream_deltas=200,
+    args_deltas=(200, 400),
+    turns=3,
+    parallel_tools=3,
+    parallel_sleep=0.02,
+    sequential_repeats=1,
+    fanout_agents=4,
+    fanout_threads=2,
+    fanout_deltas=10,
+    memory=False,
+    import_repeats=1,
+)
+
+API_KEY = "bench-key"
+PROMPT = [{"role": "user", "content": "go"}]
+
+
+def _schema(properties: Dict[str, Any]) -> Dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": sorted(properties)}
+
+
+WRITE_SCHEMA = _schema({"path": {"type": "string"}, "content": {"type": "string"}})
+NOOP_SCHEMA = _schema({"turn": {"type": "integer"}, "note": {"type": "string"}})
+SLEEP_SCHEMA = _schema({"index": {"type": "integer"}})
+
+
+def _openai_tool(name: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": f"the {name} tool", "parameters": schema}}
+
+
+# --------------------------------------------------------------------------- piagent side
+
+
+def http_model(base_url: str) -> Any:
+    from piagent.ai import Model
+
+    return Model(
+        id=wire.MODEL,
+        api="openai-completions",
+        provider="bench",
+        base_url=base_url,
+        context_window=128_000,
+        max_tokens=4_096,
+    )
+
+
+def new_agent(model: Any, tools: Sequence[Any] = (), **options: Any) -> Any:
+    from piagent import Agent
+
+    return Agent(model=model, tools=list(tools), get_api_key=lambda provider: API_KEY, **options)
+
+
+def make_tool(name: str, schema: Dict[str, Any], execute: Callable[..., Any]) -> Any:
+    from piagent import AgentTool
+
+    return AgentTool(name, f"the {name} tool", schema, execute)
+
+
+def ok_result(terminate: bool = False) -> Any:
+    from piagent import AgentToolResult, TextContent
+
+    return AgentToolResult([TextContent("ok")], None, terminate)
+
+
+def tool_results(result: Any) -> List[Any]:
+    return [m for m in result.messages if getattr(m, "role", None) == "toolResult"]
+
+
+# --------------------------------------------------------------------------- 1. stream
+
+
+def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    n = sizes.stream_deltas
+    base = server.base_url("text", n)
+    expected = "".join(wire.text_deltas(n))
+    session = floor.new_session()
+    model = http_model(base)
+    seen: Dict[str, Any] = {}
+
+    def run_floor() -> None:
+        reply = floor.call(session, base, PROMPT)
+        seen["floor"] = reply.text == expected and reply.text_deltas == n
+
+    def run_piagent() -> None:
+        count = [0]
+
+        def listener(event: Any) -> None:
+            if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+                count[0] += 1
+
+        agent = new_agent(model)
+        agent.subscribe(listener)
+        result = agent.prompt("stream")
+        seen["piagent"] = (result.text == expected, count[0], result.stop_reason, result.error_message)
+
+    floor_t, piagent_t = compare(run_floor, run_piagent, sizes.repeats)
+    ok = seen["piagent"][:3] == (True, n, "stop")
+    report.check("stream", f"piagent: full text, {n:,} deltas to the listener", ok, "" if ok else str(seen["piagent"]))
+    report.check("stream", "floor: full text", bool(seen["floor"]))
+    piagent_rate, floor_rate = n / piagent_t.wall, n / floor_t.wall
+    ratio = piagent_rate / floor_rate
+    report.add(
+        Row("stream", f"text deltas/s ({n:,} deltas)", rate(piagent_rate), rate(floor_rate), times(ratio), ">= 0.50x floor", ratio >= 0.5)
+    )
+    report.add(Row("stream", "client CPU per delta", f"{piagent_t.cpu / n * 1e6:.1f} us", f"{floor_t.cpu / n * 1e6:.1f} us"))
+    if sizes.memory:
+        piagent_peak, floor_peak = peak_memory(run_piagent), peak_memory(run_floor)
+        report.add(Row("stream", "peak memory (tracemalloc)", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
+
+
+# --------------------------------------------------------------------------- 2. args
+
+
+def _args_once(server: BenchServer, n: int, repeats: int, report: Report, memory: bool) -> Tuple[Timing, Timing]:
+    base = server.base_url("args", n)
+    expected = wire.big_arguments(n)
+    session = floor.new_session()
+    model = http_model(base)
+    tools = [_openai_tool("write", WRITE_SCHEMA)]
+    seen: Dict[str, Any] = {}
+
+    def run_floor() -> None:
+        reply = floor.call(session, base, PROMPT, tools)
+        args = json.loads(reply.tool_calls[0]["arguments"])
+        seen["floor"] = args == expected and reply.tool_deltas == n
+
+    def run_piagent() -> None:
+        received: List[Any] = []
+        count = [0]
+        grew = [True]
+        last = [0]
+
+        def write(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+            received.append(args)
+            return ok_result(terminate=True)
+
+        def listener(event: Any) -> None:
+            # A UI showing the tool call as it streams reads the partial arguments every delta.
+            if event.type == "message_update" and event.assistant_message_event.type == "toolcall_delta":
+                count[0] += 1
+                partial = event.message.content[event.assistant_message_event.content_index].arguments
+                size = len(partial.get("content", ""))
+                grew[0] = grew[0] and size >= last[0]
+                last[0] = size
+
+        agent = new_agent(model, [make_tool("write", WRITE_SCHEMA, write)])
+        agent.subscribe(listener)
+        result = agent.prompt("write it")
+        seen["piagent"] = (received == [expected], count[0], grew[0], result.stop_reason, result.error_message)
+
+    floor_t, piagent_t = compare(run_floor, run_piagent, repeats)
+    ok = seen["piagent"][:3] == (True, n, True)
+    detail = "" if ok else str(seen["piagent"])
+    report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, detail)
+    report.check("args", f"floor: exact arguments after {n:,} deltas", bool(seen["floor"]))
+    ratio = piagent_t.wall / floor_t.wall
+    size = len(wire.args_json(n))
+    report.add(
+        Row("args", f"time, {size / 1000:,.0f} KB in {n:,} deltas", ms(piagent_t.wall), ms(floor_t.wall), times(ratio), "<= 2.00x floor", ratio <= 2.0)
+    )
+    if memory:
+        piagent_peak, floor_peak = peak_memory(run_piagent), peak_memory(run_floor)
+        report.add(Row("args", f"peak memory, {n:,} deltas", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
+    return floor_t, piagent_t
+
+
+def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    small, large = sizes.args_deltas
+    floor_small, piagent_small = _args_once(server, small, sizes.repeats, report, sizes.memory)
+    floor_large, piagent_large = _args_once(server, large, sizes.repeats, report, False)
+    growth = piagent_large.wall / piagent_small.wall
+    report.add(
+        Row(
+            "args",
+            f"time growth, {small:,} -> {large:,} deltas",
+            times(growth),
+            times(floor_large.wall / floor_small.wall),
+            target="<= 2.00x (linear)",
+            passed=growth <= 2.0,
+        )
+    )
+
+
+# --------------------------------------------------------------------------- 3. turns
+
+
+def _faux_turns(turns: int) -> List[Any]:
+    """The HTTP turns again, for the faux provider (4-character chunks): 40 text chunks and
+    arguments of 80 characters (20 chunks) per turn, then the final answer."""
+    from piagent.testing import faux_message, faux_text, faux_tool_call
+
+    script = []
+    for turn in range(turns):
+        args: Dict[str, Any] = {"turn": turn, "note": ""}
+        args["note"] = "x" * (80 - len(json.dumps(args)))
+        script.append(faux_message([faux_text("abcd" * 40), faux_tool_call("noop", args, id=f"call_turn_{turn}")]))
+    script.append(faux_message(wire.final_text()))
+    return script
+
+
+def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    from piagent.testing import register_faux_provider
+
+    turns = sizes.turns
+    calls = turns + 1  # the last call answers with text
+    base = server.base_url("turns", turns)
+    session = floor.new_session()
+    model = http_model(base)
+    tools = [_openai_tool("noop", NOOP_SCHEMA)]
+    seen: Dict[str, Any] = {}
+
+    def noop(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+        return ok_result()
+
+    def run_floor() -> None:
+        replies = floor.run_tools(session, base, "go", tools)
+        seen["floor"] = len(replies) == calls and replies[-1].text == wire.final_text()
+
+    def run_agent(agent_model: Any, key: str) -> None:
+        events = [0]
+
+        def listener(event: Any) -> None:
+            events[0] += 1
+
+        agent = new_agent(agent_model, [make_tool("noop", NOOP_SCHEMA, noop)])
+        agent.subscribe(listener)
+        result = agent.prompt("go")
+        ids = [m.tool_call_id for m in tool_results(result)]
+        seen[key] = (ids == [f"call_turn_{t}" for t in range(turns)], result.text == wire.final_text(), result.error_message)
+
+    floor_t, piagent_t = compare(run_floor, lambda: run_agent(model, "piagent"), sizes.repeats)
+
+    faux = register_faux_provider(chunk_tokens=(1, 1))
+    try:
+        faux_model = faux.get_model()
+
+        def run_faux() -> None:
+            faux.set_responses(_faux_turns(turns))
+            run_agent(faux_model, "faux")
+
+        run_faux()
+        faux_t = median_timing([timed(run_faux)[0] for _ in range(sizes.repeats)])
+    finally:
+        faux.unregister()
+
+    report.check("turns", f"piagent (HTTP): {turns} tool results in order, final answer", seen["piagent"][:2] == (True, True), "" if seen["piagent"][:2] == (True, True) else str(seen["piagent"]))
+    report.check("turns", f"piagent (faux): {turns} tool results in order, final answer", seen["faux"][:2] == (True, True), "" if seen["faux"][:2] == (True, True) else str(seen["faux"]))
+    report.check("turns", f"floor: {calls} calls, final answer", bool(seen["floor"]))
+    ratio = piagent_t.wall / floor_t.wall
+    report.add(Row("turns", f"HTTP wall per model call ({calls} calls)", ms(piagent_t.wall / calls), ms(floor_t.wall / calls), times(ratio), "<= 3.00x floor", ratio <= 3.0))
+    report.add(Row("turns", "HTTP client CPU per model call", ms(piagent_t.cpu / calls), ms(floor_t.cpu / calls), times(piagent_t.cpu / floor_t.cpu)))
+    report.add(Row("turns", "faux provider wall per model call", ms(faux_t.wall / calls)))
+    report.add(Row("turns", "faux provider CPU per model call", ms(faux_t.cpu / calls)))
+
+
+# --------------------------------------------------------------------------- 4. parallel
+
+
+def bench_parallel(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    n, sleep = sizes.parallel_tools, sizes.parallel_sleep
+    model = http_model(server.base_url("parallel", n))
+    expected_ids = [f"call_sleep_{i}" for i in range(n)]
+
+    def sleeper(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+        time.sleep(sleep)
+        return ok_result()
+
+    def run(mode: str) -> Tuple[float, bool]:
+        starts: List[float] = []
+        ends: List[float] = []
+
+        def listener(event: Any) -> None:
+            if event.type == "tool_execution_start":
+                starts.append(time.perf_counter())
+            elif event.type == "tool_execution_end":
+                ends.append(time.perf_counter())
+
+        agent = new_agent(model, [make_tool("sleep", SLEEP_SCHEMA, sleeper)], tool_execution=mode)
+        agent.subscribe(listener)
+        result = agent.prompt("sleep")
+        in_order = [m.tool_call_id for m in tool_results(result)] == expected_ids and len(ends) == n
+        return (max(ends) - min(starts) if starts and ends else float("nan")), in_order
+
+    run("parallel")  # warm-up
+    parallel = [run("parallel") for _ in range(sizes.repeats)]
+    sequential = [run("sequential") for _ in range(sizes.sequential_repeats)]
+    phase = sorted(p for p, _ in parallel)[len(parallel) // 2]
+    baseline = sorted(s for s, _ in sequential)[len(sequential) // 2]
+    limit = sleep + 0.030
+    report.check("parallel", "tool results in call order (parallel and sequential)", all(ok for _, ok in parallel + sequential))
+    report.add(
+        Row("parallel", f"tool phase, {n} tools x {sleep * 1000:.0f} ms", ms(phase), f"seq {ms(baseline)}", times(baseline / phase), f"<= {limit * 1000:.0f} ms", phase <= limit)
+    )
+
+
+# --------------------------------------------------------------------------- 5. fan-out
+
+
+def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    runs, threads, deltas = sizes.fanout_agents, sizes.fanout_threads, sizes.fanout_deltas
+    base = server.base_url("echo", deltas)
+    model = http_model(base)
+    session = floor.new_session()
+    markers = [f"marker-{i:03d}" for i in range(runs)]
+
+    def agent_run(marker: str) -> bool:
+        agent = new_agent(model)
+        agent.subscribe(lambda event: None)
+        result = agent.prompt(marker)
+        return result.text == "".join(wire.echo_deltas(deltas, marker))
+
+    def floor_run(marker: str) -> bool:
+        reply = floor.call(session, base, [{"role": "user", "content": marker}])
+        return reply.text == "".join(wire.echo_deltas(deltas, marker))
+
+    outcome: Dict[str, List[bool]] = {}
+
+    def fan(name: str, fn: Callable[[str], bool]) -> Callable[[], None]:
+        def run() -> None:
+            with ThreadPoolExecutor(threads) as pool:
+                outcome[name] = list(pool.map(fn, markers))
+
+        return run
+
+    floor_t, piagent_t = compare(fan("floor", floor_run), fan("piagent", agent_run), sizes.repeats)
+    report.check("fan-out", f"piagent: each of {runs} agents got its own marker", all(outcome["piagent"]), f"{sum(outcome['piagent'])}/{runs}")
+    report.check("fan-out", "floor: each run got its own marker", all(outcome["floor"]), f"{sum(outcome['floor'])}/{runs}")
+    report.add(Row("fan-out", f"total, {runs} runs on {threads} threads", ms(piagent_t.wall), ms(floor_t.wall), times(piagent_t.wall / floor_t.wall)))
+    overhead = (piagent_t.wall - floor_t.wall) * threads / runs
+    report.add(Row("fan-out", "per-run overhead over the floor", ms(overhead)))
+    report.add(Row("fan-out", "client CPU per run", ms(piagent_t.cpu / runs), ms(floor_t.cpu / runs), times(piagent_t.cpu / floor_t.cpu)))
+
+
+# --------------------------------------------------------------------------- import time
+
+
+def bench_import(sizes: Sizes, report: Report) -> None:
+    import statistics
+    import subprocess
+    import sys
+
+    def fresh(module: str) -> float:
+        code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
+        return float(out.stdout.strip())
+
+    piagent = statistics.median(fresh("piagent") for _ in range(sizes.import_repeats))
+    requests_ = statistics.median(fresh("requests") for _ in range(sizes.import_repeats))
+    report.add(Row("import", "import piagent (fresh process)", ms(piagent), f"requests {ms(requests_)}"))
+
+
+SCENARIOS = (bench_stream, bench_args, bench_turns, bench_parallel, bench_fanout)
+
+
+def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:
+    """Start the server, run every scenario (or those named in ``only``) and return the report."""
+    report = Report()
+    started = time.perf_counter()
+    with BenchServer() as server:
+        for scenario in SCENARIOS:
+            name = scenario.__name__[len("bench_"):]
+            if not only or name in only:
+                scenario(server, sizes, report)
+    if not only or "import" in only:
+        bench_import(sizes, report)
+    elapsed = time.perf_counter() - started
+    report.add(Row("total", "make bench run time", f"{elapsed:,.1f} s", target="< 300 s", passed=elapsed < 300))
+    return report

@@ -1,0 +1,41 @@
+"""`make bench` harness at a tiny size: every scenario runs once and checks its own result.
+
+Correctness only: the timing figures and their targets belong to `make bench`, never to tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.scenarios import TINY, run_all
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_all(TINY)
+
+
+def test_every_scenario_checks_its_result_and_all_checks_pass(report):
+    checks = [row for row in report.rows if row.check]
+    assert {row.scenario for row in checks} == {"stream", "args", "turns", "parallel", "fan-out"}
+    failed = [(row.scenario, row.measure, row.piagent) for row in checks if not row.passed]
+    assert failed == []
+
+
+def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
+    targets = {(row.scenario, row.target) for row in report.rows if row.target and not row.check}
+    assert targets == {
+        ("stream", ">= 0.50x floor"),
+        ("args", "<= 2.00x floor"),
+        ("args", "<= 2.00x (linear)"),
+        ("turns", "<= 3.00x floor"),
+        ("parallel", "<= 50 ms"),
+        ("total", "< 300 s"),
+    }
+    assert all(row.passed is not None for row in report.rows if row.target)
+
+
+def test_the_table_renders_every_row(report):
+    table = report.render("title")
+    for row in report.rows:
+        assert row.measure in table

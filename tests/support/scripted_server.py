@@ -21,7 +21,7 @@ import struct
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 
 @dataclass
@@ -50,6 +50,7 @@ class RecordedRequest:
     path: str
     headers: Dict[str, str]
     body: bytes
+    peer: Tuple[str, int] = ("", 0)  # the client's address: the same for requests on one connection
 
     @property
     def json(self) -> Any:
@@ -92,7 +93,9 @@ class ScriptedServer:
                 body = self.rfile.read(length) if length else b""
                 with server._lock:
                     server.requests.append(
-                        RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                        RecordedRequest(
+                            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address
+                        )
                     )
                     reply = server._replies.pop(0) if server._replies else Reply([b"no scripted reply"], 500)
                 reply.received.set()

@@ -48,6 +48,8 @@ DEFAULT_CONNECT_TIMEOUT = 15.0
 DEFAULT_READ_TIMEOUT = 600.0
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 BASE_BACKOFF = 0.5
+RELEASE_TIMEOUT = 0.05
+RELEASE_LIMIT = 65_536
 
 _session_lock = threading.Lock()
 _shared_session: Optional[requests.Session] = None
@@ -316,12 +318,41 @@ class HttpStream:
         self._remove_listener: Callable[[], None] = (
             signal.add_listener(lambda: _shut(response)) if signal is not None else (lambda: None)
         )
+        self._chunks: Iterator[bytes] = response.iter_content(chunk_size=None)
 
     def chunks(self) -> Iterator[bytes]:
-        return self.response.iter_content(chunk_size=None)
+        """The body's chunks as they arrive (one iterator: each call continues where the last stopped)."""
+        return self._chunks
 
     def sse(self) -> Iterator[SseEvent]:
-        return iter_sse(self.chunks())
+        return iter_sse(self._chunks)
+
+    def release(self, timeout: float = RELEASE_TIMEOUT, limit: int = RELEASE_LIMIT) -> None:
+        """Call at the logical end of the stream (``[DONE]``, ``message_stop``...): read what is
+        left of the body, normally just the chunked-encoding terminator already on its way, so
+        that :meth:`close` returns the connection to the pool instead of dropping it.
+
+        Gives up after ``timeout`` seconds or ``limit`` bytes; the connection is then closed.
+        """
+        sock = _socket_of(self.response)
+        if sock is None:
+            return
+        deadline = time.monotonic() + timeout
+        previous = sock.gettimeout()
+        received = 0
+        try:
+            sock.settimeout(timeout)
+            for chunk in self._chunks:
+                received += len(chunk)
+                if received > limit or time.monotonic() > deadline:
+                    return
+        except Exception:  # a timeout or a broken connection: close() drops the connection
+            return
+        finally:
+            try:
+                sock.settimeout(previous)
+            except OSError:
+                pass
 
     def close(self) -> None:
         self._remove_listener()

@@ -378,6 +378,7 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
                 for event in mapper.feed(_parse(data)):
                     yield event
                 if mapper.stopped:
+                    http.release()
                     break
             for event in mapper.finish():
                 yield event

@@ -316,6 +316,7 @@ def _body(model: Model, context: Context, options: StreamOptions, builder: Messa
         for _name, data in http.sse():
             if data.strip() == b"[DONE]":
                 done = True
+                http.release()
                 break
             chunk = parse_event_json(data)
             if isinstance(chunk, dict):

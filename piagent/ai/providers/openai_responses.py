@@ -307,12 +307,15 @@ def _body(model: Model, context: Context, options: StreamOptions, builder: Messa
         state = _Events(builder, model)
         for _name, data in http.sse():
             if data.strip() == b"[DONE]":
+                http.release()
                 break
             event = parse_event_json(data)
             if isinstance(event, dict):
                 for produced in state.feed(event):
-                    if produced.type == "done" and options.signal is not None and options.signal.aborted:
-                        raise AbortedRequest()
+                    if produced.type == "done":
+                        if options.signal is not None and options.signal.aborted:
+                            raise AbortedRequest()
+                        http.release()
                     yield produced
                 if state.finished:
                     return

@@ -2,8 +2,9 @@
 
 No call starts before every preflight (and so every ``before_tool_call``) finished.
 ``tool_execution_end`` follows completion order; result messages follow call order. Calls run
-on the given ``concurrent.futures.Executor``, or on a pool made for the batch with one thread
-per call (capped by ``max_workers``; a cap means calls past it wait for a free thread).
+on the given ``concurrent.futures.Executor``; else each on a thread of its own, reused from
+earlier batches when one is idle (:mod:`piagent._threads`); with ``max_workers`` below the
+batch size, on a pool made for the batch (calls past the cap wait for a free thread).
 ``contextvars`` are copied into every call.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .._threads import run_in_thread
 from ..ai.types import ToolCall
 from ._common import (
     BatchContext,
@@ -56,13 +58,16 @@ def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int
     notes = Notifications()
     executor: Optional[Executor] = batch.config.executor
     own_pool: Optional[ThreadPoolExecutor] = None
-    # Without a user executor, a call with a timeout gets a daemon thread of its own: if it
-    # times out and never returns, a pool thread would keep the interpreter from exiting.
+    # Without a user executor, a call with a timeout gets a daemon thread of its own, named for
+    # its tool; the others run on reused worker threads (a capped pool if max_workers asks).
     own_thread = executor is None
     pooled = sum(1 for job in jobs.values() if not (own_thread and job.timeout is not None))
-    if executor is None and pooled:
-        workers = min(pooled, batch.config.max_workers or pooled)
-        own_pool = executor = ThreadPoolExecutor(workers, thread_name_prefix="piagent-tool")
+    submit: Callable[..., Any] = run_in_thread
+    if executor is not None:
+        submit = executor.submit
+    elif batch.config.max_workers and batch.config.max_workers < pooled:
+        own_pool = ThreadPoolExecutor(max(1, batch.config.max_workers), thread_name_prefix="piagent-tool")
+        submit = own_pool.submit
     links: List[Tuple[Prepared, Callable[[], None]]] = []
     try:
         for job in jobs.values():
@@ -70,7 +75,7 @@ def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int
             if own_thread and job.timeout is not None:
                 start_thread(notes, job)
             else:
-                executor.submit(contextvars.copy_context().run, notes.run, job)  # type: ignore[union-attr]
+                submit(contextvars.copy_context().run, notes.run, job)
         collect(batch, notes, jobs, outcomes)
     finally:
         for job, unlink in links:

@@ -34,6 +34,7 @@ import urllib3.connectionpool
 import urllib3.exceptions
 import urllib3.poolmanager
 
+from ..._threads import run_in_thread
 from ...abort import AbortSignal
 from ..types import Model, StreamOptions
 from ._sse import SseEvent, iter_sse
@@ -368,7 +369,7 @@ class HttpStream:
 def _send(
     url: str, headers: Dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal]
 ) -> requests.Response:
-    """POST on a helper thread so that an abort stops the wait for the connection and headers."""
+    """POST on a worker thread so that an abort stops the wait for the connection and headers."""
     if signal is None:
         return _session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
     box: List[Any] = []
@@ -391,7 +392,7 @@ def _send(
         done.set()
         tracker.cancel()
 
-    threading.Thread(target=send, name="piagent-http", daemon=True).start()
+    run_in_thread(send)
     remove = signal.add_listener(on_abort)
     try:
         done.wait()

@@ -169,8 +169,23 @@ def make_usage(model: Model, input: int = 0, output: int = 0, cache_read: int = 
     return usage
 
 
+_decoder = json.JSONDecoder()
+
+
 def parse_event_json(data: bytes) -> Any:
-    """Decode one SSE ``data`` payload; raises :class:`ProviderStreamError` with a short excerpt."""
+    """Decode one SSE ``data`` payload; raises :class:`ProviderStreamError` with a short excerpt.
+
+    Called once per streamed delta, so the common case (UTF-8, no surrounding whitespace) is
+    decoded to ``str`` and scanned directly, about twice as fast as ``json.loads(bytes)``,
+    which detects the encoding and strips whitespace first; anything else takes that path.
+    """
+    try:
+        text = data.decode("utf-8")
+        value, end = _decoder.raw_decode(text)
+        if end == len(text):
+            return value
+    except ValueError:  # UnicodeDecodeError included
+        pass
     try:
         return json.loads(data)
     except ValueError as exc:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 import requests
 
@@ -103,6 +105,20 @@ def test_invalid_json_event_is_a_stream_error():
     assert parse_event_json(b'{"a":1}') == {"a": 1}
     with pytest.raises(ProviderStreamError, match="Invalid JSON in stream event"):
         parse_event_json(b"{nope")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"a":1}', b' {"a": [1, 2.5]}\r', b'{"t":"\xc3\xa9\\u00e9"}', '{"a":1}'.encode("utf-16"), b'"x"', b"null"],
+)
+def test_parse_event_json_reads_exactly_what_json_loads_reads(data):
+    assert parse_event_json(data) == json.loads(data)
+
+
+@pytest.mark.parametrize("data", [b'{"a":1} x', b'{"a":', b"\xff{}", b""])
+def test_parse_event_json_rejects_what_json_loads_rejects(data):
+    with pytest.raises(ProviderStreamError, match="Invalid JSON in stream event"):
+        parse_event_json(data)
 
 
 def _types(stream):

@@ -36,6 +36,11 @@ __all__ = ["IncrementalJsonParser", "parse_streaming_json", "repair_json"]
 _WS_RUN = re.compile(r"[ \t\n\r]+")
 _NON_WS = re.compile(r"[^ \t\n\r]")
 _STR_RUN = re.compile(r'[^"\\\x00-\x1f]+')
+# String content up to the next quote, control character or escape that is not complete and
+# simple: plain characters, \" \\ \/ \b \f \n \r \t and \uXXXX outside the surrogate range
+# (surrogate halves may arrive in different deltas; the character-level path pairs them).
+_STR_FAST = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4})+')
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES: Dict[str, str] = {
     '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
@@ -184,9 +189,11 @@ class _Machine:
         while i < n:
             st = self.state
             if st == _STRING:
-                m = _STR_RUN.match(s, i)
+                m = _STR_FAST.match(s, i)
                 if m is not None:
-                    self._put(m.group())
+                    run = m.group()
+                    # scanstring decodes the escapes of a run (in C) up to the quote we add
+                    self._put(_scanstring(run + '"', 0)[0] if "\\" in run else run)
                     i = m.end()
                     continue
                 c = s[i]

@@ -313,6 +313,17 @@ def test_incremental_matches_parse_streaming_json_with_random_splits(doc):
             assert same(parser.value(), parse_streaming_json(doc[:i])), doc[:i]
 
 
+@pytest.mark.parametrize("doc", DOCUMENTS)
+def test_incremental_matches_parse_streaming_json_when_cut_once_anywhere(doc):
+    """Long deltas: whole runs of escapes are decoded at once, wherever the one cut falls."""
+    for cut in range(len(doc) + 1):
+        parser = IncrementalJsonParser()
+        parser.feed(doc[:cut])
+        assert same(parser.value(), parse_streaming_json(doc[:cut])), doc[:cut]
+        parser.feed(doc[cut:])
+        assert same(parser.value(), parse_streaming_json(doc)), (doc, cut)
+
+
 def test_incremental_value_before_any_text_is_empty_dict():
     parser = IncrementalJsonParser()
     assert parser.value() == {}

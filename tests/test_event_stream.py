@@ -8,7 +8,7 @@ from typing import Iterator, List
 import pytest
 
 from piagent import StreamEndedWithoutResult
-from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, EventStream
+from piagent.ai import AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, EventStream
 
 from tests.support.loop import WAIT, assistant, block_events, terminal
 
@@ -275,3 +275,21 @@ def test_assistant_stream_end_with_a_result_uses_it() -> None:
     stream.push(AssistantMessageEvent("start", assistant("")))
     stream.end(answer)
     assert stream.result() is answer
+
+
+def test_closing_a_pull_stream_closes_its_source_and_ends_it() -> None:
+    closed = []
+
+    def source():
+        try:
+            yield AssistantMessageEvent("start", AssistantMessage())
+            yield AssistantMessageEvent("text_start", AssistantMessage(), 0)
+        finally:
+            closed.append(True)
+
+    stream = AssistantMessageEventStream(source())
+    with stream:
+        assert next(stream).type == "start"
+    assert closed == [True]
+    assert list(stream) == []
+    assert stream.result().stop_reason == "error"

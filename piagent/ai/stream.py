@@ -136,6 +136,25 @@ class EventStream(Generic[E, R]):
                 return self._result  # type: ignore[no-any-return]
             raise self._error  # type: ignore[misc]
 
+    def close(self) -> None:
+        """Stop consuming: end the stream and close a pull-mode source (and its HTTP response).
+
+        Call it from the consuming thread (to stop another thread's stream, abort its signal).
+        After ``close()`` iteration stops; ``result()`` gives what the stream had resolved to.
+        """
+        if self._source is not None:
+            with self._source_lock:
+                close = getattr(self._source, "close", None)
+                if close is not None:
+                    close()
+        self.end()
+
+    def __enter__(self) -> "EventStream[E, R]":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def _missing_result(self) -> R:
         """The result of a stream ended with neither a completing event nor a result."""
         raise StreamEndedWithoutResult("event stream ended without a terminal event")

@@ -212,7 +212,9 @@ class _Chunks:
         self.finish_reason: Optional[str] = None
         self.usage: Optional[Dict[str, Any]] = None
 
-    def feed(self, chunk: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def feed(self, chunk: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        """The events for one chunk (a list: this runs once per streamed delta)."""
+        out: List[AssistantMessageEvent] = []
         error = chunk.get("error")
         if error:
             message = error.get("message") if isinstance(error, dict) else str(error)
@@ -228,37 +230,40 @@ class _Chunks:
             for field in REASONING_FIELDS:
                 value = delta.get(field)
                 if isinstance(value, str) and value:
-                    yield from self._thinking(value, field)
+                    self._thinking(value, field, out)
                     break
             content = delta.get("content")
             if isinstance(content, str) and content:
-                yield from self._text(content)
-            for position, call in enumerate(delta.get("tool_calls") or []):
-                yield from self._tool_call(call, position)
+                self._text(content, out)
+            calls = delta.get("tool_calls")
+            if calls:
+                for position, call in enumerate(calls):
+                    self._tool_call(call, position, out)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+        return out
 
-    def _text(self, delta: str) -> Iterator[AssistantMessageEvent]:
+    def _text(self, delta: str, out: List[AssistantMessageEvent]) -> None:
         if self.thinking is not None:
-            yield self.builder.thinking_end(self.thinking)
+            out.append(self.builder.thinking_end(self.thinking))
             self.thinking = None
         if self.text is None:
             event = self.builder.text_start()
             self.text = event.content_index
-            yield event
-        yield self.builder.text_delta(self.text, delta)
+            out.append(event)
+        out.append(self.builder.text_delta(self.text, delta))
 
-    def _thinking(self, delta: str, field: str) -> Iterator[AssistantMessageEvent]:
+    def _thinking(self, delta: str, field: str, out: List[AssistantMessageEvent]) -> None:
         if self.text is not None:
-            yield self.builder.text_end(self.text)
+            out.append(self.builder.text_end(self.text))
             self.text = None
         if self.thinking is None:
             event = self.builder.thinking_start(thinking_signature=field)
             self.thinking = event.content_index
-            yield event
-        yield self.builder.thinking_delta(self.thinking, delta)
+            out.append(event)
+        out.append(self.builder.thinking_delta(self.thinking, delta))
 
-    def _tool_call(self, call: Dict[str, Any], position: int) -> Iterator[AssistantMessageEvent]:
+    def _tool_call(self, call: Dict[str, Any], position: int, out: List[AssistantMessageEvent]) -> None:
         wire_index = call.get("index", position)
         function = call.get("function") or {}
         call_id, name = call.get("id") or "", function.get("name") or ""
@@ -268,8 +273,8 @@ class _Chunks:
         if index is None:
             event = self.builder.toolcall_start(call_id, name)
             index = self.calls[wire_index] = event.content_index
-            yield event
-        else:
+            out.append(event)
+        elif call_id or name:
             block = self.builder.tool_call(index)
             block.id = block.id or call_id
             block.name = block.name or name
@@ -277,7 +282,7 @@ class _Chunks:
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments)
         if arguments:
-            yield self.builder.toolcall_delta(index, arguments)
+            out.append(self.builder.toolcall_delta(index, arguments))
 
     def finish(self, model: Model) -> Iterator[AssistantMessageEvent]:
         for index in self.calls.values():  # tool calls stay open until here
@@ -314,7 +319,7 @@ def _body(model: Model, context: Context, options: StreamOptions, builder: Messa
         state = _Chunks(builder)
         done = False
         for _name, data in http.sse():
-            if data.strip() == b"[DONE]":
+            if data[:1] != b"{" and data.strip() == b"[DONE]":
                 done = True
                 http.release()
                 break

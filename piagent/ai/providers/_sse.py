@@ -23,6 +23,16 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
     for chunk in chunks:
         if not chunk:
             continue
+        if (
+            not tail
+            and not data
+            and chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+        ):  # the usual case: the chunk is exactly one single-line event
+            yield name, chunk[6:-2]
+            name = None
+            continue
         lines = chunk.split(b"\n")
         if tail:
             tail.append(lines[0])
@@ -40,8 +50,7 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
                     data = []
                 name = None
             elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
+                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
             elif line.startswith(b"event:"):
                 name = line[6:].strip().decode("utf-8", "replace")
             # ":" comments, "id:" and "retry:" carry nothing a provider needs

@@ -6,7 +6,7 @@ import statistics
 import time
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -25,19 +25,30 @@ def median_timing(timings: List[Timing]) -> Timing:
     return Timing(statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings))
 
 
-def compare(
-    run_floor: Callable[[], Any], run_piagent: Callable[[], Any], repeats: int, warmup: int = 1
-) -> Tuple[Timing, Timing]:
-    """Median timings of the floor and of piagent, runs interleaved so drift hits both alike."""
-    for _ in range(warmup):
-        run_floor()
-        run_piagent()
-    floor: List[Timing] = []
-    piagent: List[Timing] = []
-    for _ in range(repeats):
-        floor.append(timed(run_floor)[0])
-        piagent.append(timed(run_piagent)[0])
-    return median_timing(floor), median_timing(piagent)
+class Rounds:
+    """Timings of several variants run in rounds: each round runs every variant once, back to back.
+
+    A ratio is the median over rounds of the per-round ratio, so load that comes and goes on
+    the machine (it is shared) hits both sides of each ratio alike.
+    """
+
+    def __init__(self, runs: Dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> None:
+        for _ in range(warmup):
+            for run in runs.values():
+                run()
+        self.timings: Dict[str, List[Timing]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, run in runs.items():
+                self.timings[name].append(timed(run)[0])
+
+    def median(self, name: str) -> Timing:
+        return median_timing(self.timings[name])
+
+    def ratio(self, name: str, other: str, cpu: bool = False) -> float:
+        """Median over rounds of ``name``'s time divided by ``other``'s."""
+        pick = (lambda t: t.cpu) if cpu else (lambda t: t.wall)
+        pairs = zip(self.timings[name], self.timings[other])
+        return statistics.median(pick(a) / pick(b) for a, b in pairs)
 
 
 def peak_memory(fn: Callable[[], Any]) -> int:

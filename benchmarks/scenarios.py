@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from . import floor, wire
-from .measure import Report, Row, Timing, compare, median_timing, mib, ms, peak_memory, rate, timed, times
+from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
 from .server import BenchServer
 
 
@@ -24,7 +24,7 @@ from .server import BenchServer
 class Sizes:
     """How big each scenario is; :data:`FULL` is the issue's, :data:`TINY` the smoke test's."""
 
-    repeats: int = 5
+    repeats: int = 7
     stream_deltas: int = 20_000
     args_deltas: Tuple[int, int] = (5_000, 10_000)
     turns: int = 30
@@ -136,16 +136,19 @@ def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
         result = agent.prompt("stream")
         seen["piagent"] = (result.text == expected, count[0], result.stop_reason, result.error_message)
 
-    floor_t, piagent_t = compare(run_floor, run_piagent, sizes.repeats)
+    rounds = Rounds({"floor": run_floor, "piagent": run_piagent}, sizes.repeats)
+    floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
     ok = seen["piagent"][:3] == (True, n, "stop")
     report.check("stream", f"piagent: full text, {n:,} deltas to the listener", ok, "" if ok else str(seen["piagent"]))
     report.check("stream", "floor: full text", bool(seen["floor"]))
     piagent_rate, floor_rate = n / piagent_t.wall, n / floor_t.wall
-    ratio = piagent_rate / floor_rate
+    ratio = rounds.ratio("floor", "piagent")  # piagent's rate / the floor's
     report.add(
         Row("stream", f"text deltas/s ({n:,} deltas)", rate(piagent_rate), rate(floor_rate), times(ratio), ">= 0.50x floor", ratio >= 0.5)
     )
-    report.add(Row("stream", "client CPU per delta", f"{piagent_t.cpu / n * 1e6:.1f} us", f"{floor_t.cpu / n * 1e6:.1f} us"))
+    report.add(
+        Row("stream", "client CPU per delta", f"{piagent_t.cpu / n * 1e6:.1f} us", f"{floor_t.cpu / n * 1e6:.1f} us", times(rounds.ratio("piagent", "floor", cpu=True)))
+    )
     if sizes.memory:
         piagent_peak, floor_peak = peak_memory(run_piagent), peak_memory(run_floor)
         report.add(Row("stream", "peak memory (tracemalloc)", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
@@ -154,7 +157,8 @@ def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
 # --------------------------------------------------------------------------- 2. args
 
 
-def _args_once(server: BenchServer, n: int, repeats: int, report: Report, memory: bool) -> Tuple[Timing, Timing]:
+def _args_runs(server: BenchServer, n: int, report: Report) -> Tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
+    """The floor's run, piagent's run and the correctness checks for arguments in ``n`` deltas."""
     base = server.base_url("args", n)
     expected = wire.big_arguments(n)
     session = floor.new_session()
@@ -191,37 +195,63 @@ def _args_once(server: BenchServer, n: int, repeats: int, report: Report, memory
         result = agent.prompt("write it")
         seen["piagent"] = (received == [expected], count[0], grew[0], result.stop_reason, result.error_message)
 
-    floor_t, piagent_t = compare(run_floor, run_piagent, repeats)
-    ok = seen["piagent"][:3] == (True, n, True)
-    detail = "" if ok else str(seen["piagent"])
-    report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, detail)
-    report.check("args", f"floor: exact arguments after {n:,} deltas", bool(seen["floor"]))
-    ratio = piagent_t.wall / floor_t.wall
-    size = len(wire.args_json(n))
-    report.add(
-        Row("args", f"time, {size / 1000:,.0f} KB in {n:,} deltas", ms(piagent_t.wall), ms(floor_t.wall), times(ratio), "<= 2.00x floor", ratio <= 2.0)
-    )
-    if memory:
-        piagent_peak, floor_peak = peak_memory(run_piagent), peak_memory(run_floor)
-        report.add(Row("args", f"peak memory, {n:,} deltas", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
-    return floor_t, piagent_t
+    def check() -> None:
+        ok = seen["piagent"][:3] == (True, n, True)
+        detail = "" if ok else str(seen["piagent"])
+        report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, detail)
+        report.check("args", f"floor: exact arguments after {n:,} deltas", bool(seen["floor"]))
+
+    return run_floor, run_piagent, check
 
 
 def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
     small, large = sizes.args_deltas
-    floor_small, piagent_small = _args_once(server, small, sizes.repeats, report, sizes.memory)
-    floor_large, piagent_large = _args_once(server, large, sizes.repeats, report, False)
-    growth = piagent_large.wall / piagent_small.wall
+    floor_small, piagent_small, check_small = _args_runs(server, small, report)
+    floor_large, piagent_large, check_large = _args_runs(server, large, report)
+    rounds = Rounds(
+        {"floor small": floor_small, "piagent small": piagent_small, "floor large": floor_large, "piagent large": piagent_large},
+        sizes.repeats,
+    )
+    check_small()
+    check_large()
+    for n, key in ((small, "small"), (large, "large")):
+        ratio = rounds.ratio(f"piagent {key}", f"floor {key}")
+        size = len(wire.args_json(n))
+        report.add(
+            Row(
+                "args",
+                f"time, {size / 1000:,.0f} KB in {n:,} deltas",
+                ms(rounds.median(f"piagent {key}").wall),
+                ms(rounds.median(f"floor {key}").wall),
+                times(ratio),
+                "<= 2.00x floor",
+                ratio <= 2.0,
+            )
+        )
+    cpu_piagent, cpu_floor = rounds.median("piagent large").cpu, rounds.median("floor large").cpu
+    report.add(
+        Row(
+            "args",
+            f"client CPU per delta, {large:,} deltas",
+            f"{cpu_piagent / large * 1e6:.1f} us",
+            f"{cpu_floor / large * 1e6:.1f} us",
+            times(rounds.ratio("piagent large", "floor large", cpu=True)),
+        )
+    )
+    growth = rounds.ratio("piagent large", "piagent small")
     report.add(
         Row(
             "args",
             f"time growth, {small:,} -> {large:,} deltas",
             times(growth),
-            times(floor_large.wall / floor_small.wall),
+            times(rounds.ratio("floor large", "floor small")),
             target="<= 2.00x (linear)",
             passed=growth <= 2.0,
         )
     )
+    if sizes.memory:
+        piagent_peak, floor_peak = peak_memory(piagent_small), peak_memory(floor_small)
+        report.add(Row("args", f"peak memory, {small:,} deltas", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
 
 
 # --------------------------------------------------------------------------- 3. turns
@@ -271,7 +301,8 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
         ids = [m.tool_call_id for m in tool_results(result)]
         seen[key] = (ids == [f"call_turn_{t}" for t in range(turns)], result.text == wire.final_text(), result.error_message)
 
-    floor_t, piagent_t = compare(run_floor, lambda: run_agent(model, "piagent"), sizes.repeats)
+    rounds = Rounds({"floor": run_floor, "piagent": lambda: run_agent(model, "piagent")}, sizes.repeats)
+    floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
 
     faux = register_faux_provider(chunk_tokens=(1, 1))
     try:
@@ -289,9 +320,9 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
     report.check("turns", f"piagent (HTTP): {turns} tool results in order, final answer", seen["piagent"][:2] == (True, True), "" if seen["piagent"][:2] == (True, True) else str(seen["piagent"]))
     report.check("turns", f"piagent (faux): {turns} tool results in order, final answer", seen["faux"][:2] == (True, True), "" if seen["faux"][:2] == (True, True) else str(seen["faux"]))
     report.check("turns", f"floor: {calls} calls, final answer", bool(seen["floor"]))
-    ratio = piagent_t.wall / floor_t.wall
+    ratio = rounds.ratio("piagent", "floor")
     report.add(Row("turns", f"HTTP wall per model call ({calls} calls)", ms(piagent_t.wall / calls), ms(floor_t.wall / calls), times(ratio), "<= 3.00x floor", ratio <= 3.0))
-    report.add(Row("turns", "HTTP client CPU per model call", ms(piagent_t.cpu / calls), ms(floor_t.cpu / calls), times(piagent_t.cpu / floor_t.cpu)))
+    report.add(Row("turns", "HTTP client CPU per model call", ms(piagent_t.cpu / calls), ms(floor_t.cpu / calls), times(rounds.ratio("piagent", "floor", cpu=True))))
     report.add(Row("turns", "faux provider wall per model call", ms(faux_t.wall / calls)))
     report.add(Row("turns", "faux provider CPU per model call", ms(faux_t.cpu / calls)))
 
@@ -365,13 +396,14 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
 
         return run
 
-    floor_t, piagent_t = compare(fan("floor", floor_run), fan("piagent", agent_run), sizes.repeats)
+    rounds = Rounds({"floor": fan("floor", floor_run), "piagent": fan("piagent", agent_run)}, sizes.repeats)
+    floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
     report.check("fan-out", f"piagent: each of {runs} agents got its own marker", all(outcome["piagent"]), f"{sum(outcome['piagent'])}/{runs}")
     report.check("fan-out", "floor: each run got its own marker", all(outcome["floor"]), f"{sum(outcome['floor'])}/{runs}")
-    report.add(Row("fan-out", f"total, {runs} runs on {threads} threads", ms(piagent_t.wall), ms(floor_t.wall), times(piagent_t.wall / floor_t.wall)))
+    report.add(Row("fan-out", f"total, {runs} runs on {threads} threads", ms(piagent_t.wall), ms(floor_t.wall), times(rounds.ratio("piagent", "floor"))))
     overhead = (piagent_t.wall - floor_t.wall) * threads / runs
     report.add(Row("fan-out", "per-run overhead over the floor", ms(overhead)))
-    report.add(Row("fan-out", "client CPU per run", ms(piagent_t.cpu / runs), ms(floor_t.cpu / runs), times(piagent_t.cpu / floor_t.cpu)))
+    report.add(Row("fan-out", "client CPU per run", ms(piagent_t.cpu / runs), ms(floor_t.cpu / runs), times(rounds.ratio("piagent", "floor", cpu=True))))
 
 
 # --------------------------------------------------------------------------- import time

@@ -277,8 +277,9 @@ class AssistantMessage:
     def snapshot(self) -> "AssistantMessage":
         """A shallow copy with its own content list (O(blocks), never O(text))."""
         copy = object.__new__(AssistantMessage)
-        copy.__dict__.update(self.__dict__)
-        copy.content = list(self.content)
+        state = self.__dict__.copy()
+        state["content"] = self.content[:]
+        copy.__dict__ = state  # one dict copy: cheaper than filling a new instance's dict
         return copy
 
 

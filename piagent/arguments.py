@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jsonschema import Draft202012Validator
 from typing_extensions import get_args, get_origin, is_typeddict
 
 from .schema import (
@@ -98,6 +97,8 @@ def _object_converter(cls: type, seen: Tuple[type, ...]) -> Converter:
 
 def _union_converter(members: Tuple[Any, ...], seen: Tuple[type, ...]) -> Optional[Converter]:
     """Convert with the first member whose schema the value satisfies (None stays None)."""
+    from jsonschema import Draft202012Validator  # on first use: keeps ``import piagent`` fast
+
     options: List[Tuple[Any, Converter]] = []
     plain = True
     for member in members:

@@ -33,7 +33,7 @@ from .events import (
     TurnStartEvent,
 )
 from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
-from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext
+from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext, TurnUpdate
 
 __all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
 
@@ -195,7 +195,7 @@ def _run(
                 update = config.prepare_next_turn(TurnContext(message, results, context, new_messages), signal)
                 if update is not None:
                     context = update.context or context
-                    config = _updated_config(config, update.model, update.thinking_level)
+                    config = _updated_config(config, update)
             if config.should_stop_after_turn is not None and config.should_stop_after_turn(
                 TurnContext(message, results, context, new_messages), signal
             ):
@@ -209,12 +209,14 @@ def _run(
     emit(AgentEndEvent(new_messages))
 
 
-def _updated_config(config: AgentLoopConfig, model: Any, thinking_level: Optional[str]) -> AgentLoopConfig:
+def _updated_config(config: AgentLoopConfig, update: TurnUpdate) -> AgentLoopConfig:
     changes: dict = {}
-    if model is not None:
-        changes["model"] = model
-    if thinking_level is not None:
-        changes["reasoning"] = None if thinking_level == "off" else thinking_level
+    if update.model is not None:
+        changes["model"] = update.model
+    if update.thinking_level is not None:
+        changes["reasoning"] = None if update.thinking_level == "off" else update.thinking_level
+    if update.tool_choice is not None:
+        changes["tool_choice"] = update.tool_choice
     return dataclasses.replace(config, **changes) if changes else config
 
 

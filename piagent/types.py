@@ -137,11 +137,16 @@ class TurnContext:
 
 @dataclass
 class TurnUpdate:
-    """Returned by ``prepare_next_turn``: what to use from the next turn on (None keeps it)."""
+    """Returned by ``prepare_next_turn``: what to use from the next turn on (None keeps it).
+
+    ``tool_choice`` replaces ``AgentLoopConfig.tool_choice`` ("auto", "none", "required" or
+    ``{"name": tool}``), e.g. to force a tool call in the first turn only.
+    """
 
     context: Optional[AgentContext] = None
     model: Optional[Model] = None
     thinking_level: Optional[ThinkingLevel] = None
+    tool_choice: Any = None
 
 
 def keep_llm_messages(messages: Sequence[AgentMessage]) -> List[AgentMessage]:

@@ -497,6 +497,13 @@ def test_prepare_next_turn_model_and_thinking_level_reach_the_next_call() -> Non
     assert seen_turns == [r.result[1], r.result[3], r.result[5]]  # after every turn, the last included
 
 
+def test_prepare_next_turn_tool_choice_applies_from_the_next_call_and_none_keeps_it() -> None:
+    updates = iter([TurnUpdate(tool_choice="none"), None, None])
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="x")]), assistant([call("tool-2", value="y")]), assistant("ok")])
+    run([user("go")], tools(), config(tool_choice={"name": "echo"}, prepare_next_turn=lambda t, s: next(updates)), stream_fn)
+    assert [req.options.tool_choice for req in stream_fn.requests] == [{"name": "echo"}, "none", "none"]
+
+
 def test_should_stop_after_turn_sees_the_context_prepare_next_turn_returned() -> None:
     replacement = AgentContext("replaced", [], [echo_tool()])
     seen: List[Any] = []

@@ -22,6 +22,7 @@ __all__ = [
     "budgets_or_none",
     "non_negative_int_or_none",
     "str_or_none",
+    "tool_choice_or_none",
 ]
 
 Check = Callable[[str, Any], Any]
@@ -100,6 +101,15 @@ def budgets_or_none(name: str, value: Any) -> Optional[Dict[str, int]]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in value.items()):
         raise ValueError(f"{name} must map thinking levels to token counts (dict of str -> int), got {value!r}")
     return dict(value)
+
+
+def tool_choice_or_none(name: str, value: Any) -> Any:
+    """None, "auto", "none", "required", or ``{"name": <tool name>}`` (copied)."""
+    if value is None or (isinstance(value, str) and value in ("auto", "none", "required")):
+        return value
+    if isinstance(value, dict) and set(value) == {"name"} and isinstance(value["name"], str) and value["name"]:
+        return dict(value)
+    raise ValueError(f'{name} must be None, "auto", "none", "required" or {{"name": <tool>}}, got {value!r}')
 
 
 def executor_or_none(name: str, value: Any) -> Any:

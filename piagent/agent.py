@@ -133,6 +133,10 @@ class Agent:
 
     Every option is keyword-only and also a public attribute (validated on assignment). See the
     module docstring for the thread contract and design.md §3 for each option.
+
+    ``tool_choice`` (a piagent addition): None (the provider's default), "auto", "none",
+    "required" or ``{"name": tool}``, sent with every model call of a run; ``prepare_next_turn``
+    can change it from the next turn on with ``TurnUpdate(tool_choice=...)``.
     """
 
     # the state's configuration fields, as agent attributes too (validated by the state)
@@ -163,6 +167,7 @@ class Agent:
     thinking_budgets = opt.Option(opt.budgets_or_none)
     transport = opt.Option(opt.choice(*opt.TRANSPORTS))
     max_retry_delay_ms = opt.Option(opt.non_negative_int_or_none)
+    tool_choice = opt.Option(opt.tool_choice_or_none)
 
     def __init__(
         self,
@@ -193,6 +198,7 @@ class Agent:
         max_retry_delay_ms: Optional[int] = None,
         on_payload: Optional[Callable[..., Any]] = None,
         on_response: Optional[Callable[..., Any]] = None,
+        tool_choice: Any = None,
     ) -> None:
         self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
         self.convert_to_llm = convert_to_llm
@@ -216,6 +222,7 @@ class Agent:
         self.max_retry_delay_ms = max_retry_delay_ms
         self.on_payload = on_payload
         self.on_response = on_response
+        self.tool_choice = tool_choice
         self._steering_queue = MessageQueue()
         self._follow_up_queue = MessageQueue()
         self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
@@ -370,6 +377,7 @@ class Agent:
             executor=self.executor,
             max_workers=self.max_workers,
             tool_timeout=self.tool_timeout,
+            tool_choice=self.tool_choice,
         )
 
     def _prepare_next_turn_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]]:

@@ -23,6 +23,7 @@ from piagent import (
     RunResult,
     TextContent,
     TurnContext,
+    TurnUpdate,
     Usage,
     UserMessage,
 )
@@ -146,6 +147,9 @@ def test_a13_abort_when_idle_is_a_no_op() -> None:
         ("tool_timeout", 0, ValueError),
         ("transport", "pigeon", ValueError),
         ("max_retry_delay_ms", -5, ValueError),
+        ("tool_choice", "always", ValueError),
+        ("tool_choice", {"name": ""}, ValueError),
+        ("tool_choice", {"type": "function", "function": {"name": "echo"}}, ValueError),
         ("thinking_budgets", {"low": "many"}, ValueError),
         ("before_tool_call", "not callable", TypeError),
         ("stream_fn", 42, TypeError),
@@ -707,6 +711,19 @@ def test_executor_max_workers_and_tool_timeout_are_forwarded(faux) -> None:
     assert len(submitted) == 2
     stuck_result = [m for m in result.messages if m.role == "toolResult"][1]
     assert stuck_result.is_error and "timed out" in stuck_result.content[0].text
+
+
+def test_tool_choice_is_forwarded_to_every_call_and_a_turn_update_replaces_it(faux) -> None:
+    faux.set_responses([faux_message([faux_tool_call("echo", {"value": "a"})]), faux_message("done")])
+    agent = Agent(
+        model=faux.get_model(),
+        tools=[echo_tool()],
+        tool_choice={"name": "echo"},
+        prepare_next_turn=lambda turn, signal: TurnUpdate(tool_choice="none") if turn.tool_results else None,
+    )
+    agent.prompt("go")
+    assert [r.options.tool_choice for r in faux.state.requests] == [{"name": "echo"}, "none"]
+    assert agent.tool_choice == {"name": "echo"}  # the update lasted one run, the option stays
 
 
 # --------------------------------------------------------------------------- max_turns

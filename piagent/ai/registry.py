@@ -83,18 +83,26 @@ def get_api_providers() -> List[str]:
 
 
 _builtin_loaded = False
+_builtin_lock = threading.RLock()
 
 
 def _ensure_builtin_providers() -> None:
-    """Import the built-in HTTP providers on first use, so ``import piagent`` stays cheap."""
+    """Import the built-in providers on first use, so ``import piagent`` stays cheap.
+
+    Thread-safe: a thread arriving while another imports them waits for the registrations
+    (the flag is set only once they are done).
+    """
     global _builtin_loaded
     if _builtin_loaded:
         return
-    _builtin_loaded = True
-    try:
-        from . import providers  # noqa: F401  (registers on import)
-    except ImportError:  # pragma: no cover - providers are optional until written
-        pass
+    with _builtin_lock:
+        if _builtin_loaded:
+            return
+        try:
+            from . import providers  # noqa: F401  (registers on import)
+        except ImportError:  # pragma: no cover - providers are optional until written
+            pass
+        _builtin_loaded = True
 
 
 def _options(options: Optional[StreamOptions], overrides: Dict[str, Any]) -> StreamOptions:

@@ -15,6 +15,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   (``reasoning_content`` for DeepSeek-style servers; default True)
 ``tool_call_ids``                 ``"mistral"`` (9 alphanumerics, mistral.ai) or ``"openai"`` (<= 40 of ``[A-Za-z0-9_-]``)
 ``tool_result_name``              add ``name`` to tool messages (mistral.ai)
+``supports_null_content``         an assistant message with only tool calls has ``content: null``
+                                  (default True; False sends ``""``, which llama-cpp-python's
+                                  server requires)
 ================================  ==========================================================
 
 Streaming: ``content`` deltas are text, ``reasoning_content``/``reasoning``/``reasoning_text``
@@ -84,6 +87,7 @@ def resolve_compat(model: Model) -> Dict[str, Any]:
         "send_reasoning_back": True,
         "tool_call_ids": "mistral" if mistral else "openai",
         "tool_result_name": mistral,
+        "supports_null_content": True,
     }
     compat.update(model.compat or {})
     return compat
@@ -119,7 +123,7 @@ def _user_content(content: Any) -> Any:
 
 def _assistant_entry(message: AssistantMessage, model: Model, compat: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     text = "".join(block.text for block in message.content if block.type == "text")
-    entry: Dict[str, Any] = {"role": "assistant", "content": text or None}
+    entry: Dict[str, Any] = {"role": "assistant", "content": text or (None if compat["supports_null_content"] else "")}
     thinking = [block for block in message.content if block.type == "thinking" and block.thinking]
     if thinking and compat["send_reasoning_back"] and is_same_model(message, model):
         field = thinking[0].thinking_signature

@@ -267,6 +267,16 @@ def test_history_is_serialised_in_chat_format(server):
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
 
 
+@pytest.mark.parametrize("null_ok, content", [(True, None), (False, "")])
+def test_an_assistant_message_with_only_tool_calls_has_null_or_empty_content(server, null_ok, content):
+    server.reply(chat_text("done"))
+    model = model_for(server, compat={"supports_null_content": null_ok})
+    call = AssistantMessage([ToolCall("call_1", "get_weather", {"city": "Paris"})], api=model.api,
+                            provider=model.provider, model=model.id, stop_reason="toolUse")
+    run(model, ctx(UserMessage("Weather?"), call, ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])))
+    assert server.requests[0].json["messages"][2]["content"] == content
+
+
 def test_foreign_history_is_normalised_for_this_api(server):
     server.reply(chat_text("ok"))
     foreign = AssistantMessage(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
+from .ai.display import messages_html
 from .ai.types import Usage
 from .types import AgentMessage
 
@@ -50,3 +52,14 @@ class RunResult:
         parts.append(f"messages={len(self.messages)}")
         parts.append(f"tokens={self.usage.total_tokens}")
         return f"RunResult({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a run: a one-line summary, then its messages (escaped, see
+        :mod:`piagent.ai.display`)."""
+        summary = f"{self.stop_reason or 'no answer'} · {len(self.messages)} messages · {self.usage.total_tokens} tokens"
+        if self.error_message:
+            summary += f" · {self.error_message}"
+        return (
+            f'<div class="piagent-run"><div style="font-family:sans-serif;font-size:85%;color:#666">'
+            f"run: {html.escape(summary)}</div>{messages_html(self.messages)}</div>"
+        )

@@ -928,6 +928,19 @@ def test_run_result_without_an_assistant_message() -> None:
     assert len(repr(long)) < 150 and "…" in repr(long)
 
 
+def test_run_result_renders_as_escaped_html_in_notebooks(faux) -> None:
+    faux.set_responses([faux_message([faux_tool_call("echo", {"value": "<x>"})]), faux_message("a <b>bold</b> claim")])
+    result = Agent(model=faux.get_model(), tools=[echo_tool()]).prompt("go <now>")
+    rendered = result._repr_html_()
+    assert rendered.startswith('<div class="piagent-run">')
+    assert f"run: stop · 4 messages · {result.usage.total_tokens} tokens" in rendered
+    assert rendered.count('class="piagent-message"') == 4
+    assert "go &lt;now&gt;" in rendered and "a &lt;b&gt;bold&lt;/b&gt; claim" in rendered
+    assert "<b>bold</b>" not in rendered and "echoed: &lt;x&gt;" in rendered
+    failed = RunResult.from_messages([assistant("", stop_reason="error", error_message="<boom>")])
+    assert "error · 1 messages · 0 tokens · &lt;boom&gt;" in failed._repr_html_()
+
+
 # --------------------------------------------------------------------------- queues
 
 

@@ -235,6 +235,12 @@ class UserMessage:
     def to_dict(self) -> Dict[str, Any]:
         return {"role": "user", "content": _content_to_dict(self.content), "timestamp": self.timestamp}
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
+        from .display import message_html
+
+        return message_html(self)
+
 
 @dataclass
 class AssistantMessage:
@@ -274,6 +280,12 @@ class AssistantMessage:
     def tool_calls(self) -> List[ToolCall]:
         return [block for block in self.content if block.type == "toolCall"]  # type: ignore[misc]
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
+        from .display import message_html
+
+        return message_html(self)
+
     def snapshot(self) -> "AssistantMessage":
         """A shallow copy with its own content list (O(blocks), never O(text))."""
         copy = object.__new__(AssistantMessage)
@@ -309,6 +321,12 @@ class ToolResultMessage:
     @property
     def text(self) -> str:
         return "".join(block.text for block in self.content if block.type == "text")
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
+        from .display import message_html
+
+        return message_html(self)
 
 
 Message = Union[UserMessage, AssistantMessage, ToolResultMessage]

@@ -24,6 +24,8 @@ PROVIDERS: Dict[str, Dict[str, Any]] = {
     "xai": {"api": "openai-completions", "base_url": "https://api.x.ai/v1"},
     "mistral": {"api": "openai-completions", "base_url": "https://api.mistral.ai/v1"},
     "cerebras": {"api": "openai-completions", "base_url": "https://api.cerebras.ai/v1"},
+    # In process, through llama-cpp-python (the "local" extra); the GGUF is found by model id.
+    "local": {"api": "llama-cpp", "base_url": ""},
 }
 
 MODELS: Dict[str, List[Row]] = {
@@ -91,6 +93,9 @@ MODELS: Dict[str, List[Row]] = {
     "cerebras": [
         ("gpt-oss-120b", "GPT OSS 120B", 131072, 32768, (0.25, 0.69, 0.0, 0.0), True, False),
         ("llama-3.3-70b", "Llama 3.3 70B", 128000, 8192, (0.85, 1.2, 0.0, 0.0), False, False),
+    ],
+    "local": [
+        ("smollm2-135m", "SmolLM2 135M Instruct (embedded)", 8192, 512, (0.0, 0.0, 0.0, 0.0), False, False),
     ],
 }
 

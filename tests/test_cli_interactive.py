@@ -1,0 +1,187 @@
+"""The interactive session: lines typed while the agent works steer it, /follow queues a
+follow-up, Ctrl-C aborts and a second Ctrl-C quits.
+
+The session runs on its own thread, reading from a scripted terminal; the faux model holds
+each gated answer until the test releases it, so "typed while the agent works" is exact.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import threading
+from typing import Any, Iterator, List, Optional
+
+import pytest
+
+from piagent import Agent
+from piagent.cli.interactive import InteractiveSession
+from piagent.cli.render import Console, ConsoleRenderer
+from piagent.testing import faux_message, register_faux_provider
+
+WAIT = 10
+
+
+class Terminal:
+    """Stands in for the keyboard: ``read_line()`` blocks until the test types something."""
+
+    def __init__(self) -> None:
+        self._lines: "queue.Queue[Any]" = queue.Queue()
+        self._reads = 0
+        self._cond = threading.Condition()
+
+    def type(self, line: Any) -> None:
+        self._lines.put(line)
+
+    def __call__(self) -> Optional[str]:
+        with self._cond:
+            self._reads += 1
+            self._cond.notify_all()
+        item = self._lines.get(timeout=WAIT)
+        if item is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return item  # type: ignore[no-any-return]
+
+    def wait_until_waiting(self, reads: int) -> None:
+        """Block until the session asked for its ``reads``-th line (so every earlier one is handled)."""
+        with self._cond:
+            assert self._cond.wait_for(lambda: self._reads >= reads, WAIT)
+
+
+class Gate:
+    """A faux answer held back until released (or until the run is aborted)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.asked = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, context: Any, options: Any, state: Any, model: Any) -> Any:
+        self.asked.set()
+        remove = options.signal.add_listener(self.release.set)
+        try:
+            assert self.release.wait(WAIT)
+        finally:
+            remove()
+        return faux_message(self.text)
+
+
+@pytest.fixture
+def faux() -> Iterator[Any]:
+    provider = register_faux_provider()
+    yield provider
+    provider.unregister()
+
+
+class Session:
+    def __init__(self, faux: Any) -> None:
+        self.agent = Agent(model=faux.get_model())
+        self.out, self.err = io.StringIO(), io.StringIO()
+        console = Console(self.out, self.err)
+        self.agent.subscribe(ConsoleRenderer(console))
+        self.terminal = Terminal()
+        self.session = InteractiveSession(self.agent, console, read_line=self.terminal)
+        self.code: List[int] = []
+        self.thread = threading.Thread(target=lambda: self.code.append(self.session.run()), name="session")
+        self.thread.start()
+
+    def finish(self) -> int:
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive()
+        return self.code[0]
+
+    def transcript(self) -> List[str]:
+        return [f"{m.role}:{_text(m)}" for m in self.agent.state.messages]
+
+
+def _text(message: Any) -> str:
+    content = message.content
+    return content if isinstance(content, str) else "".join(getattr(b, "text", "") for b in content)
+
+
+def test_a_line_typed_while_the_agent_works_steers_it(faux: Any) -> None:
+    first = Gate("first answer")
+    faux.set_responses([first, faux_message("steered answer")])
+    s = Session(faux)
+    s.terminal.type("hello")
+    assert first.asked.wait(WAIT)  # the run is going, its answer held back
+    s.terminal.type("actually, be brief")
+    s.terminal.wait_until_waiting(3)  # both lines handled
+    first.release.set()
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type(None)  # end of input
+    assert s.finish() == 0
+    assert s.transcript() == [
+        "user:hello", "assistant:first answer", "user:actually, be brief", "assistant:steered answer"
+    ]  # fmt: skip
+    assert "(steering queued)" in s.err.getvalue() and "» actually, be brief" in s.err.getvalue()
+    assert s.out.getvalue() == "first answer\nsteered answer\n"
+
+
+def test_follow_up_is_delivered_when_the_agent_would_stop(faux: Any) -> None:
+    first = Gate("first answer")
+    faux.set_responses([first, faux_message("follow-up answer")])
+    s = Session(faux)
+    s.terminal.type("hello")
+    assert first.asked.wait(WAIT)
+    s.terminal.type("/follow and then this")
+    s.terminal.wait_until_waiting(3)
+    assert "(follow-up queued)" in s.err.getvalue()
+    first.release.set()
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type("/quit")
+    assert s.finish() == 0
+    assert s.transcript() == ["user:hello", "assistant:first answer", "user:and then this", "assistant:follow-up answer"]
+
+
+def test_ctrl_c_aborts_the_run_and_a_second_ctrl_c_quits(faux: Any) -> None:
+    first = Gate("never finished")
+    faux.set_responses([first, faux_message("must not run")])
+    s = Session(faux)
+    s.terminal.type("hello")
+    assert first.asked.wait(WAIT)
+    s.terminal.type("queued steering, dropped by the abort")
+    s.terminal.type(KeyboardInterrupt)
+    s.terminal.wait_until_waiting(4)
+    assert s.agent.wait_for_idle(WAIT)
+    assert s.agent.state.messages[-1].stop_reason == "aborted"
+    assert not s.agent.has_queued_messages() and faux.get_pending_response_count() == 1
+    s.terminal.type(KeyboardInterrupt)
+    assert s.finish() == 0
+    assert "(aborted; Ctrl-C again to quit)" in s.err.getvalue()
+
+
+def test_a_typed_line_resets_the_double_ctrl_c(faux: Any) -> None:
+    faux.set_responses([faux_message("hi")])
+    s = Session(faux)
+    s.terminal.type(KeyboardInterrupt)  # idle: only a hint
+    s.terminal.type("hello")
+    s.terminal.wait_until_waiting(3)
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type(KeyboardInterrupt)
+    s.terminal.wait_until_waiting(4)
+    assert s.thread.is_alive()  # one Ctrl-C after a line does not quit
+    s.terminal.type(KeyboardInterrupt)
+    assert s.finish() == 0
+    assert s.transcript() == ["user:hello", "assistant:hi"]
+    assert "(Ctrl-C again, /quit or Ctrl-D to quit)" in s.err.getvalue()
+
+
+def test_a_message_queued_as_the_run_ends_is_not_lost(faux: Any) -> None:
+    faux.set_responses([faux_message("first answer"), faux_message("late answer")])
+    s = Session(faux)
+    late_answered = threading.Event()
+
+    def steer_at_the_very_end(event: Any) -> None:
+        if event.type == "agent_end" and len(s.agent.state.messages) == 2:  # after the loop's last poll
+            s.agent.steer("one more thing")
+        if event.type == "message_end" and _text(event.message) == "late answer":
+            late_answered.set()
+
+    s.agent.subscribe(steer_at_the_very_end)
+    s.terminal.type("hello")
+    assert late_answered.wait(WAIT)  # the session continued the conversation with it
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type(None)
+    assert s.finish() == 0
+    assert s.transcript() == ["user:hello", "assistant:first answer", "user:one more thing", "assistant:late answer"]

@@ -1,0 +1,106 @@
+"""examples/django_project under a real Django: ``ask_agent`` inside the caller's transaction.
+
+The database is a temporary SQLite file, so another thread's connection really is another
+connection: only a tool run on the caller's own thread can see its uncommitted rows.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+
+PROJECT = Path(__file__).resolve().parents[2] / "examples" / "django_project"
+WAIT = 10
+
+
+@pytest.fixture(scope="module")
+def django_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    import django
+    from django.core.management import call_command
+
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bookshop.settings"
+    os.environ["BOOKSHOP_DB"] = str(tmp_path_factory.mktemp("bookshop") / "db.sqlite3")
+    sys.path.insert(0, str(PROJECT))
+    try:
+        django.setup()
+        call_command("migrate", verbosity=0)
+        yield
+    finally:
+        sys.path.remove(str(PROJECT))
+
+
+def answer_with_the_tool_result(context: Any, options: Any, state: Any, model: Any) -> Any:
+    """The scripted model's second turn: repeat what the tool returned."""
+    return faux_message("In the catalogue: " + context.messages[-1].content[0].text)
+
+
+@pytest.fixture
+def faux() -> Iterator[Any]:
+    provider = register_faux_provider()
+    provider.set_responses([
+        faux_message([faux_tool_call("search_books", {"query": "Tolkien"})]),
+        answer_with_the_tool_result,
+    ])
+    yield provider
+    provider.unregister()
+
+
+def test_ask_agent_tool_sees_the_callers_uncommitted_row(django_project: None, faux: Any) -> None:
+    from catalog.models import Book
+    from django.core.management import call_command
+    from django.db import transaction
+
+    out, err = io.StringIO(), io.StringIO()
+    with transaction.atomic():
+        Book.objects.create(title="The Hobbit", author="J. R. R. Tolkien", year=1937)
+        call_command("ask_agent", "Which books by Tolkien do we have?", model=faux.get_model(), stdout=out, stderr=err)
+        transaction.set_rollback(True)  # the row is never committed
+    assert "In the catalogue: The Hobbit by J. R. R. Tolkien (1937)" in out.getvalue()
+    assert "searching the catalogue: {'query': 'Tolkien'}" in err.getvalue()
+    assert Book.objects.count() == 0
+    assert faux.state.requests[0].options.tool_choice == {"name": "search_books"}
+    assert faux.state.requests[1].options.tool_choice == "none"
+
+
+def test_another_thread_does_not_see_the_uncommitted_row(django_project: None) -> None:
+    """Why the command runs its tool sequentially: a pool thread has its own connection."""
+    from catalog.models import Book
+    from catalog.tools import search_books
+    from django.db import connection, transaction
+
+    seen: List[str] = []
+
+    def search_in_another_thread() -> None:
+        try:
+            seen.append(search_books.function("Tolkien"))
+        finally:
+            connection.close()  # this thread's own connection
+
+    with transaction.atomic():
+        Book.objects.create(title="The Hobbit", author="J. R. R. Tolkien", year=1937)
+        assert "The Hobbit" in search_books.function("Tolkien")  # this thread sees it
+        thread = threading.Thread(target=search_in_another_thread)
+        thread.start()
+        thread.join(WAIT)
+        transaction.set_rollback(True)
+    assert seen == ["No book matches 'Tolkien'."]
+
+
+def test_ask_agent_reports_a_model_error_as_a_command_error(django_project: None) -> None:
+    from django.core.management import CommandError, call_command
+
+    provider = register_faux_provider()
+    provider.set_responses([faux_message("", stop_reason="error", error_message="HTTP 503: overloaded")])
+    try:
+        with pytest.raises(CommandError, match="HTTP 503: overloaded"):
+            call_command("ask_agent", "Anything?", model=provider.get_model(), stdout=io.StringIO())
+    finally:
+        provider.unregister()

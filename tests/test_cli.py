@@ -100,6 +100,20 @@ def test_a_run_ending_in_error_exits_1_with_the_message_on_stderr(faux: Any, jso
     assert "error: HTTP 500: upstream exploded" in run["err"]
 
 
+def test_a_reader_that_goes_away_ends_output_quietly(faux: Any) -> None:
+    class ClosedAfterOneLine(io.StringIO):  # like `piagent --json ... | head -1`
+        def write(self, text: str) -> int:
+            if self.getvalue():
+                raise BrokenPipeError(32, "Broken pipe")
+            return super().write(text)
+
+    faux.set_responses([faux_message(ANSWER)])
+    out, err = ClosedAfterOneLine(), io.StringIO()
+    code = main(["--json", "Hi"], stdin=io.StringIO(), stdout=out, stderr=err, model=faux.get_model())
+    assert code == 0 and err.getvalue() == ""
+    assert out.getvalue() == '{"type": "agent_start"}\n'
+
+
 def test_the_prompt_is_read_from_stdin_when_none_is_given(faux: Any) -> None:
     faux.set_responses([faux_message("ok")])
     run = run_cli(faux, stdin="a question from a pipe\n")

@@ -11,7 +11,9 @@ goes through :class:`Console`, which serialises them.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import threading
 import time
 from typing import IO, Any, Dict, List, Optional, Tuple
@@ -63,6 +65,7 @@ class Console:
         self.color = self.is_tty if color is None else color
         self._status = ""
         self.out_at_line_start = True
+        self.out_closed = False
 
     def style(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color else text
@@ -73,12 +76,28 @@ class Console:
             self._status = ""
 
     def write_out(self, text: str) -> None:
+        """Write to stdout; once its reader has gone (``| head``), writes are dropped quietly."""
         with self.lock:
+            if self.out_closed:
+                return
             self._clear_status()
-            self.out.write(text)
-            self.out.flush()
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except BrokenPipeError:
+                self._drop_out()
+                return
             if text:
                 self.out_at_line_start = text.endswith("\n")
+
+    def _drop_out(self) -> None:
+        self.out_closed = True
+        try:  # so that the interpreter's own flush at exit does not complain either
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass
 
     def end_out_line(self) -> None:
         """Finish the answer's current line, so that stderr notes start on their own line."""

@@ -25,6 +25,7 @@ function) becomes a failure message (spec §5.7); ``KeyboardInterrupt`` and othe
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import threading
 from concurrent.futures import Future
@@ -97,8 +98,7 @@ class _Run:
         return items
 
     def observe(self, event: Any) -> None:
-        if event.type != "message_end":
-            return
+        """Record a ``message_end`` event (the agent calls this for those only)."""
         self.messages.append(event.message)
         for index, (_, message) in enumerate(self.in_flight):
             if message is event.message:
@@ -265,13 +265,13 @@ class Agent:
         if self._run is not run:
             return  # an event from a run that already settled (spec §5.3): dropped
         self._state._reduce(event)
-        run.observe(event)
-        signal = run.signal
+        if event.type == "message_end":
+            run.observe(event)
         for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
             if event_only:
                 listener(event)
             else:
-                listener(event, signal)
+                listener(event, run.controller.signal)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -442,7 +442,7 @@ class Agent:
         ``prompts`` None is a plain continue from the transcript.
         """
         run.thread_id = threading.get_ident()
-        emit: Emit = lambda event: self._dispatch(run, event)
+        emit: Emit = functools.partial(self._dispatch, run)
         try:
             try:
                 if prompts is None:

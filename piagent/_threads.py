@@ -15,9 +15,9 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, FrozenSet, Set, Tuple
 
-__all__ = ["IDLE_SECONDS", "run_in_thread"]
+__all__ = ["IDLE_SECONDS", "idle_threads", "run_in_thread"]
 
 logger = logging.getLogger("piagent")
 
@@ -37,6 +37,7 @@ class _CachedThreads:
         self._lock = threading.Lock()
         self._jobs: "queue.SimpleQueue[Job]" = queue.SimpleQueue()
         self._idle = 0  # threads waiting for a job and not yet promised one
+        self._waiting: Set[threading.Thread] = set()  # threads between two jobs
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:
@@ -48,6 +49,7 @@ class _CachedThreads:
         threading.Thread(target=self._work, args=((fn, args),), name=name, daemon=True).start()
 
     def _work(self, job: Job) -> None:
+        me = threading.current_thread()
         while True:
             fn, args = job
             try:
@@ -57,17 +59,25 @@ class _CachedThreads:
             del fn, args, job
             with self._lock:
                 self._idle += 1
+                self._waiting.add(me)
             try:
                 job = self._jobs.get(timeout=self._idle_seconds)
+                with self._lock:
+                    self._waiting.discard(me)
                 continue
             except queue.Empty:
                 pass
             with self._lock:
+                self._waiting.discard(me)
                 try:
                     job = self._jobs.get_nowait()  # promised to us just as we timed out
                 except queue.Empty:
                     self._idle -= 1
                     return
+
+    def idle_threads(self) -> FrozenSet[threading.Thread]:
+        with self._lock:
+            return frozenset(self._waiting)
 
 
 _threads = _CachedThreads("piagent-worker")
@@ -79,3 +89,8 @@ if hasattr(os, "register_at_fork"):
 def run_in_thread(fn: Callable[..., Any], *args: Any) -> None:
     """Call ``fn(*args)`` on another thread now; ``fn`` must report its own outcome and errors."""
     _threads.submit(fn, *args)
+
+
+def idle_threads() -> FrozenSet[threading.Thread]:
+    """The worker threads that finished their job and wait for another (alive, but doing nothing)."""
+    return _threads.idle_threads()

@@ -73,3 +73,21 @@ def test_a_raising_job_does_not_kill_its_thread() -> None:
     done = threading.Event()
     threads.submit(lambda: (seen.append(threading.get_ident()), done.set()))
     assert done.wait(WAIT) and seen[0] == seen[1]
+
+
+def test_idle_threads_lists_a_thread_between_jobs_and_not_while_it_works() -> None:
+    threads = _CachedThreads("test")
+    worker: List[threading.Thread] = []
+    release = threading.Event()
+    started = threading.Event()
+
+    def job() -> None:
+        worker.append(threading.current_thread())
+        started.set()
+        release.wait(WAIT)
+
+    threads.submit(job)
+    assert started.wait(WAIT)
+    assert worker[0] not in threads.idle_threads()
+    release.set()
+    assert wait_until(lambda: worker[0] in threads.idle_threads())

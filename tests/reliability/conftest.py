@@ -8,6 +8,7 @@ from typing import Iterator, List, Set
 
 import pytest
 
+from piagent._threads import idle_threads
 from tests.reliability.wires import WIRES, Wire
 from tests.support.scripted_server import ScriptedServer
 
@@ -44,14 +45,16 @@ def leftover_threads(before: Set[threading.Thread], timeout: float = 5.0) -> Lis
     """Names of threads started since ``before`` still alive after a bounded join.
 
     Pool and helper threads that are just finishing get ``timeout`` seconds in total; the
-    test server's own threads are not counted.
+    test server's own threads are not counted, nor are piagent's reusable worker threads once
+    they are idle (their job is over; they wait for the next one).
     """
     deadline = time.monotonic() + timeout
     alive = []
     for thread in threads_now() - before:
         if _is_test_server_thread(thread):
             continue
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
+        while thread.is_alive() and thread not in idle_threads() and time.monotonic() < deadline:
+            thread.join(0.005)
+        if thread.is_alive() and thread not in idle_threads():
             alive.append(thread.name)
     return sorted(alive)

@@ -34,7 +34,7 @@ def wire(request: pytest.FixtureRequest) -> Wire:
 
 
 def _is_test_server_thread(thread: threading.Thread) -> bool:
-    return thread.name == "scripted-server" or "process_request_thread" in thread.name
+    return thread.name.startswith("scripted-server") or "process_request_thread" in thread.name
 
 
 def threads_now() -> Set[threading.Thread]:

@@ -68,6 +68,20 @@ def sse(*events: Any, event_names: Optional[Iterable[Optional[str]]] = None) -> 
     return frames
 
 
+class _NamedThreadsServer(ThreadingHTTPServer):
+    """Request threads named ``scripted-server-request`` (Python 3.9 calls them ``Thread-N``,
+    3.10+ adds the target's name), so thread checks can tell them from the client's."""
+
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), name="scripted-server-request"
+        )
+        thread.daemon = True
+        thread.start()
+
+
 class ScriptedServer:
     def __init__(self) -> None:
         self._replies: List[Reply] = []
@@ -103,7 +117,7 @@ class ScriptedServer:
 
             do_GET = do_POST
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _NamedThreadsServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True)

@@ -24,7 +24,7 @@ from .server import BenchServer
 class Sizes:
     """How big each scenario is; :data:`FULL` is the issue's, :data:`TINY` the smoke test's."""
 
-    repeats: int = 7
+    repeats: int = 9
     stream_deltas: int = 20_000
     args_deltas: Tuple[int, int] = (5_000, 10_000)
     turns: int = 30
@@ -238,13 +238,23 @@ def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
             times(rounds.ratio("piagent large", "floor large", cpu=True)),
         )
     )
-    growth = rounds.ratio("piagent large", "piagent small")
+    # Linearity is judged on client CPU: it is piagent's own work, free of the scheduling noise
+    # of a shared 2-core machine that moves the wall-clock growth of even the floor across 2.0.
     report.add(
         Row(
             "args",
-            f"time growth, {small:,} -> {large:,} deltas",
-            times(growth),
+            f"wall time growth, {small:,} -> {large:,} deltas",
+            times(rounds.ratio("piagent large", "piagent small")),
             times(rounds.ratio("floor large", "floor small")),
+        )
+    )
+    growth = rounds.ratio("piagent large", "piagent small", cpu=True)
+    report.add(
+        Row(
+            "args",
+            f"client CPU growth, {small:,} -> {large:,} deltas",
+            times(growth),
+            times(rounds.ratio("floor large", "floor small", cpu=True)),
             target="<= 2.00x (linear)",
             passed=growth <= 2.0,
         )
@@ -402,7 +412,7 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
     report.check("fan-out", "floor: each run got its own marker", all(outcome["floor"]), f"{sum(outcome['floor'])}/{runs}")
     report.add(Row("fan-out", f"total, {runs} runs on {threads} threads", ms(piagent_t.wall), ms(floor_t.wall), times(rounds.ratio("piagent", "floor"))))
     overhead = (piagent_t.wall - floor_t.wall) * threads / runs
-    report.add(Row("fan-out", "per-run overhead over the floor", ms(overhead)))
+    report.add(Row("fan-out", "per-run latency over the floor", ms(overhead)))
     report.add(Row("fan-out", "client CPU per run", ms(piagent_t.cpu / runs), ms(floor_t.cpu / runs), times(rounds.ratio("piagent", "floor", cpu=True))))
 
 

@@ -238,25 +238,25 @@ def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
             times(rounds.ratio("piagent large", "floor large", cpu=True)),
         )
     )
-    # Linearity is judged on client CPU: it is piagent's own work, free of the scheduling noise
-    # of a shared 2-core machine that moves the wall-clock growth of even the floor across 2.0.
+    growth = rounds.ratio("piagent large", "piagent small")
     report.add(
         Row(
             "args",
-            f"wall time growth, {small:,} -> {large:,} deltas",
-            times(rounds.ratio("piagent large", "piagent small")),
+            f"time growth, {small:,} -> {large:,} deltas",
+            times(growth),
             times(rounds.ratio("floor large", "floor small")),
+            target="<= 2.00x (linear)",
+            passed=growth <= 2.0,
         )
     )
-    growth = rounds.ratio("piagent large", "piagent small", cpu=True)
+    # The floor's own growth (beside it) shows how much the machine adds: on a shared 2-core
+    # machine even the bare loop's growth wanders across 2.00x. Client CPU is piagent's work.
     report.add(
         Row(
             "args",
             f"client CPU growth, {small:,} -> {large:,} deltas",
-            times(growth),
+            times(rounds.ratio("piagent large", "piagent small", cpu=True)),
             times(rounds.ratio("floor large", "floor small", cpu=True)),
-            target="<= 2.00x (linear)",
-            passed=growth <= 2.0,
         )
     )
     if sizes.memory:

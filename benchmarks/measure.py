@@ -44,6 +44,14 @@ class Rounds:
     def median(self, name: str) -> Timing:
         return median_timing(self.timings[name])
 
+    def best_ratio(self, name: str, other: str) -> float:
+        """``name``'s best (least disturbed) wall time divided by ``other``'s.
+
+        Load on a shared machine only ever adds time, so the minimum is the least noisy
+        estimate of a variant's own cost; used where a figure compares a variant with itself.
+        """
+        return min(t.wall for t in self.timings[name]) / min(t.wall for t in self.timings[other])
+
     def ratio(self, name: str, other: str, cpu: bool = False) -> float:
         """Median over rounds of ``name``'s time divided by ``other``'s."""
         pick = (lambda t: t.cpu) if cpu else (lambda t: t.wall)

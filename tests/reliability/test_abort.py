@@ -1,0 +1,286 @@
+"""Abort at every moment of a run, and Ctrl-C on the main thread.
+
+Whatever is running when ``abort()`` comes (the HTTP connect, the stream, a parallel tool
+batch, a hook, a listener), the run ends, the state is consistent, no thread is left behind
+and the next prompt works. Cooperative tools stop as soon as they see the signal: the run
+ends after the tools observed it, and well within a bound that cannot flake.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from piagent import Agent, AgentTool, AgentToolResult, BeforeToolCallResult
+from piagent.abort import AbortSignal
+from piagent.ai import TextContent
+from piagent.testing import faux_message, faux_tool_call
+from tests.reliability.conftest import leftover_threads, threads_now
+from tests.reliability.wires import Wire
+from tests.support.scripted_server import STALL, ScriptedServer, Wait
+
+pytestmark = pytest.mark.timeout(20)
+
+KEY = "sk-abort-0123456789abcdef"
+WAIT = 5.0  # bound of every wait; never reached when the code is right
+GENEROUS = 5.0  # bound on "the run ended promptly": the measured latency is ~1 ms
+EMPTY = {"type": "object", "properties": {}}
+
+
+def assert_settled(agent: Agent, stop_reason: str) -> None:
+    state = agent.state
+    assert state.is_streaming is False and agent.signal is None
+    assert state.pending_tool_calls == frozenset() and state.streaming_message is None
+    assert state.messages[-1].role == "assistant" and state.messages[-1].stop_reason == stop_reason
+
+
+def real_agent(server: ScriptedServer, wire: Wire, **options: Any) -> Agent:
+    return Agent(model=wire.model(server.url), get_api_key=lambda provider: KEY, max_retry_delay_ms=20, **options)
+
+
+# --------------------------------------------------------------------------- the model call
+
+
+def test_abort_while_the_server_holds_the_headers(server, wire):
+    before = threads_now()
+    agent = real_agent(server, wire)
+    reply = server.reply(wire.text("never"), before_headers=STALL)
+    future = agent.prompt("hi", wait=False)
+    assert reply.received.wait(WAIT)
+    agent.abort()
+    result = future.result(timeout=WAIT)
+    assert (result.stop_reason, result.error_message) == ("aborted", "Request was aborted")
+    assert_settled(agent, "aborted")
+    assert leftover_threads(before) == []  # the server still holds the headers
+    server.reply(wire.text("Back."))
+    assert agent.prompt("again").text == "Back."
+    assert wire.history(server.requests[-1].json) == ["user:hi", "user:again"]
+
+
+def test_abort_while_the_answer_streams_keeps_the_partial(server, wire):
+    before = threads_now()
+    agent = real_agent(server, wire)
+    gate = threading.Event()
+    server.reply(wire.head() + [Wait(gate)] + wire.tail())
+    streamed = threading.Event()
+    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    future = agent.prompt("hi", wait=False)
+    try:
+        assert streamed.wait(WAIT)
+        agent.abort()
+        result = future.result(timeout=WAIT)
+    finally:
+        gate.set()
+    assert (result.stop_reason, result.text) == ("aborted", "Hel")
+    assert_settled(agent, "aborted")
+    assert leftover_threads(before) == []
+    server.reply(wire.text("Back."))
+    assert agent.continue_().text == "Back."  # a retry of the aborted call
+    assert wire.history(server.requests[-1].json) == ["user:hi"]
+
+
+# --------------------------------------------------------------------------- tools, hooks, listeners
+
+
+def cooperative_tool(name: str, observed: Dict[str, float], started: threading.Barrier) -> AgentTool:
+    """Waits for its signal, records when it saw it, then raises as a cancelled tool should."""
+
+    def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        started.wait(WAIT)
+        if not signal.wait(WAIT):
+            return AgentToolResult([TextContent("not aborted")])
+        observed[name] = time.monotonic()
+        signal.throw_if_aborted()
+        return AgentToolResult([TextContent("unreachable")])
+
+    return AgentTool(name, "waits for abort", EMPTY, execute)
+
+
+def test_abort_during_a_parallel_tool_batch_ends_the_run_right_after_the_tools_stop(faux):
+    before = threads_now()
+    observed: Dict[str, float] = {}
+    started = threading.Barrier(4)  # three tools and the test
+    tools = [cooperative_tool(name, observed, started) for name in ("a", "b", "c")]
+    faux.set_responses([faux_message([faux_tool_call(t.name, {}) for t in tools]), faux_message("unused")])
+    agent = Agent(model=faux.get_model(), tools=tools)
+    ended: List[float] = []
+    agent.subscribe(lambda e: e.type == "agent_end" and ended.append(time.monotonic()))
+    future = agent.prompt("go", wait=False)
+    started.wait(WAIT)
+    agent.abort("stop now")
+    result = future.result(timeout=WAIT)
+
+    assert sorted(observed) == ["a", "b", "c"]
+    latency = ended[0] - max(observed.values())
+    assert 0 <= latency < GENEROUS  # ended after every tool saw the signal (measured: ~0.5 ms)
+    assert result.stop_reason == "aborted"
+    results = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert [(m.tool_name, m.is_error, m.content[0].text) for m in results] == [
+        ("a", True, "stop now"), ("b", True, "stop now"), ("c", True, "stop now")]
+    assert_settled(agent, "aborted")
+    assert leftover_threads(before) == []
+    faux.set_responses([faux_message("next")])
+    assert agent.prompt("again").text == "next"
+
+
+def test_abort_during_a_before_tool_call_hook(faux):
+    in_hook = threading.Event()
+    ran: List[str] = []
+
+    def hook(context: Any, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
+        in_hook.set()
+        signal.wait(WAIT)
+        return None
+
+    tool = AgentTool("t", "", EMPTY, lambda *a: ran.append("t") or AgentToolResult([TextContent("ran")]))
+    faux.set_responses([faux_message([faux_tool_call("t", {})]), faux_message("unused")])
+    agent = Agent(model=faux.get_model(), tools=[tool], before_tool_call=hook)
+    future = agent.prompt("go", wait=False)
+    assert in_hook.wait(WAIT)
+    agent.abort()
+    result = future.result(timeout=WAIT)
+    assert ran == []  # aborted in preflight: the tool never runs
+    tool_result = [m for m in agent.state.messages if m.role == "toolResult"][0]
+    assert (tool_result.is_error, tool_result.content[0].text) == (True, "Operation aborted")
+    assert result.stop_reason == "aborted"
+    assert_settled(agent, "aborted")
+    faux.set_responses([faux_message("next")])
+    assert agent.prompt("again").text == "next"
+
+
+def test_abort_during_a_transform_context_hook(faux):
+    in_hook = threading.Event()
+
+    def transform(messages: List[Any], signal: AbortSignal) -> List[Any]:
+        in_hook.set()
+        signal.wait(WAIT)
+        return messages
+
+    faux.set_responses([faux_message("unused")])
+    agent = Agent(model=faux.get_model(), transform_context=transform)
+    future = agent.prompt("go", wait=False)
+    assert in_hook.wait(WAIT)
+    agent.abort()
+    assert future.result(timeout=WAIT).stop_reason == "aborted"
+    assert_settled(agent, "aborted")
+    agent.transform_context = None
+    faux.set_responses([faux_message("next")])
+    assert agent.prompt("again").text == "next"
+
+
+def test_abort_during_a_listener(faux):
+    in_listener = threading.Event()
+
+    def listener(event: Any, signal: AbortSignal) -> None:
+        if event.type == "message_end" and event.message.role == "assistant" and event.message.stop_reason == "toolUse":
+            in_listener.set()
+            signal.wait(WAIT)
+
+    ran: List[str] = []
+    tool = AgentTool("t", "", EMPTY, lambda *a: ran.append("t") or AgentToolResult([TextContent("ran")]))
+    faux.set_responses([faux_message([faux_tool_call("t", {})]), faux_message("unused")])
+    agent = Agent(model=faux.get_model(), tools=[tool])
+    unsubscribe = agent.subscribe(listener)
+    future = agent.prompt("go", wait=False)
+    assert in_listener.wait(WAIT)
+    agent.abort()
+    result = future.result(timeout=WAIT)
+    assert ran == [] and result.stop_reason == "aborted"
+    assert_settled(agent, "aborted")
+    unsubscribe()
+    faux.set_responses([faux_message("next")])
+    assert agent.prompt("again").text == "next"
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def interrupt_main_when(event: threading.Event) -> threading.Thread:
+    """SIGINT aimed at the main thread once ``event`` is set, as a terminal's Ctrl-C arrives."""
+    main = threading.main_thread().ident
+    assert main is not None
+    thread = threading.Thread(target=lambda: event.wait(WAIT) and signals.pthread_kill(main, signals.SIGINT))
+    thread.start()
+    return thread
+
+
+needs_main_thread = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread() or not hasattr(signals, "pthread_kill"),
+    reason="needs the main thread and signal.pthread_kill",
+)
+
+
+def prompt_interrupted(agent: Agent, text: str) -> bool:
+    try:
+        agent.prompt(text)
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+@needs_main_thread
+def test_ctrl_c_while_the_answer_streams_leaves_the_agent_usable(server, wire):
+    before = threads_now()
+    agent = real_agent(server, wire)
+    gate, streamed = threading.Event(), threading.Event()
+    server.reply(wire.head() + [Wait(gate)] + wire.tail())
+    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    interrupter = interrupt_main_when(streamed)
+    try:
+        assert prompt_interrupted(agent, "hi")
+    finally:
+        interrupter.join(WAIT)
+        gate.set()
+    assert agent.state.is_streaming is False and agent.signal is None and agent.state.streaming_message is None
+    assert [m.role for m in agent.state.messages] == ["user"]  # the cut answer never reached message_end
+    assert leftover_threads(before) == []
+    server.reply(wire.text("Back."))
+    assert agent.continue_().text == "Back."
+    assert wire.history(server.requests[-1].json) == ["user:hi"]
+
+
+@needs_main_thread
+def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
+    before = threads_now()
+    agent = real_agent(server, wire)
+    reply = server.reply(wire.text("never"), before_headers=STALL)
+    interrupter = interrupt_main_when(reply.received)
+    try:
+        assert prompt_interrupted(agent, "hi")
+    finally:
+        interrupter.join(WAIT)
+    assert agent.state.is_streaming is False and agent.signal is None
+    assert leftover_threads(before) == []  # the request's helper thread ended although the server still holds
+    server.reply(wire.text("Back."))
+    assert agent.prompt("again").text == "Back."
+
+
+@needs_main_thread
+def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request_repairs(server, wire):
+    before = threads_now()
+    started = threading.Event()
+    stopped: List[bool] = []
+
+    def slow(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        started.set()
+        stopped.append(signal.wait(WAIT))
+        return AgentToolResult([TextContent("late")])
+
+    agent = real_agent(server, wire, tools=[AgentTool("echo", "", EMPTY, slow)])
+    server.reply(wire.tool_call("call_1", "echo", {}))
+    interrupter = interrupt_main_when(started)
+    try:
+        assert prompt_interrupted(agent, "hi")
+    finally:
+        interrupter.join(WAIT)
+    assert agent.state.is_streaming is False and agent.state.pending_tool_calls == frozenset()
+    assert [m.role for m in agent.state.messages] == ["user", "assistant"]  # the call has no result
+    assert leftover_threads(before) == [] and stopped == [True]  # the tool saw the abort and ended
+    server.reply(wire.text("Back."))
+    assert agent.prompt("again").text == "Back."
+    # spec §2.5: the dangling call gets a synthetic error result in the request
+    assert wire.history(server.requests[-1].json) == ["user:hi", "call:echo", "result:No result provided", "user:again"]

@@ -114,17 +114,38 @@ UserContent = Union[TextContent, ImageContent]
 
 
 def content_from_dict(d: Mapping[str, Any]) -> Any:
-    """Read one content block from its camelCase dict form."""
+    """Read one content block from its camelCase dict form.
+
+    Raises ``TypeError`` for a non-dict and ``ValueError`` naming what is wrong otherwise.
+    """
+    _check_mapping(d, "a content block")
     kind = d.get("type")
     if kind == "text":
         return TextContent(d.get("text", ""), d.get("textSignature"))
     if kind == "thinking":
         return ThinkingContent(d.get("thinking", ""), d.get("thinkingSignature"), bool(d.get("redacted", False)))
     if kind == "image":
-        return ImageContent(d["data"], d["mimeType"])
+        return ImageContent(_required(d, "data", "an image block"), _required(d, "mimeType", "an image block"))
     if kind == "toolCall":
-        return ToolCall(d["id"], d["name"], dict(d.get("arguments") or {}), d.get("thoughtSignature"))
+        arguments = d.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise ValueError(f"a toolCall block's 'arguments' must be an object, got {type(arguments).__name__}")
+        return ToolCall(
+            _required(d, "id", "a toolCall block"), _required(d, "name", "a toolCall block"),
+            dict(arguments), d.get("thoughtSignature"),
+        )
     raise ValueError(f"Unknown content block type: {kind!r}")
+
+
+def _check_mapping(d: Any, what: str) -> None:
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{what} must be a dict (its to_dict() form), got {type(d).__name__}")
+
+
+def _required(d: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in d:
+        raise ValueError(f"{what} needs {key!r}; got keys {sorted(d)}")
+    return d[key]
 
 
 def _content_to_dict(content: Any) -> Any:
@@ -136,6 +157,8 @@ def _content_to_dict(content: Any) -> Any:
 def _content_list_from(value: Any) -> Any:
     if isinstance(value, str):
         return value
+    if value is not None and not isinstance(value, (list, tuple)):
+        raise ValueError(f"'content' must be a string or a list of blocks, got {type(value).__name__}")
     return [content_from_dict(block) for block in value or []]
 
 
@@ -335,11 +358,16 @@ Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
 def message_from_dict(d: Mapping[str, Any]) -> Message:
     """Read a message from pi's camelCase dict form (the inverse of ``to_dict()``).
 
-    Raises ``ValueError`` for an unknown role: application messages are the caller's to read.
+    Raises ``ValueError`` for an unknown role (application messages are the caller's to read)
+    or a field that is missing or malformed, ``TypeError`` for something that is not a dict.
     """
+    _check_mapping(d, "a message")
     role = d.get("role")
     ts = d.get("timestamp")
-    stamp: Dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
+    try:
+        stamp: Dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
+    except (TypeError, ValueError):
+        raise ValueError(f"a message's 'timestamp' must be an integer (epoch milliseconds), got {ts!r}") from None
     if role == "user":
         return UserMessage(_content_list_from(d.get("content", "")), **stamp)
     if role == "assistant":
@@ -356,7 +384,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
         )
     if role == "toolResult":
         return ToolResultMessage(
-            tool_call_id=d["toolCallId"],
+            tool_call_id=_required(d, "toolCallId", "a toolResult message"),
             tool_name=d.get("toolName", ""),
             content=_content_list_from(d.get("content") or []),
             details=d.get("details"),

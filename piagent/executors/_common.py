@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..abort import AbortController, AbortSignal
-from ..ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from ..ai.validation import validate_tool_arguments
 from ..events import (
     MessageEndEvent,
@@ -29,11 +29,13 @@ from ..events import (
 )
 from ..types import (
     AfterToolCallContext,
+    AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
+    BeforeToolCallResult,
 )
 
 logger = logging.getLogger("piagent")
@@ -123,6 +125,9 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
         hook = batch.config.before_tool_call
         if hook is not None:
             decision = hook(BeforeToolCallContext(batch.message, call, args, batch.context), batch.signal)
+            if decision is not None and not isinstance(decision, BeforeToolCallResult):
+                message = f"before_tool_call returned {type(decision).__name__}, expected BeforeToolCallResult or None"
+                return Outcome(call, error_result(message), True)
             if batch.signal.aborted:
                 return Outcome(call, error_result("Operation aborted"), True)
             if decision is not None and decision.block:
@@ -147,7 +152,13 @@ def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_err
             )
         except Exception as exc:
             return Outcome(job.call, error_result(exception_message(exc)), True)
+        if override is not None and not isinstance(override, AfterToolCallResult):
+            message = f"after_tool_call returned {type(override).__name__}, expected AfterToolCallResult or None"
+            return Outcome(job.call, error_result(message), True)
         if override is not None:
+            problem = None if override.content is None else content_problem(override.content)
+            if problem is not None:
+                return Outcome(job.call, error_result(f"after_tool_call returned invalid content: {problem}"), True)
             changes = {
                 name: getattr(override, name)
                 for name in ("content", "details", "terminate")
@@ -259,7 +270,35 @@ def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> Tupl
         return error_result(message), True
     if result.content is None:
         result = dataclasses.replace(result, content=[])
+    problem = content_problem(result.content)
+    if problem is not None:
+        return error_result(f"Tool {job.call.name} returned invalid content: {problem}"), True
     return result, False
+
+
+def content_problem(content: Any) -> Optional[str]:
+    """What is wrong with a tool result's ``content`` (None if it is a list of text/image blocks).
+
+    Checked before the result enters the transcript: a malformed block there would break
+    every later request, not just this one.
+    """
+    if not isinstance(content, list):
+        return f"expected a list of TextContent/ImageContent blocks, got {type(content).__name__}"
+    for block in content:
+        if isinstance(block, TextContent) and isinstance(block.text, str):
+            continue
+        if isinstance(block, ImageContent) and isinstance(block.data, str) and isinstance(block.mime_type, str):
+            continue
+        return f"expected TextContent/ImageContent blocks, got {_describe(block)}"
+    return None
+
+
+def _describe(block: Any) -> str:
+    if isinstance(block, TextContent):
+        return f"TextContent with text of type {type(block.text).__name__}"
+    if isinstance(block, ImageContent):
+        return "ImageContent whose data or mime_type is not a str"
+    return type(block).__name__
 
 
 def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:

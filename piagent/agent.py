@@ -41,7 +41,16 @@ from .loop import is_failed_assistant, run_agent_loop, run_agent_loop_continue
 from .queues import QUEUE_MODES, MessageQueue, to_message
 from .result import RunResult
 from .state import AgentState, check_messages
-from .types import AgentContext, AgentLoopConfig, AgentMessage, AgentTool, TurnContext, TurnUpdate, keep_llm_messages
+from .types import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    AgentTool,
+    TurnContext,
+    TurnUpdate,
+    keep_llm_messages,
+)
 
 __all__ = ["Agent", "AgentState", "RunResult", "get_default_stream_fn", "set_default_stream_fn"]
 
@@ -163,6 +172,7 @@ class Agent:
     max_workers = opt.Option(opt.positive_int_or_none)
     max_turns = opt.Option(opt.positive_int_or_none)
     tool_timeout = opt.Option(opt.positive_number_or_none)
+    max_tool_result_chars = opt.Option(opt.positive_int_or_none)
     session_id = opt.Option(opt.str_or_none)
     thinking_budgets = opt.Option(opt.budgets_or_none)
     transport = opt.Option(opt.choice(*opt.TRANSPORTS))
@@ -192,6 +202,7 @@ class Agent:
         max_workers: Optional[int] = None,
         max_turns: Optional[int] = None,
         tool_timeout: Optional[float] = None,
+        max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS,
         session_id: Optional[str] = None,
         thinking_budgets: Optional[dict] = None,
         transport: str = "auto",
@@ -216,6 +227,7 @@ class Agent:
         self.max_workers = max_workers
         self.max_turns = max_turns
         self.tool_timeout = tool_timeout
+        self.max_tool_result_chars = max_tool_result_chars
         self.session_id = session_id
         self.thinking_budgets = thinking_budgets
         self.transport = transport
@@ -378,6 +390,7 @@ class Agent:
             max_workers=self.max_workers,
             tool_timeout=self.tool_timeout,
             tool_choice=self.tool_choice,
+            max_tool_result_chars=self.max_tool_result_chars,
         )
 
     def _prepare_next_turn_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]]:

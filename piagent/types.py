@@ -154,6 +154,10 @@ def keep_llm_messages(messages: Sequence[AgentMessage]) -> List[AgentMessage]:
     return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
 
 
+DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
+"""About 25,000 tokens: a huge tool output is cut rather than overflow the model's context."""
+
+
 @dataclass
 class AgentLoopConfig(StreamOptions):
     """Everything the loop needs besides the context: the model call options plus hooks.
@@ -173,6 +177,9 @@ class AgentLoopConfig(StreamOptions):
     ``tool_execution`` is "parallel" (default) or "sequential"; parallel batches run on
     ``executor`` if given, else on a thread pool of at most ``max_workers`` threads (default:
     one per call). ``tool_timeout`` is the default per-call timeout in seconds.
+    ``max_tool_result_chars`` bounds the text of each tool result (outputs and error messages)
+    that enters the transcript and the model's context: longer text keeps its beginning and
+    ends with a note saying how much was cut. None means no bound.
     """
 
     model: Optional[Model] = None
@@ -189,3 +196,4 @@ class AgentLoopConfig(StreamOptions):
     executor: Any = None
     max_workers: Optional[int] = None
     tool_timeout: Optional[float] = None
+    max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS

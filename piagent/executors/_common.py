@@ -107,7 +107,37 @@ def emit_start(batch: BatchContext, call: ToolCall) -> None:
 
 
 def emit_end(batch: BatchContext, outcome: Outcome) -> None:
+    """Fix the outcome's result (its text bounded, see :func:`bounded`) and emit ``tool_execution_end``.
+
+    Every outcome passes here once, before its result message is made.
+    """
+    outcome.result = bounded(outcome.result, batch.config.max_tool_result_chars)
     batch.emit(ToolExecutionEndEvent(outcome.call.id, outcome.call.name, outcome.result, outcome.is_error))
+
+
+def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
+    """``result`` with at most ``limit`` characters of text (the first ones), and a note saying
+    what was cut; the same object when it fits. Images and ``details`` are kept as they are."""
+    content = result.content or []
+    total = sum(len(block.text) for block in content if isinstance(block, TextContent))
+    if limit is None or total <= limit:
+        return result
+    budget = limit
+    kept: List[Any] = []
+    for block in content:
+        if not isinstance(block, TextContent):
+            kept.append(block)
+        elif budget > 0:
+            kept.append(TextContent(block.text[:budget], block.text_signature))
+            budget -= min(budget, len(block.text))
+    note = f"\n\n[Output truncated: {total - limit:,} of {total:,} characters omitted (max_tool_result_chars={limit:,})]"
+    texts = [index for index, block in enumerate(kept) if isinstance(block, TextContent)]
+    if texts:
+        last = kept[texts[-1]]
+        kept[texts[-1]] = TextContent(last.text + note, last.text_signature)
+    else:
+        kept.append(TextContent(note.lstrip()))
+    return dataclasses.replace(result, content=kept)
 
 
 def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, Prepared]:

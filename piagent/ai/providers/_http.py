@@ -73,10 +73,16 @@ class HttpStatusError(Exception):
 
 
 def redact(text: str, secrets: Iterable[Optional[str]]) -> str:
-    """``text`` with every secret (of 4+ characters) replaced by ``[REDACTED]``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, "[REDACTED]")
+    """``text`` with every secret (of 4+ characters) replaced by ``[REDACTED]``.
+
+    A secret is also found without its surrounding whitespace: a key read from a file with
+    its newline shows up in error texts as ``'sk-...\\n'``. Longer secrets go first, so that
+    ``Bearer <key>`` and ``<key>`` both disappear.
+    """
+    forms = {form for secret in secrets if secret for form in (secret, secret.strip()) if len(form) >= 4}
+    for form in sorted(forms, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, "[REDACTED]")
     return text
 
 

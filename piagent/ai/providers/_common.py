@@ -63,11 +63,14 @@ class ProviderStreamError(Exception):
 def resolve_api_key(model: Model, options: StreamOptions) -> str:
     """``options.api_key``, else the provider's environment variable, else "" for local servers.
 
-    Raises :class:`MissingApiKeyError` naming the variable to set when a key is needed.
+    Surrounding whitespace is dropped (a key read from a file keeps its newline, which no
+    header may carry). Raises :class:`MissingApiKeyError` naming the variable to set when a
+    key is needed.
     """
-    if options.api_key:
-        return options.api_key
-    key = get_env_api_key(model.provider)
+    key = (options.api_key or "").strip()
+    if key:
+        return key
+    key = (get_env_api_key(model.provider) or "").strip()
     if key:
         return key
     if not needs_api_key(model.provider) or _is_local(model.base_url):

@@ -14,6 +14,11 @@ short-lived thread so the caller can stop waiting, and the connection it uses is
 that thread ends too), between retries, and while the body streams (the socket is shut down,
 so a blocked read returns at once). Secrets given to :func:`open_stream` are scrubbed from
 every error message.
+
+Ctrl-C: on the main thread nothing here blocks in a socket call. A SIGINT that lands just
+before a blocking call starts is only seen when the call returns, which for a stalled server
+means the read timeout; so there the body is read by a worker thread and the main thread
+waits in short slices, and a ``KeyboardInterrupt`` shuts the response and ends that read.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import queue
 import random
 import socket
 import threading
@@ -51,6 +57,7 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
 RELEASE_LIMIT = 65_536
+MAIN_THREAD_WAIT_SLICE = 0.1  # seconds: how late the main thread may notice a Ctrl-C
 
 _session_lock = threading.Lock()
 _shared_session: Optional[requests.Session] = None
@@ -315,6 +322,97 @@ def _shut(response: requests.Response) -> None:
         pass
 
 
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _wait(event: threading.Event) -> None:
+    """``event.wait()``, in slices on the main thread so that Ctrl-C is always seen."""
+    if _on_main_thread():
+        while not event.wait(MAIN_THREAD_WAIT_SLICE):
+            pass
+    else:
+        event.wait()
+
+
+_END = object()
+
+
+class _HelperReader:
+    """Iterates ``chunks`` on a worker thread; the caller (the main thread) waits in slices.
+
+    If the caller stops early (``KeyboardInterrupt``, or :meth:`close`), the response is shut
+    so that the worker's read returns and the worker is free again.
+    """
+
+    def __init__(self, chunks: Iterator[bytes], response: requests.Response) -> None:
+        self._chunks = chunks
+        self._response = response
+        self._inbox: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._started = False
+        self._finished = False
+
+    def _pump(self) -> None:
+        try:
+            for chunk in self._chunks:
+                self._inbox.put(chunk)
+        except BaseException as exc:  # handed to the reader, never lost
+            self._inbox.put(exc)
+        self._inbox.put(_END)
+
+    def __iter__(self) -> "_HelperReader":
+        return self
+
+    def __next__(self) -> bytes:
+        return self.next_before(None)
+
+    def next_before(self, deadline: Optional[float]) -> bytes:
+        """The next chunk; ``StopIteration`` at the end, ``TimeoutError`` once ``deadline`` passed."""
+        if self._finished:
+            raise StopIteration
+        try:
+            if not self._started:
+                self._started = True
+                run_in_thread(self._pump)
+            while True:
+                wait = MAIN_THREAD_WAIT_SLICE
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                try:
+                    item = self._inbox.get(timeout=wait)
+                except queue.Empty:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError("no data before the deadline") from None
+                    continue
+                if item is _END:
+                    self._finished = True
+                    raise StopIteration
+                if isinstance(item, BaseException):
+                    self._finished = True
+                    raise item
+                return item  # type: ignore[no-any-return]
+        except (StopIteration, TimeoutError, Exception):
+            raise
+        except BaseException:  # KeyboardInterrupt: nobody will read on
+            self.close()
+            raise
+
+    def drain(self, timeout: float, limit: int) -> None:
+        """Read what is left of the body for at most ``timeout`` seconds or ``limit`` bytes."""
+        deadline = time.monotonic() + timeout
+        received = 0
+        try:
+            while received <= limit:
+                received += len(self.next_before(deadline))
+        except (StopIteration, TimeoutError, Exception):
+            return
+
+    def close(self) -> None:
+        if self._started and not self._finished:
+            self._finished = True
+            _shut(self._response)
+
+
 class HttpStream:
     """A 2xx streaming response. Iterate :meth:`sse` or :meth:`chunks`; :meth:`close` always."""
 
@@ -325,7 +423,10 @@ class HttpStream:
         self._remove_listener: Callable[[], None] = (
             signal.add_listener(lambda: _shut(response)) if signal is not None else (lambda: None)
         )
-        self._chunks: Iterator[bytes] = response.iter_content(chunk_size=None)
+        chunks = response.iter_content(chunk_size=None)
+        # on the main thread (the one that reads the body), a worker reads it (module docstring)
+        self._reader: Optional[_HelperReader] = _HelperReader(chunks, response) if _on_main_thread() else None
+        self._chunks: Iterator[bytes] = self._reader if self._reader is not None else chunks
 
     def chunks(self) -> Iterator[bytes]:
         """The body's chunks as they arrive (one iterator: each call continues where the last stopped)."""
@@ -341,6 +442,9 @@ class HttpStream:
 
         Gives up after ``timeout`` seconds or ``limit`` bytes; the connection is then closed.
         """
+        if self._reader is not None:
+            self._reader.drain(timeout, limit)
+            return
         sock = _socket_of(self.response)
         if sock is None:
             return
@@ -363,6 +467,8 @@ class HttpStream:
 
     def close(self) -> None:
         self._remove_listener()
+        if self._reader is not None:
+            self._reader.close()  # a read still in progress holds the response: shut it first
         self.response.close()
 
     def __enter__(self) -> "HttpStream":
@@ -375,12 +481,14 @@ class HttpStream:
 def _send(
     url: str, headers: Dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal]
 ) -> requests.Response:
-    """POST on a worker thread so that an abort stops the wait for the connection and headers."""
-    if signal is None:
+    """POST, on a worker thread when an abort (or, on the main thread, a Ctrl-C) may have to
+    stop the wait for the connection and the headers; the request is then ended too."""
+    if signal is None and not _on_main_thread():
         return _session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
     box: List[Any] = []
     done = threading.Event()
     tracker = _Tracker()
+    abandoned = threading.Event()
 
     def send() -> None:
         _sending.tracker = tracker
@@ -391,23 +499,24 @@ def _send(
         finally:
             _sending.tracker = None
         done.set()
-        if signal.aborted and box and isinstance(box[0], requests.Response):
+        if abandoned.is_set() and isinstance(box[0], requests.Response):
             box[0].close()  # nobody will read it
 
-    def on_abort() -> None:
+    def abandon() -> None:
+        abandoned.set()
         done.set()
         tracker.cancel()
 
-    run_in_thread(send)
-    remove = signal.add_listener(on_abort)
+    remove = signal.add_listener(abandon) if signal is not None else (lambda: None)
     try:
-        done.wait()
+        run_in_thread(send)  # inside the try: a Ctrl-C can land while a new thread starts
+        _wait(done)
     except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
-        tracker.cancel()
+        abandon()
         raise
     finally:
         remove()
-    if signal.aborted:
+    if abandoned.is_set():
         if box and isinstance(box[0], requests.Response):
             box[0].close()
         raise AbortedRequest()
@@ -415,6 +524,21 @@ def _send(
     if isinstance(result, BaseException):
         raise result
     return result  # type: ignore[no-any-return]
+
+
+def _pause(seconds: float, signal: Optional[AbortSignal]) -> bool:
+    """Sleep before a retry; True if aborted meanwhile. Sliced on the main thread (Ctrl-C)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return bool(signal is not None and signal.aborted)
+        step = min(left, MAIN_THREAD_WAIT_SLICE) if _on_main_thread() else left
+        if signal is not None:
+            if signal.wait(step):
+                return True
+        else:
+            time.sleep(step)
 
 
 def open_stream(
@@ -474,8 +598,5 @@ def open_stream(
                 "retrying %s after HTTP %d in %.2fs (attempt %d)", model.provider, response.status_code, delay, attempt + 1
             )
         attempt += 1
-        if signal is not None:
-            if signal.wait(delay):
-                raise AbortedRequest()
-        else:
-            time.sleep(delay)
+        if _pause(delay, signal):
+            raise AbortedRequest()

@@ -223,15 +223,19 @@ def prompt_interrupted(agent: Agent, text: str) -> bool:
 
 
 @needs_main_thread
-def test_ctrl_c_while_the_answer_streams_leaves_the_agent_usable(server, wire):
+@pytest.mark.parametrize("attempt", range(3))  # the race it guards against showed in 1 run of 3
+def test_ctrl_c_while_the_answer_streams_leaves_the_agent_usable(server, wire, attempt):
     before = threads_now()
     agent = real_agent(server, wire)
     gate, streamed = threading.Event(), threading.Event()
-    server.reply(wire.head() + [Wait(gate)] + wire.tail())
+    server.reply(wire.head() + [Wait(gate, timeout=2 * GENEROUS)] + wire.tail())
     agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
     interrupter = interrupt_main_when(streamed)
+    started = time.monotonic()
     try:
         assert prompt_interrupted(agent, "hi")
+        # seen at once, not when the server sends again (measured: ~1 ms)
+        assert time.monotonic() - started < GENEROUS
     finally:
         interrupter.join(WAIT)
         gate.set()
@@ -249,8 +253,10 @@ def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
     agent = real_agent(server, wire)
     reply = server.reply(wire.text("never"), before_headers=STALL)
     interrupter = interrupt_main_when(reply.received)
+    started = time.monotonic()
     try:
         assert prompt_interrupted(agent, "hi")
+        assert time.monotonic() - started < GENEROUS  # the server holds for 30 s
     finally:
         interrupter.join(WAIT)
     assert agent.state.is_streaming is False and agent.signal is None

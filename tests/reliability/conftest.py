@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator, List, Set
+from dataclasses import dataclass
+from typing import FrozenSet, Iterator, List
 
 import pytest
 
@@ -37,12 +38,19 @@ def _is_test_server_thread(thread: threading.Thread) -> bool:
     return thread.name.startswith("scripted-server") or "process_request_thread" in thread.name
 
 
-def threads_now() -> Set[threading.Thread]:
-    return set(threading.enumerate())
+@dataclass(frozen=True)
+class ThreadSnapshot:
+    threads: FrozenSet[threading.Thread]
+    idle_workers: FrozenSet[threading.Thread]
 
 
-def leftover_threads(before: Set[threading.Thread], timeout: float = 5.0) -> List[str]:
-    """Names of threads started since ``before`` still alive after a bounded join.
+def threads_now() -> ThreadSnapshot:
+    return ThreadSnapshot(frozenset(threading.enumerate()), idle_threads())
+
+
+def leftover_threads(before: ThreadSnapshot, timeout: float = 5.0) -> List[str]:
+    """Names of threads still busy after a bounded wait: those started since ``before``, and
+    piagent's reusable workers that were idle then (a test's job may have run on one).
 
     Pool and helper threads that are just finishing get ``timeout`` seconds in total; the
     test server's own threads are not counted, nor are piagent's reusable worker threads once
@@ -50,7 +58,7 @@ def leftover_threads(before: Set[threading.Thread], timeout: float = 5.0) -> Lis
     """
     deadline = time.monotonic() + timeout
     alive = []
-    for thread in threads_now() - before:
+    for thread in (set(threading.enumerate()) - before.threads) | before.idle_workers:
         if _is_test_server_thread(thread):
             continue
         while thread.is_alive() and thread not in idle_threads() and time.monotonic() < deadline:

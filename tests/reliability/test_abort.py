@@ -268,12 +268,13 @@ def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
 @needs_main_thread
 def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request_repairs(server, wire):
     before = threads_now()
-    started = threading.Event()
+    started, finished = threading.Event(), threading.Event()
     stopped: List[bool] = []
 
     def slow(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
         started.set()
         stopped.append(signal.wait(WAIT))
+        finished.set()
         return AgentToolResult([TextContent("late")])
 
     agent = real_agent(server, wire, tools=[AgentTool("echo", "", EMPTY, slow)])
@@ -285,7 +286,8 @@ def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request
         interrupter.join(WAIT)
     assert agent.state.is_streaming is False and agent.state.pending_tool_calls == frozenset()
     assert [m.role for m in agent.state.messages] == ["user", "assistant"]  # the call has no result
-    assert leftover_threads(before) == [] and stopped == [True]  # the tool saw the abort and ended
+    assert leftover_threads(before) == []
+    assert finished.wait(WAIT) and stopped == [True]  # the tool saw the abort and ended
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
     # spec §2.5: the dangling call gets a synthetic error result in the request

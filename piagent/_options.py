@@ -21,6 +21,8 @@ __all__ = [
     "positive_number_or_none",
     "budgets_or_none",
     "non_negative_int_or_none",
+    "non_negative_number_or_none",
+    "optional_choice",
     "str_or_none",
     "tool_choice_or_none",
 ]
@@ -29,6 +31,7 @@ Check = Callable[[str, Any], Any]
 
 TOOL_EXECUTION_MODES = ("parallel", "sequential")
 TRANSPORTS = ("auto", "sse", "websocket", "websocket-cached")
+CACHE_RETENTIONS = ("none", "short", "long")
 
 
 class Option:
@@ -87,6 +90,18 @@ def positive_number_or_none(name: str, value: Any) -> Any:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
         raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
     return value
+
+
+def non_negative_number_or_none(name: str, value: Any) -> Any:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise ValueError(f"{name} must be a non-negative number or None, got {value!r}")
+    return value
+
+
+def optional_choice(*allowed: str) -> Check:
+    """None or one of ``allowed``."""
+    required = choice(*allowed)
+    return lambda name, value: value if value is None else required(name, value)
 
 
 def str_or_none(name: str, value: Any) -> Any:

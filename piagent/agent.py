@@ -143,6 +143,12 @@ class Agent:
     Every option is keyword-only and also a public attribute (validated on assignment). See the
     module docstring for the thread contract and design.md §3 for each option.
 
+    Model-call options that pi's Agent leaves out and Python users expect (None: the
+    provider's default): ``temperature``, ``max_tokens``, ``timeout_ms`` (the HTTP read
+    timeout), ``max_retries`` (429/5xx/connection retries) and ``cache_retention``
+    ("none", "short" or "long" prompt caching). Keys still come only from ``get_api_key`` or
+    the environment.
+
     ``tool_choice`` (a piagent addition): None (the provider's default), "auto", "none",
     "required" or ``{"name": tool}``, sent with every model call of a run; ``prepare_next_turn``
     can change it from the next turn on with ``TurnUpdate(tool_choice=...)``.
@@ -178,6 +184,11 @@ class Agent:
     transport = opt.Option(opt.choice(*opt.TRANSPORTS))
     max_retry_delay_ms = opt.Option(opt.non_negative_int_or_none)
     tool_choice = opt.Option(opt.tool_choice_or_none)
+    temperature = opt.Option(opt.non_negative_number_or_none)
+    max_tokens = opt.Option(opt.positive_int_or_none)
+    timeout_ms = opt.Option(opt.positive_int_or_none)
+    max_retries = opt.Option(opt.non_negative_int_or_none)
+    cache_retention = opt.Option(opt.optional_choice(*opt.CACHE_RETENTIONS))
 
     def __init__(
         self,
@@ -210,6 +221,11 @@ class Agent:
         on_payload: Optional[Callable[..., Any]] = None,
         on_response: Optional[Callable[..., Any]] = None,
         tool_choice: Any = None,
+        temperature: Optional[float] = None,
+        max_tokens: Optional[int] = None,
+        timeout_ms: Optional[int] = None,
+        max_retries: Optional[int] = None,
+        cache_retention: Optional[str] = None,
     ) -> None:
         self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
         self.convert_to_llm = convert_to_llm
@@ -235,6 +251,11 @@ class Agent:
         self.on_payload = on_payload
         self.on_response = on_response
         self.tool_choice = tool_choice
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout_ms = timeout_ms
+        self.max_retries = max_retries
+        self.cache_retention = cache_retention
         self._steering_queue = MessageQueue()
         self._follow_up_queue = MessageQueue()
         self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
@@ -376,6 +397,11 @@ class Agent:
             transport=self.transport,
             thinking_budgets=dict(self.thinking_budgets) if self.thinking_budgets else None,
             max_retry_delay_ms=self.max_retry_delay_ms,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            timeout_ms=self.timeout_ms,
+            max_retries=self.max_retries,
+            cache_retention=self.cache_retention,
             convert_to_llm=self.convert_to_llm or keep_llm_messages,
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,

@@ -151,6 +151,11 @@ def test_a13_abort_when_idle_is_a_no_op() -> None:
         ("tool_choice", {"name": ""}, ValueError),
         ("tool_choice", {"type": "function", "function": {"name": "echo"}}, ValueError),
         ("thinking_budgets", {"low": "many"}, ValueError),
+        ("temperature", -0.5, ValueError),
+        ("max_tokens", 0, ValueError),
+        ("timeout_ms", 0, ValueError),
+        ("max_retries", -1, ValueError),
+        ("cache_retention", "forever", ValueError),
         ("before_tool_call", "not callable", TypeError),
         ("stream_fn", 42, TypeError),
         ("executor", object(), TypeError),
@@ -616,6 +621,25 @@ def test_a21_session_id_is_forwarded_and_read_at_each_run(faux) -> None:
     agent.session_id = "session-def"
     agent.prompt("again")
     assert [r.options.session_id for r in faux.state.requests] == ["session-abc", "session-def"]
+
+
+def test_model_call_options_reach_the_stream_function_and_are_read_at_each_run(faux) -> None:
+    faux.set_responses([faux_message("one"), faux_message("two")])
+    agent = Agent(
+        model=faux.get_model(), temperature=0.2, max_tokens=64, timeout_ms=5000, max_retries=0, cache_retention="none"
+    )
+    agent.prompt("hi")
+    agent.temperature, agent.max_retries = None, 5
+    agent.prompt("again")
+    first, second = (r.options for r in faux.state.requests)
+    assert (first.temperature, first.max_tokens, first.timeout_ms, first.max_retries, first.cache_retention) == (
+        0.2,
+        64,
+        5000,
+        0,
+        "none",
+    )
+    assert (second.temperature, second.max_retries) == (None, 5)
 
 
 def test_a22_the_process_wide_default_stream_function_is_used(faux) -> None:

@@ -586,6 +586,8 @@ def test_a_tool_returning_something_else_than_a_tool_result_is_a_clear_error(mod
     assert batch.stream_fn.calls == 2  # the run goes on
 
 
+# the SystemExit goes on up its worker thread after being reported, as it should
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 @pytest.mark.parametrize("timeout", [None, WAIT])
 def test_a_pool_tool_raising_a_base_exception_is_an_error_not_a_hang(timeout: Any) -> None:
     def leave(*args: Any) -> AgentToolResult:
@@ -596,6 +598,7 @@ def test_a_pool_tool_raising_a_base_exception_is_an_error_not_a_hang(timeout: An
     assert batch.stream_fn.calls == 2
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_base_exception_from_a_tool_on_the_run_thread_propagates() -> None:
     def interrupted(*args: Any) -> AgentToolResult:
         raise KeyboardInterrupt

@@ -316,6 +316,23 @@ def test_max_workers_caps_how_many_calls_run_at_once() -> None:
     assert batch.result_ids == [f"tool-{n}" for n in range(1, 7)]
 
 
+def test_a_call_with_a_timeout_never_waits_for_a_thread_of_the_capped_pool() -> None:
+    timed_started = threading.Event()
+
+    def holds_the_only_pool_thread(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        assert timed_started.wait(WAIT)  # the timed call runs meanwhile, on a thread of its own
+        return text_result("held")
+
+    def timed(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        timed_started.set()
+        return text_result("timed")
+
+    tools = [tool("hold", holds_the_only_pool_thread), tool("timed", timed, timeout=WAIT)]
+    calls = [call("tool-1", "hold", value="a"), call("tool-2", "hold", value="b"), call("tool-3", "timed", value="c")]
+    batch = Batch(calls, tools, max_workers=1)
+    assert sorted((e.tool_call_id, e.is_error) for e in batch.ends()) == [("tool-1", False), ("tool-2", False), ("tool-3", False)]
+
+
 REQUEST_ID: "contextvars.ContextVar[str]" = contextvars.ContextVar("REQUEST_ID", default="unset")
 
 
@@ -624,6 +641,7 @@ class Stubborn:
         self.signals: List[Any] = []
         self.threads: List[threading.Thread] = []
         self.captured: List[Any] = []
+        self.returning = threading.Event()
 
     def execute(self, tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         self.signals.append(signal)
@@ -632,12 +650,14 @@ class Stubborn:
         self.started.set()
         self.release.wait(WAIT)
         on_update(text_result("too late"))
+        self.returning.set()
         return text_result("finished after all")
 
     def finish(self) -> None:
+        """Release the call and wait until it returns (its thread is a reused worker that
+        stays alive, idle, afterwards: joining it would wait for its idle timeout)."""
         self.release.set()
-        for thread in self.threads:
-            thread.join(WAIT)
+        assert self.returning.wait(WAIT)
 
 
 @pytest.mark.parametrize("mode", MODES)

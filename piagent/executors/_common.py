@@ -8,7 +8,6 @@ run on a worker.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import logging
 import queue
@@ -334,14 +333,6 @@ def _describe(block: Any) -> str:
 def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:
     """Abort the call's own signal when the run's signal aborts; returns the unlinker."""
     return signal.add_listener(lambda: job.controller.abort(signal.reason))
-
-
-def start_thread(notes: Notifications, job: Prepared) -> None:
-    """Run ``job`` on a thread of its own (used for calls with a timeout outside a pool)."""
-    ctx = contextvars.copy_context()
-    thread = threading.Thread(target=ctx.run, args=(notes.run, job), name=f"piagent-tool-{job.call.name}")
-    thread.daemon = True  # a timed-out call that never returns must not block interpreter exit
-    thread.start()
 
 
 def time_out(job: Prepared) -> Tuple[AgentToolResult, bool]:

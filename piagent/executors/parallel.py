@@ -4,7 +4,8 @@ No call starts before every preflight (and so every ``before_tool_call``) finish
 ``tool_execution_end`` follows completion order; result messages follow call order. Calls run
 on the given ``concurrent.futures.Executor``; else each on a thread of its own, reused from
 earlier batches when one is idle (:mod:`piagent._threads`); with ``max_workers`` below the
-batch size, on a pool made for the batch (calls past the cap wait for a free thread).
+number of calls without a timeout, those run on a pool made for the batch (calls past the
+cap wait for a free thread).
 ``contextvars`` are copied into every call.
 """
 
@@ -29,7 +30,6 @@ from ._common import (
     emit_start,
     link_signal,
     prepare,
-    start_thread,
 )
 
 __all__ = ["run_parallel"]
@@ -57,25 +57,21 @@ def run_parallel(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
 def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int, Outcome]) -> None:
     notes = Notifications()
     executor: Optional[Executor] = batch.config.executor
+    submit: Callable[..., Any] = run_in_thread if executor is None else executor.submit
+    # Without a user executor, max_workers below the batch size caps the calls without a
+    # timeout on a pool made for the batch. A call with a timeout never waits for a thread
+    # there (its deadline counts from its start): it runs on a reused daemon worker, like the
+    # rest of an uncapped batch.
     own_pool: Optional[ThreadPoolExecutor] = None
-    # Without a user executor, a call with a timeout gets a daemon thread of its own, named for
-    # its tool; the others run on reused worker threads (a capped pool if max_workers asks).
-    own_thread = executor is None
-    pooled = sum(1 for job in jobs.values() if not (own_thread and job.timeout is not None))
-    submit: Callable[..., Any] = run_in_thread
-    if executor is not None:
-        submit = executor.submit
-    elif batch.config.max_workers and batch.config.max_workers < pooled:
-        own_pool = ThreadPoolExecutor(max(1, batch.config.max_workers), thread_name_prefix="piagent-tool")
-        submit = own_pool.submit
+    cap = batch.config.max_workers
+    if executor is None and cap and cap < sum(1 for job in jobs.values() if job.timeout is None):
+        own_pool = ThreadPoolExecutor(max(1, cap), thread_name_prefix="piagent-tool")
     links: List[Tuple[Prepared, Callable[[], None]]] = []
     try:
         for job in jobs.values():
             links.append((job, link_signal(job, batch.signal)))
-            if own_thread and job.timeout is not None:
-                start_thread(notes, job)
-            else:
-                submit(contextvars.copy_context().run, notes.run, job)
+            start = own_pool.submit if own_pool is not None and job.timeout is None else submit
+            start(contextvars.copy_context().run, notes.run, job)
         collect(batch, notes, jobs, outcomes)
     finally:
         for job, unlink in links:

@@ -2,8 +2,9 @@
 
 Running on the caller's thread keeps thread-locals and open transactions (Django, SQLAlchemy
 sessions) valid inside tools; each call runs in a copy of the caller's ``contextvars``
-context, as it would on a pool thread. A call with a timeout is the exception: it runs on a
-thread of its own so that the batch can go on when it expires.
+context, as it would on a pool thread. A call with a timeout is the exception: it runs on
+another thread (a reused idle worker, see :mod:`piagent._threads`) so that the batch can go
+on when it expires.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextvars
 import threading
 from typing import Dict, List
 
+from .._threads import run_in_thread
 from ..ai.types import ToolCall
 from ..events import ToolExecutionUpdateEvent
 from ..types import AgentToolResult
@@ -28,7 +30,6 @@ from ._common import (
     emit_start,
     link_signal,
     prepare,
-    start_thread,
 )
 
 __all__ = ["run_sequential"]
@@ -58,8 +59,8 @@ def _run_one(batch: BatchContext, job: Prepared) -> Outcome:
     finished: Dict[int, Outcome] = {}
     unlink = link_signal(job, batch.signal)
     try:
-        if job.timeout is not None:
-            start_thread(notes, job)
+        if job.timeout is not None:  # on another thread, so that the batch can go on when it expires
+            run_in_thread(contextvars.copy_context().run, notes.run, job)
         else:
             _run_inline(batch, notes, job)
         collect(batch, notes, {job.index: job}, finished)

@@ -17,13 +17,15 @@ import os
 import sys
 from typing import IO, Any, Mapping, Optional, Sequence, Union
 
+from ..agent import Agent
 from ..ai.types import Model
+from ..state import THINKING_LEVELS
+from ..types import TurnUpdate
 from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
 from .render import Console, ConsoleRenderer, JsonRenderer
 
 __all__ = ["build_agent", "build_parser", "main", "run_once"]
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -62,11 +64,8 @@ def _tool_choice(value: Optional[str]) -> Any:
     return {"name": value}
 
 
-def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = None) -> Any:
+def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = None) -> Agent:
     """The agent the options describe (its tools confined to ``cwd``)."""
-    from ..agent import Agent
-    from ..types import TurnUpdate
-
     if args.max_turns is not None and args.max_turns < 1:
         raise SetupError("--max-turns must be 1 or more")
     tools = build_tools(args.tools, cwd or os.getcwd())

@@ -100,8 +100,13 @@ def non_negative_number_or_none(name: str, value: Any) -> Any:
 
 def optional_choice(*allowed: str) -> Check:
     """None or one of ``allowed``."""
-    required = choice(*allowed)
-    return lambda name, value: value if value is None else required(name, value)
+
+    def check(name: str, value: Any) -> Any:
+        if value is not None and value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))} or None, got {value!r}")
+        return value
+
+    return check
 
 
 def str_or_none(name: str, value: Any) -> Any:

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union, overload
 
+from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_none
 from .abort import AbortSignal
 from .ai.types import ImageContent, TextContent
 from .arguments import Converter, converter_for
@@ -39,6 +40,7 @@ __all__ = ["FunctionTool", "tool", "to_tool_result"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT = (TextContent, ImageContent)
+_check_execution_mode = optional_choice(*TOOL_EXECUTION_MODES)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,10 +90,8 @@ def tool(
     aborted and its thread left to finish). Raises TypeError/ValueError at decoration time
     for a hint with no JSON form, ``*args``, an async or generator function, or bad options.
     """
-    if execution_mode not in (None, "sequential", "parallel"):
-        raise ValueError(f"execution_mode must be 'sequential', 'parallel' or None, not {execution_mode!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    _check_execution_mode("execution_mode", execution_mode)
+    positive_number_or_none("timeout", timeout)
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):

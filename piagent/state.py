@@ -58,13 +58,19 @@ def resolve_model(spec: Any) -> Model:
     raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
 
 
+def _new_list(items: Optional[Iterable[Any]], expected: str) -> List[Any]:
+    """``items`` copied into a new list (None: empty); TypeError naming ``expected`` for a
+    string or a non-iterable."""
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes)) or not isinstance(items, IterableABC):
+        raise TypeError(f"{expected}, got {type(items).__name__}")
+    return list(items)
+
+
 def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
     """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
-    if tools is None:
-        return []
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, IterableABC):
-        raise TypeError(f"tools must be a list of AgentTool, got {type(tools).__name__}")
-    checked = list(tools)
+    checked = _new_list(tools, "tools must be a list of AgentTool")
     seen = set()
     for tool in checked:
         name = getattr(tool, "name", None)
@@ -78,11 +84,7 @@ def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
 
 def check_messages(messages: Optional[Iterable[Any]]) -> List[AgentMessage]:
     """A new list of messages; each must have a ``role``."""
-    if messages is None:
-        return []
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, IterableABC):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-    checked = list(messages)
+    checked = _new_list(messages, "messages must be a list of messages")
     for message in checked:
         if getattr(message, "role", None) is None:
             raise TypeError(f"every message needs a 'role' attribute, got {type(message).__name__}")

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import List
 
 from piagent._threads import _CachedThreads
 
-WAIT = 5.0
-
-
-def wait_until(predicate, timeout: float = WAIT) -> bool:
-    """Poll a condition the pool offers no event for (bounded)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        threading.Event().wait(0.001)
-    return True
+from tests.support.waits import WAIT, wait_until  # polls what the pool offers no event for
 
 
 def test_a_job_runs_on_another_daemon_thread() -> None:

@@ -23,6 +23,8 @@ from piagent import (
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 from piagent.tools import run_command
 
+from tests.support.waits import wait_until
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell and process groups")
 
 WAIT = 10.0
@@ -48,16 +50,6 @@ def alive(pid: int) -> bool:
             return False
         return True
     return state not in ("Z", "X")
-
-
-def wait_until(predicate: Any, timeout: float = WAIT) -> bool:
-    """Poll ``predicate`` until true or ``timeout``; a bound on waiting, never the mechanism."""
-    done = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return True
-        done.wait(0.01)
-    return bool(predicate())
 
 
 def test_combined_output_is_returned() -> None:
@@ -104,14 +96,14 @@ def test_abort_kills_the_whole_process_group_promptly(tmp_path: Path) -> None:
 
     worker = threading.Thread(target=run)
     worker.start()
-    assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip())
+    assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), WAIT)
     pid = int(pidfile.read_text())
     assert alive(pid)
     controller.abort()
     worker.join(WAIT)  # far less than the 30s the sleep would take
     assert not worker.is_alive()
     assert isinstance(outcome[0], RuntimeError) and "Command aborted" in str(outcome[0])
-    assert wait_until(lambda: not alive(pid)), f"sleep {pid} survived the abort"
+    assert wait_until(lambda: not alive(pid), WAIT), f"sleep {pid} survived the abort"
 
 
 def test_already_aborted_signal_starts_nothing(tmp_path: Path) -> None:
@@ -127,7 +119,7 @@ def test_background_child_holding_the_output_open_does_not_hang_the_call(tmp_pat
     text = call(f"sleep 30 & echo $! > {pidfile}; echo parent done")
     assert text == "parent done"
     pid = int(pidfile.read_text())
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), WAIT)
 
 
 def test_bad_options_are_refused() -> None:
@@ -174,7 +166,7 @@ def test_aborting_the_run_kills_the_command_through_the_loop(tmp_path: Path) -> 
     worker = threading.Thread(target=run)
     try:
         worker.start()
-        assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip())
+        assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), WAIT)
         pid = int(pidfile.read_text())
         controller.abort()
         worker.join(WAIT)
@@ -183,4 +175,4 @@ def test_aborting_the_run_kills_the_command_through_the_loop(tmp_path: Path) -> 
         faux.unregister()
     (result,) = [m for m in outcome[0] if isinstance(m, ToolResultMessage)]
     assert result.is_error and "Command aborted" in result.content[0].text
-    assert wait_until(lambda: not alive(pid)), f"sleep {pid} survived the abort"
+    assert wait_until(lambda: not alive(pid), WAIT), f"sleep {pid} survived the abort"

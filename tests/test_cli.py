@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -22,7 +22,7 @@ from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import build_agent, build_parser
 from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
-from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call, register_faux_provider
+from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
@@ -41,13 +41,6 @@ class Recording(io.StringIO):
     def write(self, text: str) -> int:
         self.writes.append(text)
         return super().write(text)
-
-
-@pytest.fixture
-def faux() -> Iterator[Any]:
-    provider = register_faux_provider()
-    yield provider
-    provider.unregister()
 
 
 def run_cli(faux: Any, *argv: str, stdin: str = "") -> Dict[str, Any]:

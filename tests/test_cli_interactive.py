@@ -10,14 +10,12 @@ from __future__ import annotations
 import io
 import queue
 import threading
-from typing import Any, Iterator, List, Optional
-
-import pytest
+from typing import Any, List, Optional
 
 from piagent import Agent
 from piagent.cli.interactive import InteractiveSession
 from piagent.cli.render import Console, ConsoleRenderer
-from piagent.testing import faux_message, register_faux_provider
+from piagent.testing import faux_message
 
 WAIT = 10
 
@@ -64,13 +62,6 @@ class Gate:
         finally:
             remove()
         return faux_message(self.text)
-
-
-@pytest.fixture
-def faux() -> Iterator[Any]:
-    provider = register_faux_provider()
-    yield provider
-    provider.unregister()
 
 
 class Session:

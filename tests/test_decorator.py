@@ -31,7 +31,7 @@ from piagent import (
     tool,
 )
 from piagent.executors import abandoned_tool_threads
-from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+from piagent.testing import faux_message, faux_tool_call
 
 WAIT = 10.0  # upper bound for any wait on another thread; never reached when things work
 
@@ -61,13 +61,6 @@ class Filter(TypedDict):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-def faux():
-    provider = register_faux_provider()
-    yield provider
-    provider.unregister()
 
 
 def run_calls(faux: Any, tools: List[AgentTool], calls: List[Tuple[str, Dict[str, Any]]], **config: Any):

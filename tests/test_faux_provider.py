@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -21,13 +21,6 @@ from piagent.testing import (
 )
 
 from tests.support.loop import WAIT
-
-
-@pytest.fixture
-def faux() -> Iterator[FauxProvider]:
-    provider = register_faux_provider()
-    yield provider
-    provider.unregister()
 
 
 def hi() -> Context:

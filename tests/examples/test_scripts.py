@@ -6,11 +6,11 @@ import importlib.util
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from piagent.testing import faux_message, faux_text, faux_tool_call, register_faux_provider
+from piagent.testing import faux_message, faux_text, faux_tool_call
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAIT = 10
@@ -22,13 +22,6 @@ def load(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def faux() -> Iterator[Any]:
-    provider = register_faux_provider()
-    yield provider
-    provider.unregister()
 
 
 def test_script_streams_the_answer_after_its_tool_result(faux: Any, capsys: pytest.CaptureFixture) -> None:

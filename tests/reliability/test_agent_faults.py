@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 from piagent import Agent, AgentTool, AgentToolResult
-from piagent.ai import TextContent, stream_simple
+from piagent.ai import TextContent
 from tests.reliability.conftest import leftover_threads, threads_now
 from tests.reliability.wires import Wire
 from tests.support.scripted_server import RESET, STALL, ScriptedServer, Wait
@@ -35,14 +35,9 @@ def echo_tool() -> AgentTool:
     return AgentTool("echo", "Echo the text back", schema, execute)
 
 
-def with_timeout(timeout_ms: int) -> Callable[..., Any]:
-    """The Agent has no timeout option (like pi): a stream function sets it per call."""
-    return lambda model, context, options: stream_simple(model, context, dataclasses.replace(options, timeout_ms=timeout_ms))
-
-
 def make_agent(server: ScriptedServer, wire: Wire, timeout_ms: int = 5000) -> Agent:
     return Agent(model=wire.model(server.url), tools=[echo_tool()], get_api_key=lambda provider: KEY,
-                 max_retry_delay_ms=20, stream_fn=with_timeout(timeout_ms))
+                 max_retry_delay_ms=20, timeout_ms=timeout_ms)
 
 
 def first_exchange(server: ScriptedServer, wire: Wire, agent: Agent) -> List[Any]:

@@ -16,7 +16,6 @@ from piagent import (
     AgentState,
     AgentTool,
     AgentToolResult,
-    AssistantMessage,
     ImageContent,
     InvalidStateError,
     ModelNotFoundError,
@@ -31,14 +30,7 @@ from piagent.ai import Model
 from piagent.testing import faux_message, faux_text, faux_tool_call
 
 from tests.support.agent_support import WAIT, GatedStream, Recorder, echo_tool, roles, text_of, user
-
-MODEL = Model(id="mock", api="openai-responses", provider="openai")
-
-
-def assistant(text: str = "ok", **fields: Any) -> AssistantMessage:
-    return AssistantMessage(
-        content=[TextContent(text)], api=MODEL.api, provider=MODEL.provider, model=MODEL.id, **fields
-    )
+from tests.support.loop import MODEL, assistant
 
 
 def noop_tool() -> AgentTool:

@@ -35,7 +35,6 @@ from tests.support.loop import (
     assistant,
     call,
     echo_tool,
-    identity,
     of_type,
     short,
     user,
@@ -74,7 +73,6 @@ class Batch:
         self.event_threads: List[int] = []
         self.controller = controller or AbortController()
         self.stream_fn = ScriptedStream([assistant(calls), _then_done])
-        cfg.setdefault("convert_to_llm", identity)
 
         def emit(event: Any) -> None:
             self.events.append(event)
@@ -698,8 +696,8 @@ def test_a_tool_within_its_timeout_is_not_abandoned() -> None:
 
 _NEVER_RETURNING_TOOL_SCRIPT = """
 import threading
-from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
-from tests.support.loop import MODEL, ScriptedStream, assistant, call, identity
+from piagent import AgentContext, AgentTool, AgentToolResult, UserMessage, run_agent_loop
+from tests.support.loop import ScriptedStream, assistant, call, config
 
 forever = threading.Event()  # never set: the tool ignores its signal and never returns
 
@@ -709,8 +707,7 @@ def stuck(tool_call_id, args, signal, on_update):
 
 tool = AgentTool("stuck", "never returns", {"type": "object", "properties": {}}, stuck, timeout=0.05)
 stream = ScriptedStream([assistant([call("a", "stuck"), call("b", "stuck")]), assistant("done")])
-config = AgentLoopConfig(model=MODEL, convert_to_llm=identity)
-run_agent_loop([UserMessage("go")], AgentContext("", [], [tool]), config, lambda event: None, None, stream)
+run_agent_loop([UserMessage("go")], AgentContext("", [], [tool]), config(), lambda event: None, None, stream)
 print("finished")
 """
 

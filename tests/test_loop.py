@@ -10,7 +10,6 @@ import pytest
 from piagent import (
     AfterToolCallResult,
     AgentContext,
-    AgentLoopConfig,
     AgentTool,
     AgentToolResult,
     TextContent,
@@ -20,17 +19,17 @@ from piagent import (
     run_agent_loop,
     run_agent_loop_continue,
 )
+from piagent.types import keep_llm_messages
 
 from tests.support.loop import (
-    MODEL,
     WAIT,
     Custom,
     Polls,
     ScriptedStream,
     assistant,
     call,
+    config,
     echo_tool,
-    identity,
     kinds,
     of_type,
     roles,
@@ -41,11 +40,6 @@ from tests.support.loop import (
 @pytest.fixture(params=["push", "pull"])
 def mode(request: Any) -> str:
     return request.param
-
-
-def config(**fields: Any) -> AgentLoopConfig:
-    fields.setdefault("convert_to_llm", identity)
-    return AgentLoopConfig(model=MODEL, **fields)
 
 
 def consume(stream: Any) -> List[Any]:
@@ -93,7 +87,7 @@ def test_L3_applies_transform_context_before_convert_to_llm(mode: str) -> None:
 
     def convert(messages: List[Any]) -> List[Any]:
         received.append(list(messages))
-        return identity(messages)
+        return keep_llm_messages(messages)
 
     stream_fn = ScriptedStream([assistant("ok")], mode)
     cfg = config(transform_context=transform, convert_to_llm=convert)

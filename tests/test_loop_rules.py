@@ -33,8 +33,8 @@ from tests.support.loop import (
     assistant,
     block_events,
     call,
+    config,
     echo_tool,
-    identity,
     kinds,
     of_type,
     push_stream,
@@ -43,11 +43,6 @@ from tests.support.loop import (
     short,
     user,
 )
-
-
-def config(**fields: Any) -> AgentLoopConfig:
-    fields.setdefault("convert_to_llm", identity)
-    return AgentLoopConfig(model=MODEL, **fields)
 
 
 class Run:

@@ -29,15 +29,12 @@ from piagent.ai import Context, ImageContent, StreamOptions, TextContent, stream
 from piagent.ai.transform import IMAGE_PLACEHOLDER, NO_RESULT_TEXT
 from piagent.testing import faux_message, faux_tool_call
 
+from tests.support.loop import echo_tool
+
 pytestmark = pytest.mark.timeout(20)
 
 KEY = "sk-bad-input-0123456789abcdef"
-ECHO_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
 EMPTY = {"type": "object", "properties": {}}
-
-
-def echo_tool() -> AgentTool:
-    return AgentTool("echo", "Echo", ECHO_SCHEMA, lambda i, args, s, u: AgentToolResult([TextContent("echoed " + args["value"])]))
 
 
 def agent_with_history(faux: Any, **options: Any) -> Agent:

@@ -1,6 +1,6 @@
 """Shared helpers for the Agent tests (spec §7.2/§7.3 "common fixtures").
 
-* ``echo_tool()``: schema ``{value: string}``, returns text ``echoed: <value>``, details ``{value}``.
+* ``echo_tool()``, ``user()``, ``roles()``: as in :mod:`tests.support.loop`.
 * ``Recorder``: a listener recording every event (and, optionally, running a hook per event).
 * ``GatedStream``: a stream function that sends ``start`` and then waits until released or
   aborted, for tests that need a run to stay in progress.
@@ -11,17 +11,13 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterator, List, Optional
 
-from piagent import AgentTool, AgentToolResult, TextContent, UserMessage
 from piagent.ai import AssistantMessageEventStream, MessageBuilder, Model, StreamOptions
 from piagent.ai.types import Context
 
-WAIT = 5.0  # upper bound for any wait in a test; never reached when the code is right
+from tests.support.loop import echo_tool, kinds, of_type, roles, user
+from tests.support.waits import WAIT
 
-ECHO_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage([TextContent(text)])
+__all__ = ["WAIT", "GatedStream", "Recorder", "echo_tool", "roles", "text_of", "user"]
 
 
 def text_of(message: Any) -> str:
@@ -29,26 +25,6 @@ def text_of(message: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(getattr(block, "text", "") for block in content)
-
-
-def roles(messages: List[Any]) -> List[str]:
-    return [m.role for m in messages]
-
-
-def echo_tool(
-    name: str = "echo",
-    before: Optional[Callable[[str, Any, Any, Any], Any]] = None,
-    terminate: bool = False,
-    **options: Any,
-) -> AgentTool:
-    """The common echo tool; ``before(tool_call_id, args, signal, on_update)`` runs first."""
-
-    def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        if before is not None:
-            before(tool_call_id, args, signal, on_update)
-        return AgentToolResult([TextContent(f"echoed: {args['value']}")], {"value": args["value"]}, terminate)
-
-    return AgentTool(name, "Echo the value back", ECHO_SCHEMA, execute, **options)
 
 
 class Recorder:
@@ -67,10 +43,10 @@ class Recorder:
 
     @property
     def types(self) -> List[str]:
-        return [event.type for event in self.events]
+        return kinds(self.events)
 
     def of_type(self, kind: str) -> List[Any]:
-        return [event for event in self.events if event.type == kind]
+        return of_type(self.events, kind)
 
 
 class GatedStream:

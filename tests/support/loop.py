@@ -1,6 +1,7 @@
 """Shared fixtures for the loop, executor and stream tests (spec §7 "common fixtures").
 
 * ``MODEL``: the mock model (api "openai-responses", provider "openai", id "mock").
+* ``config(**fields)``: an ``AgentLoopConfig`` for ``MODEL``.
 * ``echo_tool()``: schema ``{value: string}``, returns text ``echoed: <value>``, details ``{value}``.
 * ``assistant(...)``: an assistant message with zero usage.
 * ``ScriptedStream``: a stream function replaying scripted responses, in push mode (a thread
@@ -15,12 +16,26 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
-from piagent import AgentTool, AgentToolResult, AssistantMessage, TextContent, ToolCall, Usage, UserMessage
+from piagent import (
+    AgentLoopConfig,
+    AgentTool,
+    AgentToolResult,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, Context, Model, StreamOptions
 from piagent.ai.types import ThinkingContent
 
+from tests.support.waits import WAIT
+
 MODEL = Model(id="mock", api="openai-responses", provider="openai")
-WAIT = 5.0  # upper bound for any wait in a test; never reached when the code is right
+
+
+def config(**fields: Any) -> AgentLoopConfig:
+    return AgentLoopConfig(model=MODEL, **fields)
 
 
 def user(text: str) -> UserMessage:
@@ -47,6 +62,7 @@ ECHO_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "r
 def echo_tool(
     name: str = "echo",
     before: Optional[Callable[[str, Any, Any, Any], Any]] = None,
+    terminate: bool = False,
     **options: Any,
 ) -> AgentTool:
     """The common echo tool; ``before(tool_call_id, args, signal, on_update)`` runs first."""
@@ -54,14 +70,9 @@ def echo_tool(
     def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         if before is not None:
             before(tool_call_id, args, signal, on_update)
-        return AgentToolResult([TextContent(f"echoed: {args['value']}")], {"value": args["value"]})
+        return AgentToolResult([TextContent(f"echoed: {args['value']}")], {"value": args["value"]}, terminate)
 
     return AgentTool(name, "Echo the value back", ECHO_SCHEMA, execute, **options)
-
-
-def identity(messages: List[Any]) -> List[Any]:
-    """convert_to_llm keeping user/assistant/toolResult messages (the same objects)."""
-    return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
 
 
 @dataclass

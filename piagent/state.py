@@ -4,8 +4,10 @@ The configuration fields (``system_prompt``, ``model``, ``thinking_level``, ``to
 ``messages``) are read by the agent when a run starts. Assigning ``tools`` or ``messages``
 copies the list; reading them returns the live list (appending to it changes the state).
 
-The runtime fields are read-only and change only on the run thread, reduced from each event
-*before* any listener sees it:
+The runtime fields are read-only. They are set when a run is claimed (on the thread that
+called ``prompt()``/``continue_()``), then change only on the run thread, reduced from each
+event *before* any listener sees it, and are cleared when the run settles (or by ``reset()``
+while idle):
 
 * ``is_streaming``: True from the moment a run is claimed until it fully settled;
 * ``streaming_message``: the message of the last ``message_start``/``message_update``, None

@@ -175,8 +175,9 @@ class AgentLoopConfig(StreamOptions):
       ``should_stop_after_turn(TurnContext, signal) -> bool`` run after every good turn.
 
     ``tool_execution`` is "parallel" (default) or "sequential"; parallel batches run on
-    ``executor`` if given, else on a thread pool of at most ``max_workers`` threads (default:
-    one per call). ``tool_timeout`` is the default per-call timeout in seconds.
+    ``executor`` if given, else each call on a worker thread of its own (idle workers are
+    reused), at most ``max_workers`` of the calls without a timeout at once if it is set.
+    ``tool_timeout`` is the default per-call timeout in seconds.
     ``max_tool_result_chars`` bounds the text of each tool result (outputs and error messages)
     that enters the transcript and the model's context: longer text keeps its beginning and
     ends with a note saying how much was cut. None means no bound.

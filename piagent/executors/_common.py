@@ -1,9 +1,10 @@
 """What both batch algorithms share: preflight, running one call, finalisation, results.
 
 Threading: preflight and finalisation (and so every hook) run on the run thread. A call's
-``execute`` runs wherever the algorithm puts it; everything it reports (updates, the outcome)
-goes through a :class:`Notifications` queue that only the run thread reads, so listeners never
-run on a worker.
+``execute`` runs wherever the algorithm puts it; everything it reports from another thread
+(updates, the outcome) goes through a :class:`Notifications` queue that only the run thread
+reads, so listeners never run on a worker. (A sequential call running on the run thread
+itself dispatches its updates at once.)
 """
 
 from __future__ import annotations
@@ -237,7 +238,8 @@ def batch_terminates(outcomes: List[Outcome]) -> bool:
 
 
 class Notifications:
-    """The run thread's inbox for one batch: ``("update", job, partial)`` and ``("done", job, ...)``.
+    """The run thread's inbox for one batch: ``("started", job)`` (calls with a timeout),
+    ``("update", job, partial)`` and ``("done", job, result, is_error)``.
 
     Updates a call posts before it returns always precede its ``done``; updates posted after
     it settled are dropped at the source (spec 0.79.2).

@@ -153,18 +153,17 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
                 target = ToolCall(call.id, call.name, prepared_args, call.thought_signature)
         args = validate_tool_arguments(tool, target)
         hook = batch.config.before_tool_call
+        decision = None
         if hook is not None:
             decision = hook(BeforeToolCallContext(batch.message, call, args, batch.context), batch.signal)
             if decision is not None and not isinstance(decision, BeforeToolCallResult):
                 message = f"before_tool_call returned {type(decision).__name__}, expected BeforeToolCallResult or None"
                 return Outcome(call, error_result(message), True)
-            if batch.signal.aborted:
-                return Outcome(call, error_result("Operation aborted"), True)
-            if decision is not None and decision.block:
-                reason = decision.reason or "Tool execution was blocked"
-                return Outcome(call, error_result(reason, bool(decision.terminate)), True)
-        if batch.signal.aborted:
+        if batch.signal.aborted:  # an abort wins over a block
             return Outcome(call, error_result("Operation aborted"), True)
+        if decision is not None and decision.block:
+            reason = decision.reason or "Tool execution was blocked"
+            return Outcome(call, error_result(reason, bool(decision.terminate)), True)
     except Exception as exc:
         return Outcome(call, error_result(exception_message(exc)), True)
     timeout = tool.timeout if tool.timeout is not None else batch.config.tool_timeout

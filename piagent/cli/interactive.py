@@ -46,7 +46,6 @@ class InteractiveSession:
         self._read_line = read_line or _line_reader(stdin)
         self._interrupted = False  # the last thing the user did was Ctrl-C
         self._aborted = threading.Event()  # set by Ctrl-C, cleared by the next prompt
-        self.runs: "list[Future[Any]]" = []
 
     @property
     def busy(self) -> bool:
@@ -132,7 +131,6 @@ class InteractiveSession:
         self._track(future)
 
     def _track(self, future: "Future[Any]") -> None:
-        self.runs.append(future)
         future.add_done_callback(self._finished)
 
     def _finished(self, future: "Future[Any]") -> None:

@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from typing import IO, Any, Dict, List, Optional, Tuple
+from typing import IO, Any, Dict, Optional, Tuple
 
 __all__ = ["Console", "ConsoleRenderer", "JsonRenderer", "summarize_args", "summarize_result"]
 
@@ -166,7 +166,6 @@ class ConsoleRenderer:
         self._spinner = _Spinner(console, self._running)
         self._thinking = False
         self._user_messages = 0
-        self.errors: List[str] = []
 
     def __call__(self, event: Any) -> None:
         handler = getattr(self, "_on_" + event.type, None)
@@ -212,7 +211,6 @@ class ConsoleRenderer:
             self.console.note("")
         if message.stop_reason in ("error", "aborted"):
             text = message.error_message or message.stop_reason
-            self.errors.append(text)
             self.console.end_out_line()
             label = "aborted" if message.stop_reason == "aborted" else "error"
             self.console.note(self.console.style(f"{label}: {text}", "31"))
@@ -245,13 +243,8 @@ class JsonRenderer:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.errors: List[str] = []
 
     def __call__(self, event: Any) -> None:
-        if event.type == "message_end":
-            message = event.message
-            if getattr(message, "role", None) == "assistant" and message.stop_reason in ("error", "aborted"):
-                self.errors.append(message.error_message or message.stop_reason)
         self.console.write_out(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
 
     def close(self) -> None:

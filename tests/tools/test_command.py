@@ -12,6 +12,7 @@ import pytest
 
 from piagent import (
     AbortController,
+    AbortedError,
     AbortSignal,
     AgentContext,
     AgentLoopConfig,
@@ -109,7 +110,7 @@ def test_abort_kills_the_whole_process_group_promptly(tmp_path: Path) -> None:
 def test_already_aborted_signal_starts_nothing(tmp_path: Path) -> None:
     controller = AbortController()
     controller.abort()
-    with pytest.raises(Exception):
+    with pytest.raises(AbortedError):
         call(f"touch {tmp_path / 'ran'}", signal=controller.signal)
     assert not (tmp_path / "ran").exists()
 

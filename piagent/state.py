@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable as IterableABC
 from typing import Any, FrozenSet, Iterable, List, Optional
 
-from ._options import choice
+from ._options import choice, str_or_none
 from .ai.types import Cost, Model
 from .types import AgentMessage, AgentTool
 
@@ -122,9 +122,7 @@ class AgentState:
 
     @system_prompt.setter
     def system_prompt(self, value: Optional[str]) -> None:
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"system_prompt must be a str, got {type(value).__name__}")
-        self._system_prompt = value or ""
+        self._system_prompt = str_or_none("system_prompt", value) or ""
 
     @property
     def model(self) -> Model:

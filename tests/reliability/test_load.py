@@ -77,7 +77,7 @@ def test_a_thousand_turn_run_grows_memory_only_with_its_transcript(faux):
     # measured on 3.9/3.11/3.13: the transcript's Python objects take 3.0-3.5x its JSON size;
     # keeping every event of the run as well measures 10-12x. Twice the baseline is the bound.
     assert memory_growth < 6 * transcript_growth, (memory_growth, transcript_growth)
-    assert leftover_threads(before) == []  # one pool per batch, none kept
+    assert leftover_threads(before) == []  # tool calls ran on reused workers, now idle; nothing else is left
 
 
 @pytest.mark.timeout(60)

@@ -49,7 +49,11 @@ _abandoned = 0
 
 
 def abandoned_tool_threads() -> int:
-    """How many timed-out tool calls were left running (a process-wide count)."""
+    """How many tool calls have timed out and been left to finish, since the process started.
+
+    A cumulative count: a call that returns later (its worker thread then goes back to
+    :mod:`piagent._threads`' idle workers) still counts.
+    """
     return _abandoned
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .builder import MessageBuilder
 from .env import get_env_api_key
 from .json_stream import parse_streaming_json
-from .models import custom_model, get_model, get_models, get_providers, register_model
+from .models import custom_model, get_model, get_models, get_providers, register_model, unregister_model
 from .registry import (
     ApiProvider,
     StreamFunction,
@@ -78,5 +78,6 @@ __all__ = [
     "stream",
     "stream_simple",
     "unregister_api_provider",
+    "unregister_model",
     "validate_tool_arguments",
 ]

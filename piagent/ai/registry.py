@@ -98,10 +98,7 @@ def _ensure_builtin_providers() -> None:
     with _builtin_lock:
         if _builtin_loaded:
             return
-        try:
-            from . import providers  # noqa: F401  (registers on import)
-        except ImportError:  # pragma: no cover - providers are optional until written
-            pass
+        from . import providers  # noqa: F401  (registers on import)
         _builtin_loaded = True
 
 

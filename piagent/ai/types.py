@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
-ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh"]
 
 
 def now_ms() -> int:
@@ -482,21 +481,6 @@ class StreamOptions:
 
 
 # --------------------------------------------------------------------------- stream events
-
-EVENT_TYPES = (
-    "start",
-    "text_start",
-    "text_delta",
-    "text_end",
-    "thinking_start",
-    "thinking_delta",
-    "thinking_end",
-    "toolcall_start",
-    "toolcall_delta",
-    "toolcall_end",
-    "done",
-    "error",
-)
 
 
 @dataclass

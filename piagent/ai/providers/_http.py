@@ -414,7 +414,7 @@ class _HelperReader:
 
 
 class HttpStream:
-    """A 2xx streaming response. Iterate :meth:`sse` or :meth:`chunks`; :meth:`close` always."""
+    """A 2xx streaming response. Iterate :meth:`sse`; :meth:`close` always."""
 
     def __init__(self, response: requests.Response, signal: Optional[AbortSignal]) -> None:
         self.response = response
@@ -427,10 +427,6 @@ class HttpStream:
         # on the main thread (the one that reads the body), a worker reads it (module docstring)
         self._reader: Optional[_HelperReader] = _HelperReader(chunks, response) if _on_main_thread() else None
         self._chunks: Iterator[bytes] = self._reader if self._reader is not None else chunks
-
-    def chunks(self) -> Iterator[bytes]:
-        """The body's chunks as they arrive (one iterator: each call continues where the last stopped)."""
-        return self._chunks
 
     def sse(self) -> Iterator[SseEvent]:
         return iter_sse(self._chunks)

@@ -243,12 +243,8 @@ class AnthropicStreamMapper:
         self._stop_reason: Optional[str] = None
         self.stopped = False
 
-    @property
-    def usage(self) -> Any:
-        return self.builder.message.usage
-
     def _read_usage(self, usage: Dict[str, Any]) -> None:
-        target = self.usage
+        target = self.builder.message.usage
         if usage.get("input_tokens") is not None:
             target.input = usage["input_tokens"]
         if usage.get("output_tokens") is not None:

@@ -206,7 +206,8 @@ def stream_events(model: Model, options: StreamOptions, body: Body) -> Assistant
 
     The generator must yield ``start``, block events and one terminal event. If it raises, or
     returns without a terminal event, the stream ends with ``error`` (``aborted`` when the
-    signal fired) carrying the partial message.
+    signal fired) carrying the partial message. A ``done`` reached after the signal fired
+    becomes that ``aborted`` error too: an aborted call never reports success (spec §2.1).
     """
     return AssistantMessageEventStream(source=_guarded(model, options, body))
 
@@ -216,9 +217,13 @@ def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[Assis
     signal = options.signal
     try:
         for event in body(builder):
-            yield event
-            if event.type in ("done", "error"):
+            kind = event.type
+            if kind == "done" or kind == "error":
+                if kind == "done" and signal is not None and signal.aborted:
+                    raise AbortedRequest()
+                yield event
                 return
+            yield event
         raise ProviderStreamError("Provider stream ended without a terminal event")
     except Exception as exc:  # the contract: every failure ends the stream
         aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)

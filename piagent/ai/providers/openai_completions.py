@@ -52,7 +52,7 @@ from ._common import (
     stream_events,
     tool_choice_name,
 )
-from ._http import AbortedRequest, open_stream
+from ._http import open_stream
 from ._openai import (
     TOOL_IMAGES_INTRO,
     bearer_headers,
@@ -330,8 +330,6 @@ def _body(model: Model, context: Context, options: StreamOptions, builder: Messa
             chunk = parse_event_json(data)
             if isinstance(chunk, dict):
                 yield from state.feed(chunk)
-        if options.signal is not None and options.signal.aborted:
-            raise AbortedRequest()
         if not done and state.finish_reason is None:
             raise ProviderStreamError("The stream ended before the response was complete (no finish_reason or [DONE])")
         yield from state.finish(model)

@@ -40,7 +40,7 @@ from ._common import (
     stream_events,
     tool_choice_name,
 )
-from ._http import AbortedRequest, open_stream
+from ._http import open_stream
 from ._openai import TOOL_IMAGES_INTRO, bearer_headers, data_uri, reasoning_effort, safe_call_id, tool_result_parts
 
 __all__ = ["API", "build_payload", "stream_openai_responses", "stream_simple_openai_responses"]
@@ -313,14 +313,10 @@ def _body(model: Model, context: Context, options: StreamOptions, builder: Messa
             if isinstance(event, dict):
                 for produced in state.feed(event):
                     if produced.type == "done":
-                        if options.signal is not None and options.signal.aborted:
-                            raise AbortedRequest()
                         http.release()
                     yield produced
                 if state.finished:
                     return
-        if options.signal is not None and options.signal.aborted:
-            raise AbortedRequest()
         raise ProviderStreamError("The stream ended before the response was complete (no response.completed)")
 
 

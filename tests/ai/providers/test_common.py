@@ -165,6 +165,24 @@ def test_failure_after_abort_is_reported_as_aborted():
     assert (message.stop_reason, message.error_message) == ("aborted", ABORTED_MESSAGE)
 
 
+def test_a_response_completed_after_the_signal_fired_is_reported_as_aborted():
+    controller = AbortController()
+
+    def body(builder):
+        yield builder.start()
+        started = builder.text_start()
+        yield started
+        yield builder.text_delta(started.content_index, "Hello")
+        controller.abort()
+        yield from builder.end_all()
+        yield builder.done("stop")
+
+    stream = stream_events(MODEL, StreamOptions(signal=controller.signal), body)
+    assert _types(stream) == ["start", "text_start", "text_delta", "text_end", "error"]
+    message = stream.result()
+    assert (message.stop_reason, message.error_message, message.text) == ("aborted", ABORTED_MESSAGE, "Hello")
+
+
 def test_aborted_request_is_aborted_even_without_signal():
     def body(builder):
         raise AbortedRequest()

@@ -38,11 +38,13 @@ __all__ = [
     "max_tokens_with_budget",
     "merge_headers",
     "parse_event_json",
+    "parse_event_object",
     "reasoning_budget",
     "resolve_api_key",
     "secrets_of",
     "stream_events",
     "tool_choice_name",
+    "usage_with_cached_prompt",
 ]
 
 logger = logging.getLogger("piagent")
@@ -172,6 +174,13 @@ def make_usage(model: Model, input: int = 0, output: int = 0, cache_read: int = 
     return usage
 
 
+def usage_with_cached_prompt(model: Model, prompt_tokens: Any, cached_tokens: Any, output_tokens: Any) -> Usage:
+    """:func:`make_usage` for APIs whose prompt count includes the tokens read from their cache
+    (OpenAI, Gemini): ``input`` is the uncached rest. Missing counts are 0."""
+    cached = int(cached_tokens or 0)
+    return make_usage(model, input=max(0, int(prompt_tokens or 0) - cached), output=output_tokens, cache_read=cached)
+
+
 _decoder = json.JSONDecoder()
 
 
@@ -192,8 +201,19 @@ def parse_event_json(data: bytes) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:
-        excerpt = data[:200].decode("utf-8", "replace")
-        raise ProviderStreamError(f"Invalid JSON in stream event: {excerpt!r} ({exc})") from None
+        raise ProviderStreamError(f"Invalid JSON in stream event: {_excerpt(data)!r} ({exc})") from None
+
+
+def parse_event_object(data: bytes) -> Dict[str, Any]:
+    """:func:`parse_event_json` for APIs whose every event is a JSON object; anything else raises."""
+    value = parse_event_json(data)
+    if not isinstance(value, dict):
+        raise ProviderStreamError(f"Unexpected stream event: {_excerpt(data)!r}")
+    return value
+
+
+def _excerpt(data: bytes) -> str:
+    return data[:200].decode("utf-8", "replace")
 
 
 # --------------------------------------------------------------------------- the error contract

@@ -36,7 +36,7 @@ from ._common import (
     default_max_tokens,
     max_tokens_with_budget,
     merge_headers,
-    parse_event_json,
+    parse_event_object,
     reasoning_budget,
     resolve_api_key,
     secrets_of,
@@ -352,13 +352,6 @@ class AnthropicStreamMapper:
 # --------------------------------------------------------------------------- provider
 
 
-def _parse(data: bytes) -> Dict[str, Any]:
-    value = parse_event_json(data)
-    if not isinstance(value, dict):
-        raise ProviderStreamError(f"Unexpected stream event: {data[:200].decode('utf-8', 'replace')!r}")
-    return value
-
-
 def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
     """Stream a Messages API response; failures end the stream as an ``error`` event."""
 
@@ -371,7 +364,7 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
             yield builder.start()
             mapper = AnthropicStreamMapper(builder)
             for _name, data in http.sse():
-                for event in mapper.feed(_parse(data)):
+                for event in mapper.feed(parse_event_object(data)):
                     yield event
                 if mapper.stopped:
                     http.release()

@@ -32,12 +32,13 @@ from ._common import (
     apply_on_payload,
     default_max_tokens,
     merge_headers,
-    parse_event_json,
+    parse_event_object,
     reasoning_budget,
     resolve_api_key,
     secrets_of,
     stream_events,
     tool_choice_name,
+    usage_with_cached_prompt,
 )
 from ._http import open_stream
 
@@ -237,12 +238,10 @@ class GoogleStreamMapper:
         return [self.builder.text_end(index, signature)]
 
     def _read_usage(self, meta: Dict[str, Any]) -> None:
-        usage = self.builder.message.usage
-        cached = meta.get("cachedContentTokenCount") or 0
-        usage.input = max(0, (meta.get("promptTokenCount") or 0) - cached)
-        usage.cache_read = cached
-        usage.output = (meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0)
-        usage.compute_cost(self.builder.model)
+        output = (meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0)
+        self.builder.message.usage = usage_with_cached_prompt(
+            self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
+        )
 
     def feed(self, chunk: Dict[str, Any]) -> List[AssistantMessageEvent]:
         if chunk.get("responseId") and not self.builder.message.response_id:
@@ -338,9 +337,7 @@ class GoogleStreamMapper:
 
 
 def _parse(data: bytes) -> Dict[str, Any]:
-    value = parse_event_json(data)
-    if not isinstance(value, dict):
-        raise ProviderStreamError(f"Unexpected stream chunk: {data[:200].decode('utf-8', 'replace')!r}")
+    value = parse_event_object(data)
     error = value.get("error")
     if isinstance(error, dict):
         raise ProviderStreamError(str(error.get("message") or error.get("status") or error))

@@ -45,12 +45,12 @@ from ._common import (
     ProviderStreamError,
     apply_on_payload,
     default_max_tokens,
-    make_usage,
     merge_headers,
     parse_event_json,
     resolve_api_key,
     stream_events,
     tool_choice_name,
+    usage_with_cached_prompt,
 )
 from ._http import open_stream
 from ._openai import (
@@ -308,9 +308,8 @@ class _Chunks:
 
 def _usage(raw: Optional[Dict[str, Any]], model: Model) -> Any:
     raw = raw or {}
-    cached = int((raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    prompt = int(raw.get("prompt_tokens") or 0)
-    return make_usage(model, input=max(0, prompt - cached), output=int(raw.get("completion_tokens") or 0), cache_read=cached)
+    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
+    return usage_with_cached_prompt(model, raw.get("prompt_tokens"), cached, raw.get("completion_tokens"))
 
 
 def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:

@@ -33,12 +33,12 @@ from ._common import (
     ProviderStreamError,
     apply_on_payload,
     default_max_tokens,
-    make_usage,
     merge_headers,
     parse_event_json,
     resolve_api_key,
     stream_events,
     tool_choice_name,
+    usage_with_cached_prompt,
 )
 from ._http import open_stream
 from ._openai import TOOL_IMAGES_INTRO, bearer_headers, data_uri, reasoning_effort, safe_call_id, tool_result_parts
@@ -270,12 +270,9 @@ class _Events:
 
     def _record_usage(self, response: Dict[str, Any]) -> None:
         usage = response.get("usage") or {}
-        cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-        self.builder.message.usage = make_usage(
-            self.model,
-            input=max(0, int(usage.get("input_tokens") or 0) - cached),
-            output=int(usage.get("output_tokens") or 0),
-            cache_read=cached,
+        cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+        self.builder.message.usage = usage_with_cached_prompt(
+            self.model, usage.get("input_tokens"), cached, usage.get("output_tokens")
         )
 
     def _completed(self, response: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:

@@ -14,11 +14,13 @@ from piagent.ai.providers._common import (
     max_tokens_with_budget,
     merge_headers,
     parse_event_json,
+    parse_event_object,
     ProviderStreamError,
     reasoning_budget,
     resolve_api_key,
     stream_events,
     tool_choice_name,
+    usage_with_cached_prompt,
 )
 from piagent.ai.providers._http import AbortedRequest, HttpStatusError
 from piagent.ai.types import Cost, Model, StreamOptions
@@ -119,6 +121,19 @@ def test_parse_event_json_reads_exactly_what_json_loads_reads(data):
 def test_parse_event_json_rejects_what_json_loads_rejects(data):
     with pytest.raises(ProviderStreamError, match="Invalid JSON in stream event"):
         parse_event_json(data)
+
+
+@pytest.mark.parametrize("data", [b"[1]", b'"x"', b"null"])
+def test_an_event_that_is_not_an_object_is_a_stream_error_where_objects_are_required(data):
+    assert parse_event_object(b'{"a":1}') == {"a": 1}
+    with pytest.raises(ProviderStreamError, match="Unexpected stream event"):
+        parse_event_object(data)
+
+
+def test_cached_prompt_tokens_are_split_out_of_input():
+    usage = usage_with_cached_prompt(MODEL, 1200, 1000, 40)
+    assert (usage.input, usage.cache_read, usage.output, usage.total_tokens) == (200, 1000, 40, 1240)
+    assert usage_with_cached_prompt(MODEL, None, None, None).total_tokens == 0
 
 
 def _types(stream):

@@ -72,7 +72,7 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
     key = (options.api_key or "").strip()
     if key:
         return key
-    key = (get_env_api_key(model.provider) or "").strip()
+    key = get_env_api_key(model.provider)  # already stripped
     if key:
         return key
     if not needs_api_key(model.provider) or _is_local(model.base_url):

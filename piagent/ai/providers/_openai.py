@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..types import ImageContent, Model, ToolResultMessage
+from ..types import ImageContent, Model, StreamOptions, ToolResultMessage
+from ._common import default_max_tokens
 
 __all__ = [
+    "CONTENT_FILTER_MESSAGE",
     "TOOL_IMAGES_INTRO",
     "bearer_headers",
     "data_uri",
@@ -15,10 +17,13 @@ __all__ = [
     "reasoning_effort",
     "safe_call_id",
     "tool_result_parts",
+    "with_default_max_tokens",
 ]
 
 #: Text before the images of tool results, sent in a user message (tool outputs are text only).
 TOOL_IMAGES_INTRO = "Attached image(s) from tool result:"
+#: The error of a response the provider stopped with its ``content_filter``.
+CONTENT_FILTER_MESSAGE = "The provider stopped the response: its content filter flagged the output (content_filter)"
 
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -66,3 +71,10 @@ def tool_result_parts(message: ToolResultMessage) -> Tuple[str, List[ImageConten
     """The text a tool output carries (never empty) and the images to send after it."""
     images = [block for block in message.content if block.type == "image"]
     return message.text or ("(see attached image)" if images else "(no output)"), images
+
+
+def with_default_max_tokens(model: Model, options: StreamOptions) -> StreamOptions:
+    """``options`` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)`` (``stream_simple``)."""
+    if options.max_tokens:
+        return options
+    return StreamOptions.from_object(options, max_tokens=default_max_tokens(model))

@@ -44,7 +44,6 @@ from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, Str
 from ._common import (
     ProviderStreamError,
     apply_on_payload,
-    default_max_tokens,
     merge_headers,
     parse_event_json,
     resolve_api_key,
@@ -54,6 +53,7 @@ from ._common import (
 )
 from ._http import open_stream
 from ._openai import (
+    CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
     bearer_headers,
     data_uri,
@@ -61,6 +61,7 @@ from ._openai import (
     reasoning_effort,
     safe_call_id,
     tool_result_parts,
+    with_default_max_tokens,
 )
 
 __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions", "stream_simple_openai_completions"]
@@ -297,7 +298,7 @@ class _Chunks:
         self.builder.message.usage = _usage(self.usage, model)
         reason = self.finish_reason or "stop"
         if reason == "content_filter":
-            raise ProviderStreamError("The provider stopped the response: its content filter flagged the output (content_filter)")
+            raise ProviderStreamError(CONTENT_FILTER_MESSAGE)
         mapped = _STOP_REASONS.get(reason)
         if mapped is None:
             raise ProviderStreamError(f"The provider stopped the response with an unknown finish_reason: {reason}")
@@ -343,9 +344,7 @@ def stream_simple_openai_completions(
     model: Model, context: Context, options: StreamOptions
 ) -> AssistantMessageEventStream:
     """:func:`stream_openai_completions` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)``."""
-    if not options.max_tokens:
-        options = StreamOptions.from_object(options, max_tokens=default_max_tokens(model))
-    return stream_openai_completions(model, context, options)
+    return stream_openai_completions(model, context, with_default_max_tokens(model, options))
 
 
 register_api_provider(API, stream_openai_completions, stream_simple_openai_completions)

@@ -32,7 +32,6 @@ from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, Str
 from ._common import (
     ProviderStreamError,
     apply_on_payload,
-    default_max_tokens,
     merge_headers,
     parse_event_json,
     resolve_api_key,
@@ -41,7 +40,16 @@ from ._common import (
     usage_with_cached_prompt,
 )
 from ._http import open_stream
-from ._openai import TOOL_IMAGES_INTRO, bearer_headers, data_uri, reasoning_effort, safe_call_id, tool_result_parts
+from ._openai import (
+    CONTENT_FILTER_MESSAGE,
+    TOOL_IMAGES_INTRO,
+    bearer_headers,
+    data_uri,
+    reasoning_effort,
+    safe_call_id,
+    tool_result_parts,
+    with_default_max_tokens,
+)
 
 __all__ = ["API", "build_payload", "stream_openai_responses", "stream_simple_openai_responses"]
 
@@ -287,7 +295,7 @@ class _Events:
         elif status == "incomplete":
             cause = (response.get("incomplete_details") or {}).get("reason")
             if cause == "content_filter":
-                raise ProviderStreamError("The provider stopped the response: its content filter flagged the output (content_filter)")
+                raise ProviderStreamError(CONTENT_FILTER_MESSAGE)
             reason = "length"
         else:
             raise ProviderStreamError(f"The response ended with status {status}")
@@ -324,9 +332,7 @@ def stream_openai_responses(model: Model, context: Context, options: StreamOptio
 
 def stream_simple_openai_responses(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
     """:func:`stream_openai_responses` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)``."""
-    if not options.max_tokens:
-        options = StreamOptions.from_object(options, max_tokens=default_max_tokens(model))
-    return stream_openai_responses(model, context, options)
+    return stream_openai_responses(model, context, with_default_max_tokens(model, options))
 
 
 register_api_provider(API, stream_openai_responses, stream_simple_openai_responses)

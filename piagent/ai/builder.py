@@ -59,6 +59,10 @@ class _StreamingText(TextContent):
         self._parts = _Parts()
         self._parts.append(value)
 
+    def final(self, text_signature: Optional[str] = None) -> TextContent:
+        """The finished block (``text_signature``, if given, replaces the one it started with)."""
+        return TextContent(self.text, text_signature or self.text_signature)
+
 
 class _StreamingThinking(ThinkingContent):
     """A thinking block still receiving deltas."""
@@ -76,6 +80,10 @@ class _StreamingThinking(ThinkingContent):
     def thinking(self, value: str) -> None:
         self._parts = _Parts()
         self._parts.append(value)
+
+    def final(self, thinking_signature: Optional[str] = None) -> ThinkingContent:
+        """The finished block (``thinking_signature``, if given, replaces the one it started with)."""
+        return ThinkingContent(self.thinking, thinking_signature or self.thinking_signature, self.redacted)
 
 
 class _StreamingToolCall(ToolCall):
@@ -98,6 +106,10 @@ class _StreamingToolCall(ToolCall):
     @arguments.setter
     def arguments(self, value: Dict[str, Any]) -> None:
         self._fixed = value
+
+    def final(self, arguments: Optional[Dict[str, Any]] = None) -> ToolCall:
+        """The finished call (``arguments``, if given, replaces the parsed JSON)."""
+        return ToolCall(self.id, self.name, self.arguments if arguments is None else arguments, self.thought_signature)
 
 
 class MessageBuilder:
@@ -133,8 +145,7 @@ class MessageBuilder:
         return AssistantMessageEvent("text_delta", self.message, index, delta)
 
     def text_end(self, index: int, text_signature: Optional[str] = None) -> AssistantMessageEvent:
-        block = self._open.pop(index)
-        final = TextContent(block.text, text_signature or block.text_signature)
+        final = self._open.pop(index).final(text_signature)
         self.message.content[index] = final
         return AssistantMessageEvent("text_end", self.message, index, content=final.text)
 
@@ -155,8 +166,7 @@ class MessageBuilder:
         block.thinking_signature = (block.thinking_signature or "") + signature if append else signature
 
     def thinking_end(self, index: int, thinking_signature: Optional[str] = None) -> AssistantMessageEvent:
-        block = self._open.pop(index)
-        final = ThinkingContent(block.thinking, thinking_signature or block.thinking_signature, block.redacted)
+        final = self._open.pop(index).final(thinking_signature)
         self.message.content[index] = final
         return AssistantMessageEvent("thinking_end", self.message, index, content=final.thinking)
 
@@ -175,9 +185,7 @@ class MessageBuilder:
 
     def toolcall_end(self, index: int, arguments: Optional[Dict[str, Any]] = None) -> AssistantMessageEvent:
         """Close a tool call; ``arguments`` overrides the parsed JSON (for APIs that send objects)."""
-        block = self._open.pop(index)
-        final = ToolCall(block.id, block.name, block.arguments if arguments is None else arguments)
-        final.thought_signature = block.thought_signature
+        final = self._open.pop(index).final(arguments)
         self.message.content[index] = final
         return AssistantMessageEvent("toolcall_end", self.message, index, tool_call=final)
 
@@ -216,15 +224,6 @@ class MessageBuilder:
         return AssistantMessageEvent("error", reason=reason, error=self.message)
 
     def _freeze_open_blocks(self) -> None:
-        for index, block in list(self._open.items()):
-            if isinstance(block, _StreamingText):
-                self.message.content[index] = TextContent(block.text, block.text_signature)
-            elif isinstance(block, _StreamingThinking):
-                self.message.content[index] = ThinkingContent(
-                    block.thinking, block.thinking_signature, block.redacted
-                )
-            else:
-                final = ToolCall(block.id, block.name, block.arguments)
-                final.thought_signature = block.thought_signature
-                self.message.content[index] = final
+        for index, block in self._open.items():
+            self.message.content[index] = block.final()
         self._open.clear()

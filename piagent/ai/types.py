@@ -248,15 +248,7 @@ class Usage:
 # --------------------------------------------------------------------------- messages
 
 
-@dataclass
-class UserMessage:
-    content: Union[str, List[UserContent]]
-    timestamp: int = field(default_factory=now_ms)
-    role: Literal["user"] = field(default="user", init=False)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"role": "user", "content": _content_to_dict(self.content), "timestamp": self.timestamp}
-
+class _ShownInNotebooks:
     def _repr_html_(self) -> str:
         """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
         from .display import message_html
@@ -265,7 +257,17 @@ class UserMessage:
 
 
 @dataclass
-class AssistantMessage:
+class UserMessage(_ShownInNotebooks):
+    content: Union[str, List[UserContent]]
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["user"] = field(default="user", init=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"role": "user", "content": _content_to_dict(self.content), "timestamp": self.timestamp}
+
+
+@dataclass
+class AssistantMessage(_ShownInNotebooks):
     content: List[AssistantContent] = field(default_factory=list)
     api: str = ""
     provider: str = ""
@@ -302,12 +304,6 @@ class AssistantMessage:
     def tool_calls(self) -> List[ToolCall]:
         return [block for block in self.content if block.type == "toolCall"]  # type: ignore[misc]
 
-    def _repr_html_(self) -> str:
-        """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
-        from .display import message_html
-
-        return message_html(self)
-
     def snapshot(self) -> "AssistantMessage":
         """A shallow copy with its own content list (O(blocks), never O(text))."""
         copy = object.__new__(AssistantMessage)
@@ -318,7 +314,7 @@ class AssistantMessage:
 
 
 @dataclass
-class ToolResultMessage:
+class ToolResultMessage(_ShownInNotebooks):
     tool_call_id: str
     tool_name: str
     content: List[UserContent] = field(default_factory=list)
@@ -343,12 +339,6 @@ class ToolResultMessage:
     @property
     def text(self) -> str:
         return "".join(block.text for block in self.content if block.type == "text")
-
-    def _repr_html_(self) -> str:
-        """How Jupyter shows the message (escaped HTML, see :mod:`piagent.ai.display`)."""
-        from .display import message_html
-
-        return message_html(self)
 
 
 Message = Union[UserMessage, AssistantMessage, ToolResultMessage]

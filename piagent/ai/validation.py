@@ -237,25 +237,18 @@ def _matches(value: Any, json_type: str) -> bool:
 
 def _convert(value: Any, json_type: str) -> Any:
     """``value`` converted to ``json_type`` by pi's rules, or ``_NO`` if no rule applies."""
-    if json_type == "number":
+    if json_type == "number" or json_type == "integer":
         if value is None:
             return 0
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, str):
             number = _parse_number(value)
-            return _NO if number is None else number
-    elif json_type == "integer":
-        if value is None:
-            return 0
-        if isinstance(value, bool):
-            return int(value)
-        if isinstance(value, str):
-            number = _parse_number(value)
-            if isinstance(number, int):
+            if number is None:
+                return _NO
+            if json_type == "number" or isinstance(number, int):
                 return number
-            if isinstance(number, float) and number.is_integer():
-                return int(number)
+            return int(number) if number.is_integer() else _NO  # "integer" from "2.0" or "1e3"
     elif json_type == "boolean":
         if value is None:
             return False

@@ -94,8 +94,10 @@ class Report:
         self.rows.append(row)
         return row
 
-    def check(self, scenario: str, measure: str, ok: bool, detail: str = "") -> Row:
-        return self.add(Row(scenario, measure, detail or ("yes" if ok else "no"), target="correct", passed=ok, check=True))
+    def check(self, scenario: str, measure: str, ok: bool, detail: str = "", failure: Any = None) -> Row:
+        """A correctness row showing ``detail``, else "yes"; a failed check shows ``failure`` (what was seen) if given."""
+        shown = str(failure) if not ok and failure is not None else detail or ("yes" if ok else "no")
+        return self.add(Row(scenario, measure, shown, target="correct", passed=ok, check=True))
 
     @property
     def failures(self) -> List[Row]:

@@ -9,7 +9,6 @@ the tool arguments, the order of tool results, the markers) and records the chec
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,7 +138,7 @@ def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
     rounds = Rounds({"floor": run_floor, "piagent": run_piagent}, sizes.repeats)
     floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
     ok = seen["piagent"][:3] == (True, n, "stop")
-    report.check("stream", f"piagent: full text, {n:,} deltas to the listener", ok, "" if ok else str(seen["piagent"]))
+    report.check("stream", f"piagent: full text, {n:,} deltas to the listener", ok, failure=seen["piagent"])
     report.check("stream", "floor: full text", bool(seen["floor"]))
     piagent_rate, floor_rate = n / piagent_t.wall, n / floor_t.wall
     ratio = rounds.ratio("floor", "piagent")  # piagent's rate / the floor's
@@ -197,8 +196,7 @@ def _args_runs(server: BenchServer, n: int, report: Report) -> Tuple[Callable[[]
 
     def check() -> None:
         ok = seen["piagent"][:3] == (True, n, True)
-        detail = "" if ok else str(seen["piagent"])
-        report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, detail)
+        report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, failure=seen["piagent"])
         report.check("args", f"floor: exact arguments after {n:,} deltas", bool(seen["floor"]))
 
     return run_floor, run_piagent, check
@@ -327,8 +325,9 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
     finally:
         faux.unregister()
 
-    report.check("turns", f"piagent (HTTP): {turns} tool results in order, final answer", seen["piagent"][:2] == (True, True), "" if seen["piagent"][:2] == (True, True) else str(seen["piagent"]))
-    report.check("turns", f"piagent (faux): {turns} tool results in order, final answer", seen["faux"][:2] == (True, True), "" if seen["faux"][:2] == (True, True) else str(seen["faux"]))
+    for key, how in (("piagent", "HTTP"), ("faux", "faux")):
+        ok = seen[key][:2] == (True, True)
+        report.check("turns", f"piagent ({how}): {turns} tool results in order, final answer", ok, failure=seen[key])
     report.check("turns", f"floor: {calls} calls, final answer", bool(seen["floor"]))
     ratio = rounds.ratio("piagent", "floor")
     report.add(Row("turns", f"HTTP wall per model call ({calls} calls)", ms(piagent_t.wall / calls), ms(floor_t.wall / calls), times(ratio), "<= 3.00x floor", ratio <= 3.0))

@@ -17,6 +17,8 @@ from piagent.cli.interactive import InteractiveSession
 from piagent.cli.render import Console, ConsoleRenderer
 from piagent.testing import faux_message
 
+from tests.support.agent_support import text_of
+
 WAIT = 10
 
 
@@ -82,12 +84,7 @@ class Session:
         return self.code[0]
 
     def transcript(self) -> List[str]:
-        return [f"{m.role}:{_text(m)}" for m in self.agent.state.messages]
-
-
-def _text(message: Any) -> str:
-    content = message.content
-    return content if isinstance(content, str) else "".join(getattr(b, "text", "") for b in content)
+        return [f"{m.role}:{text_of(m)}" for m in self.agent.state.messages]
 
 
 def test_a_line_typed_while_the_agent_works_steers_it(faux: Any) -> None:
@@ -166,7 +163,7 @@ def test_a_message_queued_as_the_run_ends_is_not_lost(faux: Any) -> None:
     def steer_at_the_very_end(event: Any) -> None:
         if event.type == "agent_end" and len(s.agent.state.messages) == 2:  # after the loop's last poll
             s.agent.steer("one more thing")
-        if event.type == "message_end" and _text(event.message) == "late answer":
+        if event.type == "message_end" and text_of(event.message) == "late answer":
             late_answered.set()
 
     s.agent.subscribe(steer_at_the_very_end)

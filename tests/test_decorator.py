@@ -33,6 +33,8 @@ from piagent import (
 from piagent.executors import abandoned_tool_threads
 from piagent.testing import faux_message, faux_tool_call
 
+from tests.support.agent_support import text_of
+
 WAIT = 10.0  # upper bound for any wait on another thread; never reached when things work
 
 
@@ -78,10 +80,6 @@ def run_calls(faux: Any, tools: List[AgentTool], calls: List[Tuple[str, Dict[str
     results = [m for m in messages if isinstance(m, ToolResultMessage)]
     assert len(results) == len(calls)
     return events, results
-
-
-def text_of(result: ToolResultMessage) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 # --------------------------------------------------------------------------- decoration

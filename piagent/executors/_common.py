@@ -262,7 +262,7 @@ class Notifications:
         """Execute ``job`` on the current thread and post its outcome.
 
         A call with a timeout posts ``started`` first: its deadline counts from there, not
-        from submission (a capped pool may keep it waiting for a thread). A tool raising a
+        from submission (a user's executor may keep it waiting for a thread). A tool raising a
         BaseException (SystemExit, KeyboardInterrupt) is still reported as an error outcome,
         so the run thread never waits for it forever; the exception then goes on up.
         """

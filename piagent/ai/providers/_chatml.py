@@ -140,8 +140,12 @@ class ToolCallSplitter:
     def __init__(self) -> None:
         self._held = ""
         self.in_call = False
-        self.closed = False
         self._call: List[str] = []
+
+    @property
+    def closed(self) -> bool:
+        """True once ``</tool_call>`` has arrived."""
+        return TOOL_CALL_CLOSE in "".join(self._call)
 
     @property
     def call_text(self) -> str:
@@ -152,7 +156,6 @@ class ToolCallSplitter:
     def feed(self, delta: str) -> str:
         if self.in_call:
             self._call.append(delta)
-            self.closed = TOOL_CALL_CLOSE in "".join(self._call)
             return ""
         text = self._held + delta
         start = text.find(TOOL_CALL_OPEN)

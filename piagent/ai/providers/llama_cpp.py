@@ -27,12 +27,13 @@ import logging
 import os
 import threading
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Context, Model, StreamOptions, Tool
 from . import _chatml
+from ._common import ABORTED_MESSAGE
 
 __all__ = ["API", "BUNDLED_MODELS", "gguf_path", "is_available", "preload", "stream_llama_cpp"]
 
@@ -223,24 +224,25 @@ class _Generation:
         stop = [_chatml.END, _chatml.START] + ([_chatml.TOOL_CALL_CLOSE] if tools_shown else [])
         splitter = _chatml.ToolCallSplitter() if tools_shown else None
         index: Optional[int] = None
+
+        def show(text: str) -> Iterator[AssistantMessageEvent]:
+            nonlocal index
+            if index is None:
+                start = self.builder.text_start()
+                index = start.content_index
+                yield start
+            yield self.builder.text_delta(index, text)  # type: ignore[arg-type]
+
         for piece in self.chunks(prompt, stop):
             shown = splitter.feed(piece) if splitter is not None else piece
             if shown:
-                if index is None:
-                    start = self.builder.text_start()
-                    index = start.content_index
-                    yield start
-                yield self.builder.text_delta(index, shown)  # type: ignore[arg-type]
+                yield from show(shown)
         tail = splitter.flush() if splitter is not None else ""
         call = _chatml.parse_tool_call(splitter.call_text) if splitter is not None and splitter.in_call else None
         if splitter is not None and splitter.in_call and call is None:
             tail += _chatml.TOOL_CALL_OPEN + splitter.call_text  # not a valid call: show it as text
         if tail:
-            if index is None:
-                start = self.builder.text_start()
-                index = start.content_index
-                yield start
-            yield self.builder.text_delta(index, tail)  # type: ignore[arg-type]
+            yield from show(tail)
         if index is not None:
             yield self.builder.text_end(index)
         if call is not None and not self.aborted:
@@ -257,14 +259,12 @@ class _Generation:
                 return
             tool = next((t for t in tools if picked.rstrip('"') == t.name), tools[0])
         prompt += _chatml.forced_call_prefix(tool.name)
-        start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", tool.name)
-        index = start.content_index
-        yield start
-        for piece in self.chunks(prompt, [_chatml.END], _arguments_grammar(tool)):
-            yield self.builder.toolcall_delta(index, piece)  # type: ignore[arg-type]
-        yield self.builder.toolcall_end(index)  # type: ignore[arg-type]
+        yield from self._emit_call(tool.name, self.chunks(prompt, [_chatml.END], _arguments_grammar(tool)))
 
-    def _emit_call(self, name: str, deltas: List[str], arguments: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _emit_call(
+        self, name: str, deltas: Iterable[str], arguments: Optional[Dict[str, Any]] = None
+    ) -> Iterator[AssistantMessageEvent]:
+        """A tool call from its argument deltas; ``arguments`` (if given) overrides their parse."""
         start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
         index = start.content_index
         yield start
@@ -276,7 +276,7 @@ class _Generation:
 def _stop_reason(generation: _Generation, builder: MessageBuilder) -> str:
     if generation.finish_reason == "length":
         return "length"
-    if any(block.type == "toolCall" for block in builder.message.content):
+    if builder.message.tool_calls:
         return "toolUse"
     return "stop"
 
@@ -297,7 +297,7 @@ def _events(model: Model, context: Context, options: StreamOptions) -> Iterator[
         yield builder.error(str(exc) or type(exc).__name__)
         return
     if not _acquire(loaded.lock, signal):
-        yield builder.error("Request was aborted", aborted=True)
+        yield builder.error(ABORTED_MESSAGE, aborted=True)
         return
     final: AssistantMessageEvent
     try:
@@ -310,7 +310,7 @@ def _events(model: Model, context: Context, options: StreamOptions) -> Iterator[
         builder.message.usage.output = generation.output_tokens
         builder.message.usage.compute_cost(model)
         if generation.aborted:
-            final = builder.error("Request was aborted", aborted=True)
+            final = builder.error(ABORTED_MESSAGE, aborted=True)
         else:
             yield from builder.end_all()
             final = builder.done(_stop_reason(generation, builder))

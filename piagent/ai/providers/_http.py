@@ -310,12 +310,7 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
 
 def _shut(response: requests.Response) -> None:
     """Make any blocked read on ``response`` return now, from any thread."""
-    sock = _socket_of(response)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    _shut_socket(_socket_of(response))
     try:
         response.close()
     except Exception:  # closing a half-read response from another thread may complain
@@ -391,7 +386,7 @@ class _HelperReader:
                     self._finished = True
                     raise item
                 return item  # type: ignore[no-any-return]
-        except (StopIteration, TimeoutError, Exception):
+        except Exception:  # StopIteration, TimeoutError, or the reader's own failure
             raise
         except BaseException:  # KeyboardInterrupt: nobody will read on
             self.close()
@@ -404,7 +399,7 @@ class _HelperReader:
         try:
             while received <= limit:
                 received += len(self.next_before(deadline))
-        except (StopIteration, TimeoutError, Exception):
+        except Exception:  # the end, the deadline, or a failed read
             return
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ A provider is a pair of functions ``(model, context, options) -> AssistantMessag
 ``stream`` takes provider options as given, ``stream_simple`` maps ``options.reasoning``
 (a level) onto the API's own knob. Once called, a provider reports every failure inside the
 stream (an ``error`` event), never by raising; only the dispatchers here raise, for an
-unregistered ``api``.
+unregistered ``api`` or a model whose ``api`` is not the provider's.
 """
 
 from __future__ import annotations

@@ -123,7 +123,11 @@ class EventStream(Generic[E, R]):
             return event
 
     def result(self, timeout: Optional[float] = None) -> R:
-        """The final result; blocks until the stream is resolved (or ``timeout`` expires)."""
+        """The final result; blocks until the stream is resolved (or ``timeout`` expires).
+
+        A pull-mode stream is first drained on the calling thread, which ``timeout`` does not
+        bound (the source's own timeouts do, e.g. an HTTP read timeout).
+        """
         if self._source is not None:
             for _ in self:  # drain on this thread; nothing else will
                 pass

@@ -3,10 +3,11 @@
 :func:`open_stream` sends the request and returns an :class:`HttpStream` once response
 headers with a 2xx status arrived. Before that:
 
-* 429, 408 and 5xx answers and connection failures are retried up to ``max_retries`` times
-  with exponential backoff (0.5 s, 1 s, 2 s... capped by ``max_retry_delay_ms``); a
-  ``Retry-After`` the server asks for is honoured, and if it exceeds ``max_retry_delay_ms``
-  the request fails at once instead of waiting;
+* 408, 429, 500, 502, 503, 504 and 529 (Anthropic's "overloaded") answers and connection
+  failures are retried up to ``max_retries`` times with exponential backoff (0.5 s, 1 s, 2 s...,
+  a status retry jittered by +-25 %, capped by ``max_retry_delay_ms``); a ``Retry-After`` the
+  server asks for is honoured, and if it exceeds ``max_retry_delay_ms`` the request fails at
+  once instead of waiting;
 * any other status raises :class:`HttpStatusError` carrying the provider's own error text.
 
 Abort works at every moment: while connecting or waiting for headers (the request runs on a

@@ -30,12 +30,6 @@ from tests.support.scripted_server import RESET, ScriptedServer, Wait
 KEY = "sk-ant-test-key-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
-
-
 def make_model(base_url: str = "http://127.0.0.1:9", **overrides: Any) -> Model:
     fields: Dict[str, Any] = dict(
         id="claude-test-4",

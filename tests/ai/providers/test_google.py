@@ -29,12 +29,6 @@ from tests.support.scripted_server import RESET, ScriptedServer, Wait
 KEY = "AIzaSy-test-key-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
-
-
 def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) -> Model:
     fields: Dict[str, Any] = dict(
         id="gemini-2.5-flash",

@@ -288,34 +288,25 @@ class AnthropicStreamMapper:
         return []  # ping and event types added later carry nothing we use
 
     def _block_start(self, wire_index: int, block: Dict[str, Any]) -> List[AssistantMessageEvent]:
+        """Open the block; content the start event already carries becomes its first delta."""
         builder = self.builder
         kind = block.get("type")
         if kind == "text":
-            event = builder.text_start()
-            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
-            events = [event]
-            if block.get("text"):
-                events.append(builder.text_delta(event.content_index, block["text"]))  # type: ignore[arg-type]
-            return events
-        if kind == "thinking":
+            event, first, add = builder.text_start(), block.get("text"), builder.text_delta
+        elif kind == "thinking":
             event = builder.thinking_start(block.get("signature") or None)
-            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
-            events = [event]
-            if block.get("thinking"):
-                events.append(builder.thinking_delta(event.content_index, block["thinking"]))  # type: ignore[arg-type]
-            return events
-        if kind == "redacted_thinking":
+            first, add = block.get("thinking"), builder.thinking_delta
+        elif kind == "redacted_thinking":
             event = builder.thinking_start(block.get("data") or None, redacted=True)
-            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
-            return [event, builder.thinking_delta(event.content_index, REDACTED_THINKING_TEXT)]  # type: ignore[arg-type]
-        if kind == "tool_use":
+            first, add = REDACTED_THINKING_TEXT, builder.thinking_delta
+        elif kind == "tool_use":
             event = builder.toolcall_start(block.get("id") or "", block.get("name") or "")
-            self._blocks[wire_index] = event.content_index  # type: ignore[assignment]
-            events = [event]
-            if block.get("input"):
-                events.append(builder.toolcall_delta(event.content_index, json.dumps(block["input"])))  # type: ignore[arg-type]
-            return events
-        return []  # server tools, citations...: not represented in pi's content model
+            first, add = (json.dumps(block["input"]) if block.get("input") else None), builder.toolcall_delta
+        else:
+            return []  # server tools, citations...: not represented in pi's content model
+        index: int = event.content_index  # type: ignore[assignment]
+        self._blocks[wire_index] = index
+        return [event, add(index, first)] if first else [event]
 
     def _block_delta(self, wire_index: int, delta: Dict[str, Any]) -> List[AssistantMessageEvent]:
         index = self._blocks.get(wire_index)

@@ -210,6 +210,30 @@ def test_redacted_thinking_block_keeps_its_data_as_signature(server):
     assert message.content[0] == ThinkingContent("[Reasoning redacted]", "ENCRYPTED==", redacted=True)
 
 
+def test_content_carried_by_a_block_start_is_its_first_delta(server):
+    server.reply(
+        frames(
+            message_start(),
+            block_start(0, {"type": "thinking", "thinking": "Hm.", "signature": "SIG"}),
+            block_stop(0),
+            block_start(1, {"type": "text", "text": "Hi"}),
+            delta(1, type="text_delta", text="!"),
+            block_stop(1),
+            block_start(2, {"type": "tool_use", "id": "toolu_X", "name": "f", "input": {"a": 1}}),
+            block_stop(2),
+            message_delta("tool_use", 9),
+            STOP,
+        )
+    )
+    events, message = run(server)
+    assert types(events) == [
+        "start", "thinking_start", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_delta",
+        "text_end", "toolcall_start", "toolcall_delta", "toolcall_end", "done",
+    ]
+    assert [e.delta for e in events if e.type.endswith("_delta")] == ["Hm.", "Hi", "!", '{"a": 1}']
+    assert message.content == [ThinkingContent("Hm.", "SIG"), TextContent("Hi!"), ToolCall("toolu_X", "f", {"a": 1})]
+
+
 def tool_stream() -> List[Dict[str, Any]]:
     return [
         message_start(),

@@ -172,6 +172,16 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> Dic
 # --------------------------------------------------------------------------- response
 
 
+#: The delta events, and the builder method each one feeds.
+_DELTAS = {
+    "response.output_text.delta": MessageBuilder.text_delta,
+    "response.refusal.delta": MessageBuilder.text_delta,
+    "response.reasoning_summary_text.delta": MessageBuilder.thinking_delta,
+    "response.reasoning_text.delta": MessageBuilder.thinking_delta,
+    "response.function_call_arguments.delta": MessageBuilder.toolcall_delta,
+}
+
+
 class _Events:
     """Turns responses-API stream events into builder events; state of one response."""
 
@@ -195,22 +205,14 @@ class _Events:
                 b.message.response_id = str(response["id"])
         elif kind == "response.output_item.added":
             yield from self._item_added(event)
-        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+        elif kind in _DELTAS:
             index = self._index(event)
             if index is not None and event.get("delta"):
-                yield b.text_delta(index, event["delta"])
-        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            index = self._index(event)
-            if index is not None and event.get("delta"):
-                yield b.thinking_delta(index, event["delta"])
+                yield _DELTAS[kind](b, index, event["delta"])
         elif kind == "response.reasoning_summary_part.added":
             index = self._index(event)
             if index is not None and event.get("summary_index", 0) > 0:
                 yield b.thinking_delta(index, "\n\n")
-        elif kind == "response.function_call_arguments.delta":
-            index = self._index(event)
-            if index is not None and event.get("delta"):
-                yield b.toolcall_delta(index, event["delta"])
         elif kind == "response.function_call_arguments.done":
             index = self._index(event)
             if index is not None and isinstance(event.get("arguments"), str):

@@ -251,3 +251,24 @@ def test_unknown_output_items_are_skipped(server):
     events, message = run(model_for(server), ctx())
     assert message.content == [TextContent("found", "m")]
     assert types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+
+
+def test_refusal_and_raw_reasoning_text_deltas_stream_as_text_and_thinking(server):
+    s = ResponsesStream().created()
+    s.add("response.output_item.added", output_index=0, item={"id": "rs", "type": "reasoning", "summary": []})
+    s.add("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0, delta="Think")
+    s.add("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0, delta="ing.")
+    s.add("response.output_item.done", output_index=0, item={"id": "rs", "type": "reasoning", "summary": []})
+    s.add("response.output_item.added", output_index=1, item={"id": "m", "type": "message", "content": [], "role": "assistant"})
+    s.add("response.refusal.delta", item_id="m", output_index=1, content_index=0, delta="I can't")
+    s.add("response.refusal.delta", item_id="m", output_index=1, content_index=0, delta=" help.")
+    s.add("response.output_item.done", output_index=1, item={
+        "id": "m", "type": "message", "role": "assistant", "status": "completed",
+        "content": [{"type": "refusal", "refusal": "I can't help."}]})
+    server.reply(s.completed().frames())
+    events, message = run(model_for(server), ctx())
+    assert types(events) == [
+        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
+        "text_start", "text_delta", "text_delta", "text_end", "done",
+    ]
+    assert message.content[0].thinking == "Thinking." and message.text == "I can't help."

@@ -1,4 +1,5 @@
-"""What every HTTP provider repeats: keys, payload hook, budgets, usage, and the error contract.
+"""What every HTTP provider repeats: keys, payload hook, budgets, usage, and the error contract
+(:func:`stream_events`, which the in-process llama-cpp provider uses too).
 
 A provider's stream function is usually just::
 

@@ -33,7 +33,8 @@ from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Context, Model, StreamOptions, Tool
 from . import _chatml
-from ._common import ABORTED_MESSAGE
+from ._common import stream_events
+from ._http import AbortedRequest
 
 __all__ = ["API", "BUNDLED_MODELS", "gguf_path", "is_available", "preload", "stream_llama_cpp"]
 
@@ -281,50 +282,37 @@ def _stop_reason(generation: _Generation, builder: MessageBuilder) -> str:
     return "stop"
 
 
-def _events(model: Model, context: Context, options: StreamOptions) -> Iterator[AssistantMessageEvent]:
-    builder = MessageBuilder(model)
-    signal = options.signal
-    try:
-        forced = _forced_tools(context, options.tool_choice)
-        tools_shown = bool(context.tools) and options.tool_choice != "none"
-        prompt = _chatml.render_prompt(context, show_tools=tools_shown)
-        if options.on_payload is not None:
-            replaced = options.on_payload({"prompt": prompt, "tool_choice": options.tool_choice}, model)
-            if isinstance(replaced, dict) and isinstance(replaced.get("prompt"), str):
-                prompt = replaced["prompt"]
-        loaded = _load(gguf_path(model), model.context_window or DEFAULT_CONTEXT)
-    except Exception as exc:
-        yield builder.error(str(exc) or type(exc).__name__)
-        return
-    if not _acquire(loaded.lock, signal):
-        yield builder.error(ABORTED_MESSAGE, aborted=True)
-        return
-    final: AssistantMessageEvent
+def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+    forced = _forced_tools(context, options.tool_choice)
+    tools_shown = bool(context.tools) and options.tool_choice != "none"
+    prompt = _chatml.render_prompt(context, show_tools=tools_shown)
+    if options.on_payload is not None:
+        replaced = options.on_payload({"prompt": prompt, "tool_choice": options.tool_choice}, model)
+        if isinstance(replaced, dict) and isinstance(replaced.get("prompt"), str):
+            prompt = replaced["prompt"]
+    loaded = _load(gguf_path(model), model.context_window or DEFAULT_CONTEXT)
+    if not _acquire(loaded.lock, options.signal):
+        raise AbortedRequest()
     try:
         generation = _Generation(loaded.llama, model, options, builder)
         builder.message.usage.input = len(loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
         yield builder.start()
-        steps = generation.forced_call(prompt, forced) if forced else generation.text(prompt, tools_shown)
-        for event in steps:
-            yield event
+        yield from generation.forced_call(prompt, forced) if forced else generation.text(prompt, tools_shown)
         builder.message.usage.output = generation.output_tokens
         builder.message.usage.compute_cost(model)
         if generation.aborted:
-            final = builder.error(ABORTED_MESSAGE, aborted=True)
-        else:
-            yield from builder.end_all()
-            final = builder.done(_stop_reason(generation, builder))
-    except Exception as exc:
-        logger.debug("llama-cpp generation failed", exc_info=True)
-        final = builder.error(str(exc) or type(exc).__name__)
+            raise AbortedRequest()
+        yield from builder.end_all()
+        final = builder.done(_stop_reason(generation, builder))
     finally:
-        loaded.lock.release()
+        loaded.lock.release()  # before the final event: a consumer that stops at done never holds the model
     yield final
 
 
 def stream_llama_cpp(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
-    """The provider's stream function: generation runs on the thread that reads the stream."""
-    return AssistantMessageEventStream(_events(model, context, options))
+    """The provider's stream function: generation runs on the thread that reads the stream, and
+    every failure (or abort) ends the stream as an ``error`` event, as for the HTTP providers."""
+    return stream_events(model, options, lambda builder: _body(model, context, options, builder))
 
 
 def register() -> bool:

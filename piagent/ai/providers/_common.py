@@ -6,9 +6,9 @@ A provider's stream function is usually just::
     def stream_x(model, context, options):
         return stream_events(model, options, lambda builder: _body(model, context, options, builder))
 
-where ``_body`` is a generator that resolves the key (:func:`resolve_api_key`), builds the
-payload (then :func:`apply_on_payload`), calls ``open_stream`` and yields ``builder.start()``
-once headers arrived, then the block events and finally ``builder.done(reason)``.
+where ``_body`` is a generator that builds the payload, sends it with :func:`open_request`
+(key, ``on_payload``, headers, secrets) and yields ``builder.start()`` once headers arrived,
+then the block events and finally ``builder.done(reason)``.
 
 :func:`stream_events` runs that generator in pull mode on the consumer's thread and keeps the
 stream-function contract of spec §2.2: *any* exception (missing key, HTTP status, abort,
@@ -27,7 +27,7 @@ from ..builder import MessageBuilder
 from ..env import env_vars_for, get_env_api_key, needs_api_key
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Model, StreamOptions, Usage
-from ._http import AbortedRequest, describe_error
+from ._http import AbortedRequest, HttpStream, describe_error, open_stream
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -36,6 +36,7 @@ __all__ = [
     "apply_on_payload",
     "default_max_tokens",
     "make_usage",
+    "open_request",
     "max_tokens_with_budget",
     "merge_headers",
     "parse_event_json",
@@ -109,6 +110,18 @@ def secrets_of(model: Model, options: StreamOptions) -> List[str]:
                 if " " in value:  # "Bearer <token>"
                     found.append(value.split(" ", 1)[1])
     return [s for s in found if s]
+
+
+def open_request(
+    model: Model, options: StreamOptions, url: str, payload: Any, key_headers: Callable[[str], Dict[str, str]]
+) -> HttpStream:
+    """POST a provider's request: the key is resolved, ``on_payload`` sees the body, the headers
+    are ``key_headers(key)`` overridden by ``model.headers`` then ``options.headers``, and every
+    secret is scrubbed from errors. Raises what :func:`resolve_api_key` and ``open_stream`` raise."""
+    api_key = resolve_api_key(model, options)
+    payload = apply_on_payload(options, payload, model)
+    headers = merge_headers(model, options, key_headers(api_key))
+    return open_stream(url, headers, payload, options, model, secrets_of(model, options) + [api_key])
 
 
 # --------------------------------------------------------------------------- payload and limits

@@ -1,6 +1,7 @@
 """The Anthropic Messages API (``api="anthropic-messages"``), streamed over SSE.
 
-Request: ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
+Request: ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` (then
+``model.headers`` and ``options.headers``).
 :func:`build_request` turns a :class:`Context` into the JSON body (a pure function);
 :class:`AnthropicStreamMapper` turns each SSE event into builder events (also pure). The
 provider glues them to the HTTP layer; every failure ends the stream as an ``error`` event.
@@ -32,23 +33,18 @@ from ..types import (
 )
 from ._common import (
     ProviderStreamError,
-    apply_on_payload,
     default_max_tokens,
     max_tokens_with_budget,
-    merge_headers,
+    open_request,
     parse_event_object,
     reasoning_budget,
-    resolve_api_key,
-    secrets_of,
     stream_events,
     tool_choice_name,
 )
-from ._http import open_stream
 
 __all__ = [
     "API",
     "AnthropicStreamMapper",
-    "build_headers",
     "build_request",
     "normalize_tool_call_id",
     "stream_anthropic",
@@ -215,15 +211,8 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Dic
     return payload
 
 
-def build_headers(model: Model, options: StreamOptions, api_key: str) -> Dict[str, str]:
-    """The request headers: key and API version, then ``model.headers``, then ``options.headers``."""
-    base = {
-        "x-api-key": api_key,
-        "anthropic-version": ANTHROPIC_VERSION,
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-    }
-    return merge_headers(model, options, base)
+def _key_headers(api_key: str) -> Dict[str, str]:
+    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
 
 
 # --------------------------------------------------------------------------- response
@@ -347,11 +336,8 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
     """Stream a Messages API response; failures end the stream as an ``error`` event."""
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
-        api_key = resolve_api_key(model, options)
-        payload = apply_on_payload(options, build_request(model, context, options), model)
         url = model.base_url.rstrip("/") + "/v1/messages"
-        headers = build_headers(model, options, api_key)
-        with open_stream(url, headers, payload, options, model, secrets_of(model, options) + [api_key]) as http:
+        with open_request(model, options, url, build_request(model, context, options), _key_headers) as http:
             yield builder.start()
             mapper = AnthropicStreamMapper(builder)
             for _name, data in http.sse():

@@ -29,20 +29,16 @@ from ..transform import transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
 from ._common import (
     ProviderStreamError,
-    apply_on_payload,
     default_max_tokens,
-    merge_headers,
+    open_request,
     parse_event_object,
     reasoning_budget,
-    resolve_api_key,
-    secrets_of,
     stream_events,
     tool_choice_name,
     usage_with_cached_prompt,
 )
-from ._http import open_stream
 
-__all__ = ["API", "GoogleStreamMapper", "build_headers", "build_request", "request_url", "stream_google"]
+__all__ = ["API", "GoogleStreamMapper", "build_request", "request_url", "stream_google"]
 
 API = "google-generative-ai"
 
@@ -197,10 +193,8 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Dic
     return payload
 
 
-def build_headers(model: Model, options: StreamOptions, api_key: str) -> Dict[str, str]:
-    """The request headers: the key, then ``model.headers``, then ``options.headers``."""
-    base = {"x-goog-api-key": api_key, "Content-Type": "application/json", "Accept": "text/event-stream"}
-    return merge_headers(model, options, base)
+def _key_headers(api_key: str) -> Dict[str, str]:
+    return {"x-goog-api-key": api_key}
 
 
 def request_url(model: Model) -> str:
@@ -348,11 +342,8 @@ def stream_google(model: Model, context: Context, options: StreamOptions) -> Ass
     """Stream a Gemini response; failures end the stream as an ``error`` event."""
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
-        api_key = resolve_api_key(model, options)
-        payload = apply_on_payload(options, build_request(model, context, options), model)
-        headers = build_headers(model, options, api_key)
-        secrets = secrets_of(model, options) + [api_key]
-        with open_stream(request_url(model), headers, payload, options, model, secrets) as http:
+        payload = build_request(model, context, options)
+        with open_request(model, options, request_url(model), payload, _key_headers) as http:
             yield builder.start()
             mapper = GoogleStreamMapper(builder)
             for _name, data in http.sse():

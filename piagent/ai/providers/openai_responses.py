@@ -31,15 +31,12 @@ from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
 from ._common import (
     ProviderStreamError,
-    apply_on_payload,
-    merge_headers,
+    open_request,
     parse_event_json,
-    resolve_api_key,
     stream_events,
     tool_choice_name,
     usage_with_cached_prompt,
 )
-from ._http import open_stream
 from ._openai import (
     CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
@@ -305,11 +302,8 @@ class _Events:
 
 
 def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
-    api_key = resolve_api_key(model, options)
-    payload = apply_on_payload(options, build_payload(model, context, options), model)
-    headers = merge_headers(model, options, bearer_headers(api_key))
     url = model.base_url.rstrip("/") + "/responses"
-    with open_stream(url, headers, payload, options, model, secrets=[api_key]) as http:
+    with open_request(model, options, url, build_payload(model, context, options), bearer_headers) as http:
         yield builder.start()
         state = _Events(builder, model)
         for _name, data in http.sse():

@@ -267,8 +267,11 @@ def test_never_raises_on_arbitrary_text():
         parse_streaming_json(text)
 
 
-def test_deep_nesting_does_not_raise():
-    assert parse_streaming_json("[" * 100_000) is not None
+def test_deep_nesting_does_not_raise_and_every_level_is_closed():
+    value, depth = parse_streaming_json("[" * 100_000), 0
+    while value:  # [[[...[]...]]]: one list per level, the innermost empty
+        value, depth = value[0], depth + 1
+    assert (value, depth) == ([], 99_999)
 
 
 # --------------------------------------------------------------------------- IncrementalJsonParser

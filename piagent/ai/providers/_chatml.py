@@ -31,10 +31,12 @@ from ..types import Context, Tool, ToolCall
 
 __all__ = [
     "END",
+    "START",
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
     "ToolCallSplitter",
     "forced_call_prefix",
+    "format_tool_call",
     "parse_tool_call",
     "render_prompt",
 ]

@@ -12,9 +12,9 @@ headers with a 2xx status arrived. Before that:
 
 Abort works at every moment: while connecting or waiting for headers (the request runs on a
 short-lived thread so the caller can stop waiting, and the connection it uses is shut down so
-that thread ends too), between retries, and while the body streams (the socket is shut down,
-so a blocked read returns at once). Secrets given to :func:`open_stream` are scrubbed from
-every error message.
+that thread ends too: see :mod:`._connections`), between retries, and while the body streams
+(the socket is shut down, so a blocked read returns at once). Secrets given to
+:func:`open_stream` are scrubbed from every error message.
 
 Ctrl-C: on the main thread nothing here blocks in a socket call. A SIGINT that lands just
 before a blocking call starts is only seen when the call returns, which for a stalled server
@@ -35,15 +35,12 @@ import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import requests
-import requests.adapters
-import urllib3.connection
-import urllib3.connectionpool
 import urllib3.exceptions
-import urllib3.poolmanager
 
 from ..._threads import run_in_thread
 from ...abort import AbortSignal
 from ..types import Model, StreamOptions
+from ._connections import AbortedRequest, Tracker, session, shut_socket
 from ._sse import SseEvent, iter_sse
 
 __all__ = ["AbortedRequest", "HttpStatusError", "HttpStream", "open_stream", "redact", "describe_error"]
@@ -59,16 +56,6 @@ BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
 RELEASE_LIMIT = 65_536
 MAIN_THREAD_WAIT_SLICE = 0.1  # seconds: how late the main thread may notice a Ctrl-C
-
-_session_lock = threading.Lock()
-_shared_session: Optional[requests.Session] = None
-
-
-class AbortedRequest(Exception):
-    """The request was aborted through its signal."""
-
-    def __init__(self) -> None:
-        super().__init__("Request was aborted")
 
 
 class HttpStatusError(Exception):
@@ -133,128 +120,6 @@ def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) ->
     return redact(text, secrets)
 
 
-# --------------------------------------------------------------------------- abortable connections
-#
-# While a request waits for its response headers, the only handle on it is the urllib3
-# connection object, deep inside requests. Connections made by the pools below report
-# themselves to the tracker of the thread sending the request, so an abort can shut their
-# socket down and the sending thread returns at once instead of waiting for the server.
-
-_sending = threading.local()
-
-
-class _Tracker:
-    """The connections used by one request; :meth:`cancel` shuts them down, now and later."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connections: List[Any] = []
-        self._cancelled = False
-
-    def register(self, connection: Any) -> None:
-        with self._lock:
-            if connection not in self._connections:
-                self._connections.append(connection)
-        self.check(connection)
-
-    def check(self, connection: Any) -> None:
-        """Shut ``connection`` and raise if the request was cancelled (closes the cancel/connect race)."""
-        if self._cancelled:
-            _shut_socket(getattr(connection, "sock", None))
-            raise AbortedRequest()
-
-    def cancel(self) -> None:
-        with self._lock:
-            self._cancelled = True
-            connections = list(self._connections)
-        for connection in connections:
-            _shut_socket(getattr(connection, "sock", None))
-
-
-def _shut_socket(sock: Any) -> None:
-    if isinstance(sock, socket.socket):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-class _Tracked:
-    """Mixin for urllib3 connections: report to the sending thread's tracker, if any."""
-
-    def connect(self) -> None:
-        tracker: Optional[_Tracker] = getattr(_sending, "tracker", None)
-        if tracker is not None:
-            tracker.register(self)
-        super().connect()  # type: ignore[misc]
-        if tracker is not None:
-            tracker.check(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        tracker: Optional[_Tracker] = getattr(_sending, "tracker", None)
-        if tracker is not None:
-            tracker.register(self)
-        return super().request(*args, **kwargs)  # type: ignore[misc]
-
-
-class _TrackedHTTPConnection(_Tracked, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _TrackedHTTPSConnection(_Tracked, urllib3.connection.HTTPSConnection):
-    pass
-
-
-# urllib3 names the connection class in its messages ("HTTPConnection(host=...): Failed to
-# establish a new connection"); keep the names users know.
-_TrackedHTTPConnection.__name__ = _TrackedHTTPConnection.__qualname__ = "HTTPConnection"
-_TrackedHTTPSConnection.__name__ = _TrackedHTTPSConnection.__qualname__ = "HTTPSConnection"
-
-
-class _TrackedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
-    ConnectionCls = _TrackedHTTPConnection
-
-
-class _TrackedHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
-    ConnectionCls = _TrackedHTTPSConnection
-
-
-_TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
-
-
-def _use_tracked_pools(manager: Any) -> Any:
-    """Make ``manager`` build tracked pools (left alone if it has its own, e.g. SOCKS)."""
-    if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:
-        manager.pool_classes_by_scheme = _TRACKED_POOLS
-    return manager
-
-
-class _AbortableAdapter(requests.adapters.HTTPAdapter):
-    """An ``HTTPAdapter`` whose connections an abort can shut down (see :class:`_Tracker`)."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        _use_tracked_pools(self.poolmanager)
-
-    def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
-        return _use_tracked_pools(super().proxy_manager_for(*args, **kwargs))
-
-
-def _session() -> requests.Session:
-    """The process-wide session: its urllib3 connection pools are thread-safe and keep
-    connections alive across calls; nothing else in it (cookies, auth) is used."""
-    global _shared_session
-    with _session_lock:
-        if _shared_session is None:
-            session = requests.Session()
-            adapter = _AbortableAdapter(pool_connections=16, pool_maxsize=64, max_retries=0)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            session.trust_env = True
-            _shared_session = session
-        return _shared_session
-
-
 def _error_text(response: requests.Response) -> str:
     """The provider's error message from a failed response (JSON ``error.message`` or the body)."""
     try:
@@ -311,7 +176,7 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
 
 def _shut(response: requests.Response) -> None:
     """Make any blocked read on ``response`` return now, from any thread."""
-    _shut_socket(_socket_of(response))
+    shut_socket(_socket_of(response))
     try:
         response.close()
     except Exception:  # closing a half-read response from another thread may complain
@@ -476,20 +341,18 @@ def _send(
     """POST, on a worker thread when an abort (or, on the main thread, a Ctrl-C) may have to
     stop the wait for the connection and the headers; the request is then ended too."""
     if signal is None and not _on_main_thread():
-        return _session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
+        return session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
     box: List[Any] = []
     done = threading.Event()
-    tracker = _Tracker()
+    tracker = Tracker()
     abandoned = threading.Event()
 
     def send() -> None:
-        _sending.tracker = tracker
         try:
-            box.append(_session().post(url, headers=headers, data=body, stream=True, timeout=timeout))
+            with tracker.sending():
+                box.append(session().post(url, headers=headers, data=body, stream=True, timeout=timeout))
         except BaseException as exc:  # handed to the waiting caller
             box.append(exc)
-        finally:
-            _sending.tracker = None
         done.set()
         if abandoned.is_set() and isinstance(box[0], requests.Response):
             box[0].close()  # nobody will read it

@@ -8,6 +8,7 @@ ends after the tools observed it, and well within a bound that cannot flake.
 
 from __future__ import annotations
 
+import os
 import signal as signals
 import threading
 import time
@@ -220,6 +221,35 @@ def prompt_interrupted(agent: Agent, text: str) -> bool:
     except KeyboardInterrupt:
         return True
     return False
+
+
+@needs_main_thread
+def test_ctrl_c_that_lands_just_before_a_blocking_read_is_still_seen_at_once(server, wire):
+    """The race, made deterministic: SIGINT is handled while the main thread sits in a read.
+
+    With SIGINT blocked on the main thread, the kernel delivers it to another thread: Python
+    notes it for the main thread, but the main thread's blocked read is not interrupted, just
+    as when the signal lands a moment before the read starts. It must still end at once.
+    """
+    agent = real_agent(server, wire)
+    gate, streamed = threading.Event(), threading.Event()
+    server.reply(wire.head() + [Wait(gate, timeout=4 * GENEROUS)] + wire.tail())
+    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    # created before SIGINT is blocked on the main thread, so this thread can receive it
+    kill = threading.Thread(target=lambda: streamed.wait(WAIT) and os.kill(os.getpid(), signals.SIGINT))
+    kill.start()
+    signals.pthread_sigmask(signals.SIG_BLOCK, {signals.SIGINT})
+    started = time.monotonic()
+    try:
+        assert prompt_interrupted(agent, "hi")
+        assert time.monotonic() - started < GENEROUS  # not when the server sends again
+    finally:
+        signals.pthread_sigmask(signals.SIG_UNBLOCK, {signals.SIGINT})
+        kill.join(WAIT)
+        gate.set()
+    assert agent.state.is_streaming is False
+    server.reply(wire.text("Back."))
+    assert agent.prompt("again").text == "Back."
 
 
 @needs_main_thread

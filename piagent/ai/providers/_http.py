@@ -16,10 +16,10 @@ that thread ends too: see :mod:`._connections`), between retries, and while the 
 (the socket is shut down, so a blocked read returns at once). Secrets given to
 :func:`open_stream` are scrubbed from every error message.
 
-Ctrl-C: on the main thread nothing here blocks in a socket call. A SIGINT that lands just
-before a blocking call starts is only seen when the call returns, which for a stalled server
-means the read timeout; so there the body is read by a worker thread and the main thread
-waits in short slices, and a ``KeyboardInterrupt`` shuts the response and ends that read.
+Ctrl-C: a SIGINT that lands just before a blocking socket call starts is only seen when the
+call returns, which for a stalled server means the read timeout. On the main thread the
+connect phase therefore runs on a worker while the main thread waits in short slices, and
+while the body streams a watcher shuts the socket on SIGINT (:class:`_InterruptWatch`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
-import queue
+import os
 import random
+import signal as signals
 import socket
 import threading
 import time
@@ -196,82 +197,67 @@ def _wait(event: threading.Event) -> None:
         event.wait()
 
 
-_END = object()
+class _InterruptWatch:
+    """While the main thread reads a body: a Ctrl-C shuts the response, so no read stays blocked.
 
-
-class _HelperReader:
-    """Iterates ``chunks`` on a worker thread; the caller (the main thread) waits in slices.
-
-    If the caller stops early (``KeyboardInterrupt``, or :meth:`close`), the response is shut
-    so that the worker's read returns and the worker is free again.
+    A SIGINT that lands just before a blocking read starts is only handled when the read
+    returns, which for a stalled server means the read timeout. Python writes the number of
+    every signal it receives to the wakeup fd, so a watcher thread reading that pipe sees the
+    SIGINT at once and shuts the socket; the main thread's read returns straight into the
+    ``KeyboardInterrupt``. The reads themselves stay on the main thread (no hand-off per
+    chunk). A previous wakeup fd (an asyncio loop's) gets every byte forwarded and is restored.
     """
 
-    def __init__(self, chunks: Iterator[bytes], response: requests.Response) -> None:
-        self._chunks = chunks
+    def __init__(self, response: requests.Response) -> None:
         self._response = response
-        self._inbox: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._started = False
-        self._finished = False
-
-    def _pump(self) -> None:
+        self._read_end, self._write_end = os.pipe()
+        os.set_blocking(self._write_end, False)
         try:
-            for chunk in self._chunks:
-                self._inbox.put(chunk)
-        except BaseException as exc:  # handed to the reader, never lost
-            self._inbox.put(exc)
-        self._inbox.put(_END)
+            self._previous = signals.set_wakeup_fd(self._write_end)
+        except (ValueError, OSError):  # not the main interpreter's main thread, or no support
+            os.close(self._read_end)
+            os.close(self._write_end)
+            raise
+        run_in_thread(self._watch)
 
-    def __iter__(self) -> "_HelperReader":
-        return self
-
-    def __next__(self) -> bytes:
-        return self.next_before(None)
-
-    def next_before(self, deadline: Optional[float]) -> bytes:
-        """The next chunk; ``StopIteration`` at the end, ``TimeoutError`` once ``deadline`` passed."""
-        if self._finished:
-            raise StopIteration
+    @classmethod
+    def start(cls, response: requests.Response) -> "Optional[_InterruptWatch]":
+        """A watch for ``response`` when on the main thread (where Ctrl-C lands), else None."""
+        if not _on_main_thread():
+            return None
         try:
-            if not self._started:
-                self._started = True
-                run_in_thread(self._pump)
+            return cls(response)
+        except (ValueError, OSError):
+            return None
+
+    def _watch(self) -> None:
+        try:
             while True:
-                wait = MAIN_THREAD_WAIT_SLICE
-                if deadline is not None:
-                    wait = min(wait, max(0.0, deadline - time.monotonic()))
-                try:
-                    item = self._inbox.get(timeout=wait)
-                except queue.Empty:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise TimeoutError("no data before the deadline") from None
-                    continue
-                if item is _END:
-                    self._finished = True
-                    raise StopIteration
-                if isinstance(item, BaseException):
-                    self._finished = True
-                    raise item
-                return item  # type: ignore[no-any-return]
-        except Exception:  # StopIteration, TimeoutError, or the reader's own failure
-            raise
-        except BaseException:  # KeyboardInterrupt: nobody will read on
-            self.close()
-            raise
+                data = os.read(self._read_end, 512)
+                if not data:
+                    return  # stop() closed the write end
+                if self._previous >= 0:
+                    try:
+                        os.write(self._previous, data)
+                    except OSError:
+                        pass
+                if _SIGINT in data:
+                    _shut(self._response)
+        finally:
+            os.close(self._read_end)
 
-    def drain(self, timeout: float, limit: int) -> None:
-        """Read what is left of the body for at most ``timeout`` seconds or ``limit`` bytes."""
-        deadline = time.monotonic() + timeout
-        received = 0
+    def stop(self) -> None:
+        """Restore the previous wakeup fd (on the main thread) and let the watcher exit."""
         try:
-            while received <= limit:
-                received += len(self.next_before(deadline))
-        except Exception:  # the end, the deadline, or a failed read
-            return
+            current = signals.set_wakeup_fd(self._previous)
+            if current != self._write_end:  # somebody installed their own meanwhile: keep theirs
+                signals.set_wakeup_fd(current)
+        except ValueError:  # closed from another thread than the one that read
+            pass
+        os.close(self._write_end)  # the watcher reads the end of the pipe and exits
 
-    def close(self) -> None:
-        if self._started and not self._finished:
-            self._finished = True
-            _shut(self._response)
+
+_SIGINT = bytes([signals.SIGINT])
 
 
 class HttpStream:
@@ -284,10 +270,8 @@ class HttpStream:
         self._remove_listener: Callable[[], None] = (
             signal.add_listener(lambda: _shut(response)) if signal is not None else (lambda: None)
         )
-        chunks = response.iter_content(chunk_size=None)
-        # on the main thread (the one that reads the body), a worker reads it (module docstring)
-        self._reader: Optional[_HelperReader] = _HelperReader(chunks, response) if _on_main_thread() else None
-        self._chunks: Iterator[bytes] = self._reader if self._reader is not None else chunks
+        self._chunks: Iterator[bytes] = response.iter_content(chunk_size=None)
+        self._watch = _InterruptWatch.start(response)
 
     def sse(self) -> Iterator[SseEvent]:
         return iter_sse(self._chunks)
@@ -299,9 +283,6 @@ class HttpStream:
 
         Gives up after ``timeout`` seconds or ``limit`` bytes; the connection is then closed.
         """
-        if self._reader is not None:
-            self._reader.drain(timeout, limit)
-            return
         sock = _socket_of(self.response)
         if sock is None:
             return
@@ -324,8 +305,9 @@ class HttpStream:
 
     def close(self) -> None:
         self._remove_listener()
-        if self._reader is not None:
-            self._reader.close()  # a read still in progress holds the response: shut it first
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
         self.response.close()
 
     def __enter__(self) -> "HttpStream":

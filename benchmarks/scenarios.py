@@ -26,6 +26,7 @@ class Sizes:
     repeats: int = 9
     stream_deltas: int = 20_000
     args_deltas: Tuple[int, int] = (5_000, 10_000)
+    args_repeats: int = 15  # the linearity check compares best runs: more runs, steadier minimum
     turns: int = 30
     parallel_tools: int = 8
     parallel_sleep: float = 0.2
@@ -42,6 +43,7 @@ TINY = Sizes(
     repeats=1,
     stream_deltas=200,
     args_deltas=(200, 400),
+    args_repeats=1,
     turns=3,
     parallel_tools=3,
     parallel_sleep=0.02,
@@ -208,7 +210,7 @@ def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
     floor_large, piagent_large, check_large = _args_runs(server, large, report)
     rounds = Rounds(
         {"floor small": floor_small, "piagent small": piagent_small, "floor large": floor_large, "piagent large": piagent_large},
-        sizes.repeats,
+        sizes.args_repeats,
     )
     check_small()
     check_large()

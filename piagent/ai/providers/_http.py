@@ -211,8 +211,8 @@ class _InterruptWatch:
     def __init__(self, response: requests.Response) -> None:
         self._response = response
         self._read_end, self._write_end = os.pipe()
-        os.set_blocking(self._write_end, False)
         try:
+            os.set_blocking(self._write_end, False)
             self._previous = signals.set_wakeup_fd(self._write_end)
         except (ValueError, OSError):  # not the main interpreter's main thread, or no support
             os.close(self._read_end)
@@ -247,13 +247,20 @@ class _InterruptWatch:
             os.close(self._read_end)
 
     def stop(self) -> None:
-        """Restore the previous wakeup fd (on the main thread) and let the watcher exit."""
+        """Restore the previous wakeup fd and let the watcher exit.
+
+        Our pipe is closed only when it was still the installed wakeup fd and this is the main
+        thread: otherwise Python (or whoever installed theirs over ours and may restore it) could
+        still write to it, and a closed fd number can be reused by an unrelated file. Then the
+        watch simply stays, forwarding every byte as before.
+        """
         try:
             current = signals.set_wakeup_fd(self._previous)
-            if current != self._write_end:  # somebody installed their own meanwhile: keep theirs
-                signals.set_wakeup_fd(current)
-        except ValueError:  # closed from another thread than the one that read
-            pass
+        except ValueError:  # not the main thread (a stream finalised elsewhere): leave it installed
+            return
+        if current != self._write_end:
+            signals.set_wakeup_fd(current)  # somebody installed theirs over ours: keep theirs
+            return
         os.close(self._write_end)  # the watcher reads the end of the pipe and exits
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import requests
 import requests.adapters
@@ -23,7 +23,7 @@ class FloorReply:
     text: str = ""
     text_deltas: int = 0
     tool_deltas: int = 0
-    tool_calls: List[Dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments": str}
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments": str}
     finish_reason: Optional[str] = None
 
 
@@ -34,15 +34,15 @@ def new_session() -> requests.Session:
     return session
 
 
-def call(session: requests.Session, base_url: str, messages: List[Dict[str, Any]], tools: Any = None) -> FloorReply:
+def call(session: requests.Session, base_url: str, messages: list[dict[str, Any]], tools: Any = None) -> FloorReply:
     """POST one streaming chat completion and read it to the end."""
-    payload: Dict[str, Any] = {"model": "bench-model", "messages": messages, "stream": True}
+    payload: dict[str, Any] = {"model": "bench-model", "messages": messages, "stream": True}
     if tools:
         payload["tools"] = tools
     body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     reply = FloorReply()
-    text: List[str] = []
-    calls: Dict[int, Dict[str, Any]] = {}
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
     with session.post(base_url + "/chat/completions", data=body, headers=_HEADERS, stream=True) as response:
         response.raise_for_status()
         buffer = b""
@@ -80,14 +80,14 @@ def call(session: requests.Session, base_url: str, messages: List[Dict[str, Any]
     return reply
 
 
-def run_tools(session: requests.Session, base_url: str, prompt: str, tools: Any) -> List[FloorReply]:
+def run_tools(session: requests.Session, base_url: str, prompt: str, tools: Any) -> list[FloorReply]:
     """The agent loop, bare: post, parse, "run" each (no-op) tool, post again until no tool call."""
-    messages: List[Dict[str, Any]] = [{"role": "user", "content": prompt}]
-    replies: List[FloorReply] = []
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    replies: list[FloorReply] = []
     while True:
         reply = call(session, base_url, messages, tools)
         replies.append(reply)
-        assistant: Dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
             assistant["tool_calls"] = [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}

@@ -6,7 +6,7 @@ import statistics
 import time
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Optional
 
 
 @dataclass
@@ -15,13 +15,13 @@ class Timing:
     cpu: float  # seconds of this process's CPU (all threads), time.process_time
 
 
-def timed(fn: Callable[[], Any]) -> Tuple[Timing, Any]:
+def timed(fn: Callable[[], Any]) -> tuple[Timing, Any]:
     wall, cpu = time.perf_counter(), time.process_time()
     value = fn()
     return Timing(time.perf_counter() - wall, time.process_time() - cpu), value
 
 
-def median_timing(timings: List[Timing]) -> Timing:
+def median_timing(timings: list[Timing]) -> Timing:
     return Timing(statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings))
 
 
@@ -32,11 +32,11 @@ class Rounds:
     the machine (it is shared) hits both sides of each ratio alike.
     """
 
-    def __init__(self, runs: Dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> None:
+    def __init__(self, runs: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> None:
         for _ in range(warmup):
             for run in runs.values():
                 run()
-        self.timings: Dict[str, List[Timing]] = {name: [] for name in runs}
+        self.timings: dict[str, list[Timing]] = {name: [] for name in runs}
         for _ in range(repeats):
             for name, run in runs.items():
                 self.timings[name].append(timed(run)[0])
@@ -88,7 +88,7 @@ class Row:
 
 @dataclass
 class Report:
-    rows: List[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
     def add(self, row: Row) -> Row:
         self.rows.append(row)
@@ -100,20 +100,30 @@ class Report:
         return self.add(Row(scenario, measure, shown, target="correct", passed=ok, check=True))
 
     @property
-    def failures(self) -> List[Row]:
+    def failures(self) -> list[Row]:
         return [row for row in self.rows if row.passed is False]
 
     def render(self, title: str) -> str:
         head = ("scenario", "measure", "piagent", "floor", "ratio", "target", "result")
         body = [
-            (r.scenario, r.measure, r.piagent, r.floor, r.ratio, r.target, "" if r.passed is None else ("PASS" if r.passed else "FAIL"))
+            (
+                r.scenario,
+                r.measure,
+                r.piagent,
+                r.floor,
+                r.ratio,
+                r.target,
+                "" if r.passed is None else ("PASS" if r.passed else "FAIL"),
+            )
             for r in self.rows
         ]
         widths = [max(len(line[i]) for line in [head] + body) for i in range(len(head))]
         right = {2, 3, 4}
 
-        def line(cells: Tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        def line(cells: tuple[str, ...]) -> str:
+            return "  ".join(
+                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
 
         rule = "  ".join("-" * w for w in widths)
         out = [title, "", line(head), rule]

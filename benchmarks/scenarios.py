@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable
 
 from . import floor, wire
 from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
@@ -25,7 +26,7 @@ class Sizes:
 
     repeats: int = 9
     stream_deltas: int = 20_000
-    args_deltas: Tuple[int, int] = (5_000, 10_000)
+    args_deltas: tuple[int, int] = (5_000, 10_000)
     args_repeats: int = 15  # the linearity check compares best runs: more runs, steadier minimum
     turns: int = 30
     parallel_tools: int = 8
@@ -59,7 +60,7 @@ API_KEY = "bench-key"
 PROMPT = [{"role": "user", "content": "go"}]
 
 
-def _schema(properties: Dict[str, Any]) -> Dict[str, Any]:
+def _schema(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": sorted(properties)}
 
 
@@ -68,7 +69,7 @@ NOOP_SCHEMA = _schema({"turn": {"type": "integer"}, "note": {"type": "string"}})
 SLEEP_SCHEMA = _schema({"index": {"type": "integer"}})
 
 
-def _openai_tool(name: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+def _openai_tool(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": f"the {name} tool", "parameters": schema}}
 
 
@@ -94,7 +95,7 @@ def new_agent(model: Any, tools: Sequence[Any] = (), **options: Any) -> Any:
     return Agent(model=model, tools=list(tools), get_api_key=lambda provider: API_KEY, **options)
 
 
-def make_tool(name: str, schema: Dict[str, Any], execute: Callable[..., Any]) -> Any:
+def make_tool(name: str, schema: dict[str, Any], execute: Callable[..., Any]) -> Any:
     from piagent import AgentTool
 
     return AgentTool(name, f"the {name} tool", schema, execute)
@@ -106,7 +107,7 @@ def ok_result(terminate: bool = False) -> Any:
     return AgentToolResult([TextContent("ok")], None, terminate)
 
 
-def tool_results(result: Any) -> List[Any]:
+def tool_results(result: Any) -> list[Any]:
     return [m for m in result.messages if getattr(m, "role", None) == "toolResult"]
 
 
@@ -119,7 +120,7 @@ def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
     expected = "".join(wire.text_deltas(n))
     session = floor.new_session()
     model = http_model(base)
-    seen: Dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     def run_floor() -> None:
         reply = floor.call(session, base, PROMPT)
@@ -145,27 +146,51 @@ def bench_stream(server: BenchServer, sizes: Sizes, report: Report) -> None:
     piagent_rate, floor_rate = n / piagent_t.wall, n / floor_t.wall
     ratio = rounds.ratio("floor", "piagent")  # piagent's rate / the floor's
     report.add(
-        Row("stream", f"text deltas/s ({n:,} deltas)", rate(piagent_rate), rate(floor_rate), times(ratio), ">= 0.50x floor", ratio >= 0.5)
+        Row(
+            "stream",
+            f"text deltas/s ({n:,} deltas)",
+            rate(piagent_rate),
+            rate(floor_rate),
+            times(ratio),
+            ">= 0.50x floor",
+            ratio >= 0.5,
+        )
     )
     report.add(
-        Row("stream", "client CPU per delta", f"{piagent_t.cpu / n * 1e6:.1f} us", f"{floor_t.cpu / n * 1e6:.1f} us", times(rounds.ratio("piagent", "floor", cpu=True)))
+        Row(
+            "stream",
+            "client CPU per delta",
+            f"{piagent_t.cpu / n * 1e6:.1f} us",
+            f"{floor_t.cpu / n * 1e6:.1f} us",
+            times(rounds.ratio("piagent", "floor", cpu=True)),
+        )
     )
     if sizes.memory:
         piagent_peak, floor_peak = peak_memory(run_piagent), peak_memory(run_floor)
-        report.add(Row("stream", "peak memory (tracemalloc)", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
+        report.add(
+            Row(
+                "stream",
+                "peak memory (tracemalloc)",
+                mib(piagent_peak),
+                mib(floor_peak),
+                times(piagent_peak / floor_peak),
+            )
+        )
 
 
 # --------------------------------------------------------------------------- 2. args
 
 
-def _args_runs(server: BenchServer, n: int, report: Report) -> Tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
+def _args_runs(
+    server: BenchServer, n: int, report: Report
+) -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
     """The floor's run, piagent's run and the correctness checks for arguments in ``n`` deltas."""
     base = server.base_url("args", n)
     expected = wire.big_arguments(n)
     session = floor.new_session()
     model = http_model(base)
     tools = [_openai_tool("write", WRITE_SCHEMA)]
-    seen: Dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     def run_floor() -> None:
         reply = floor.call(session, base, PROMPT, tools)
@@ -173,7 +198,7 @@ def _args_runs(server: BenchServer, n: int, report: Report) -> Tuple[Callable[[]
         seen["floor"] = args == expected and reply.tool_deltas == n
 
     def run_piagent() -> None:
-        received: List[Any] = []
+        received: list[Any] = []
         count = [0]
         grew = [True]
         last = [0]
@@ -198,7 +223,9 @@ def _args_runs(server: BenchServer, n: int, report: Report) -> Tuple[Callable[[]
 
     def check() -> None:
         ok = seen["piagent"][:3] == (True, n, True)
-        report.check("args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, failure=seen["piagent"])
+        report.check(
+            "args", f"piagent: exact arguments after {n:,} deltas, partials growing", ok, failure=seen["piagent"]
+        )
         report.check("args", f"floor: exact arguments after {n:,} deltas", bool(seen["floor"]))
 
     return run_floor, run_piagent, check
@@ -209,7 +236,12 @@ def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
     floor_small, piagent_small, check_small = _args_runs(server, small, report)
     floor_large, piagent_large, check_large = _args_runs(server, large, report)
     rounds = Rounds(
-        {"floor small": floor_small, "piagent small": piagent_small, "floor large": floor_large, "piagent large": piagent_large},
+        {
+            "floor small": floor_small,
+            "piagent small": piagent_small,
+            "floor large": floor_large,
+            "piagent large": piagent_large,
+        },
         sizes.args_repeats,
     )
     check_small()
@@ -261,20 +293,28 @@ def bench_args(server: BenchServer, sizes: Sizes, report: Report) -> None:
     )
     if sizes.memory:
         piagent_peak, floor_peak = peak_memory(piagent_small), peak_memory(floor_small)
-        report.add(Row("args", f"peak memory, {small:,} deltas", mib(piagent_peak), mib(floor_peak), times(piagent_peak / floor_peak)))
+        report.add(
+            Row(
+                "args",
+                f"peak memory, {small:,} deltas",
+                mib(piagent_peak),
+                mib(floor_peak),
+                times(piagent_peak / floor_peak),
+            )
+        )
 
 
 # --------------------------------------------------------------------------- 3. turns
 
 
-def _faux_turns(turns: int) -> List[Any]:
+def _faux_turns(turns: int) -> list[Any]:
     """The HTTP turns again, for the faux provider (4-character chunks): 40 text chunks and
     arguments of 80 characters (20 chunks) per turn, then the final answer."""
     from piagent.testing import faux_message, faux_text, faux_tool_call
 
     script = []
     for turn in range(turns):
-        args: Dict[str, Any] = {"turn": turn, "note": ""}
+        args: dict[str, Any] = {"turn": turn, "note": ""}
         args["note"] = "x" * (80 - len(json.dumps(args)))
         script.append(faux_message([faux_text("abcd" * 40), faux_tool_call("noop", args, id=f"call_turn_{turn}")]))
     script.append(faux_message(wire.final_text()))
@@ -290,7 +330,7 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
     session = floor.new_session()
     model = http_model(base)
     tools = [_openai_tool("noop", NOOP_SCHEMA)]
-    seen: Dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     def noop(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
         return ok_result()
@@ -309,7 +349,11 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
         agent.subscribe(listener)
         result = agent.prompt("go")
         ids = [m.tool_call_id for m in tool_results(result)]
-        seen[key] = (ids == [f"call_turn_{t}" for t in range(turns)], result.text == wire.final_text(), result.error_message)
+        seen[key] = (
+            ids == [f"call_turn_{t}" for t in range(turns)],
+            result.text == wire.final_text(),
+            result.error_message,
+        )
 
     rounds = Rounds({"floor": run_floor, "piagent": lambda: run_agent(model, "piagent")}, sizes.repeats)
     floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
@@ -332,8 +376,26 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
         report.check("turns", f"piagent ({how}): {turns} tool results in order, final answer", ok, failure=seen[key])
     report.check("turns", f"floor: {calls} calls, final answer", bool(seen["floor"]))
     ratio = rounds.ratio("piagent", "floor")
-    report.add(Row("turns", f"HTTP wall per model call ({calls} calls)", ms(piagent_t.wall / calls), ms(floor_t.wall / calls), times(ratio), "<= 3.00x floor", ratio <= 3.0))
-    report.add(Row("turns", "HTTP client CPU per model call", ms(piagent_t.cpu / calls), ms(floor_t.cpu / calls), times(rounds.ratio("piagent", "floor", cpu=True))))
+    report.add(
+        Row(
+            "turns",
+            f"HTTP wall per model call ({calls} calls)",
+            ms(piagent_t.wall / calls),
+            ms(floor_t.wall / calls),
+            times(ratio),
+            "<= 3.00x floor",
+            ratio <= 3.0,
+        )
+    )
+    report.add(
+        Row(
+            "turns",
+            "HTTP client CPU per model call",
+            ms(piagent_t.cpu / calls),
+            ms(floor_t.cpu / calls),
+            times(rounds.ratio("piagent", "floor", cpu=True)),
+        )
+    )
     report.add(Row("turns", "faux provider wall per model call", ms(faux_t.wall / calls)))
     report.add(Row("turns", "faux provider CPU per model call", ms(faux_t.cpu / calls)))
 
@@ -350,9 +412,9 @@ def bench_parallel(server: BenchServer, sizes: Sizes, report: Report) -> None:
         time.sleep(sleep)
         return ok_result()
 
-    def run(mode: str) -> Tuple[float, bool]:
-        starts: List[float] = []
-        ends: List[float] = []
+    def run(mode: str) -> tuple[float, bool]:
+        starts: list[float] = []
+        ends: list[float] = []
 
         def listener(event: Any) -> None:
             if event.type == "tool_execution_start":
@@ -372,9 +434,19 @@ def bench_parallel(server: BenchServer, sizes: Sizes, report: Report) -> None:
     phase = sorted(p for p, _ in parallel)[len(parallel) // 2]
     baseline = sorted(s for s, _ in sequential)[len(sequential) // 2]
     limit = sleep + 0.030
-    report.check("parallel", "tool results in call order (parallel and sequential)", all(ok for _, ok in parallel + sequential))
+    report.check(
+        "parallel", "tool results in call order (parallel and sequential)", all(ok for _, ok in parallel + sequential)
+    )
     report.add(
-        Row("parallel", f"tool phase, {n} tools x {sleep * 1000:.0f} ms", ms(phase), f"seq {ms(baseline)}", times(baseline / phase), f"<= {limit * 1000:.0f} ms", phase <= limit)
+        Row(
+            "parallel",
+            f"tool phase, {n} tools x {sleep * 1000:.0f} ms",
+            ms(phase),
+            f"seq {ms(baseline)}",
+            times(baseline / phase),
+            f"<= {limit * 1000:.0f} ms",
+            phase <= limit,
+        )
     )
 
 
@@ -398,7 +470,7 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
         reply = floor.call(session, base, [{"role": "user", "content": marker}])
         return reply.text == "".join(wire.echo_deltas(deltas, marker))
 
-    outcome: Dict[str, List[bool]] = {}
+    outcome: dict[str, list[bool]] = {}
 
     def fan(name: str, fn: Callable[[str], bool]) -> Callable[[], None]:
         def run() -> None:
@@ -409,12 +481,35 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
 
     rounds = Rounds({"floor": fan("floor", floor_run), "piagent": fan("piagent", agent_run)}, sizes.repeats)
     floor_t, piagent_t = rounds.median("floor"), rounds.median("piagent")
-    report.check("fan-out", f"piagent: each of {runs} agents got its own marker", all(outcome["piagent"]), f"{sum(outcome['piagent'])}/{runs}")
-    report.check("fan-out", "floor: each run got its own marker", all(outcome["floor"]), f"{sum(outcome['floor'])}/{runs}")
-    report.add(Row("fan-out", f"total, {runs} runs on {threads} threads", ms(piagent_t.wall), ms(floor_t.wall), times(rounds.ratio("piagent", "floor"))))
+    report.check(
+        "fan-out",
+        f"piagent: each of {runs} agents got its own marker",
+        all(outcome["piagent"]),
+        f"{sum(outcome['piagent'])}/{runs}",
+    )
+    report.check(
+        "fan-out", "floor: each run got its own marker", all(outcome["floor"]), f"{sum(outcome['floor'])}/{runs}"
+    )
+    report.add(
+        Row(
+            "fan-out",
+            f"total, {runs} runs on {threads} threads",
+            ms(piagent_t.wall),
+            ms(floor_t.wall),
+            times(rounds.ratio("piagent", "floor")),
+        )
+    )
     overhead = (piagent_t.wall - floor_t.wall) * threads / runs
     report.add(Row("fan-out", "per-run latency over the floor", ms(overhead)))
-    report.add(Row("fan-out", "client CPU per run", ms(piagent_t.cpu / runs), ms(floor_t.cpu / runs), times(rounds.ratio("piagent", "floor", cpu=True))))
+    report.add(
+        Row(
+            "fan-out",
+            "client CPU per run",
+            ms(piagent_t.cpu / runs),
+            ms(floor_t.cpu / runs),
+            times(rounds.ratio("piagent", "floor", cpu=True)),
+        )
+    )
 
 
 # --------------------------------------------------------------------------- import time
@@ -444,7 +539,7 @@ def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:
     started = time.perf_counter()
     with BenchServer() as server:
         for scenario in SCENARIOS:
-            name = scenario.__name__[len("bench_"):]
+            name = scenario.__name__[len("bench_") :]
             if not only or name in only:
                 scenario(server, sizes, report)
     if not only or "import" in only:

@@ -16,7 +16,7 @@ import json
 import multiprocessing
 import socket
 import threading
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from . import wire
 
@@ -40,7 +40,7 @@ class _Answers:
     """Answer bodies, encoded on first use and kept."""
 
     def __init__(self) -> None:
-        self._cache: Dict[Tuple[Any, ...], bytes] = {}
+        self._cache: dict[tuple[Any, ...], bytes] = {}
         self._lock = threading.Lock()
 
     def reply(self, path: str, body: bytes) -> bytes:
@@ -127,7 +127,7 @@ class BenchServer:
             self._process.terminate()
         self._process.join(5)
 
-    def __enter__(self) -> "BenchServer":
+    def __enter__(self) -> BenchServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -19,7 +19,8 @@ Scenarios are addressed by the request path ``/<scenario>/<n>/...`` (the rest, e
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Optional
 
 CREATED = 1_700_000_000
 MODEL = "bench-model"
@@ -31,24 +32,24 @@ FINAL_TEXT_DELTAS = 40
 _WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog, ", "then ")
 
 
-def text_deltas(n: int, seed: int = 0) -> List[str]:
+def text_deltas(n: int, seed: int = 0) -> list[str]:
     """``n`` small text deltas (a word each), the same for the same arguments."""
     return [_WORDS[(i + seed) % len(_WORDS)] for i in range(n)]
 
 
-def split_text(text: str, n: int) -> List[str]:
+def split_text(text: str, n: int) -> list[str]:
     """``text`` cut into exactly ``n`` pieces of near-equal length (none empty if len >= n)."""
     return [text[len(text) * i // n : len(text) * (i + 1) // n] for i in range(n)]
 
 
-def big_arguments(n_deltas: int) -> Dict[str, Any]:
+def big_arguments(n_deltas: int) -> dict[str, Any]:
     """Tool-call arguments whose JSON text is about ``ARG_DELTA_CHARS * n_deltas`` characters.
 
     The content looks like source code: newlines, quotes and backslashes that JSON escapes,
     so deltas cut escape sequences in half.
     """
     target = ARG_DELTA_CHARS * n_deltas
-    lines: List[str] = []
+    lines: list[str] = []
     size = 0
     i = 0
     while size < target - 60:
@@ -63,7 +64,7 @@ def args_json(n_deltas: int) -> str:
     return json.dumps(big_arguments(n_deltas))
 
 
-def turn_arguments(turn: int) -> Dict[str, Any]:
+def turn_arguments(turn: int) -> dict[str, Any]:
     return {"turn": turn, "note": f"step {turn} of the benchmark, nothing to do here"}
 
 
@@ -75,20 +76,20 @@ def final_text() -> str:
     return "".join(text_deltas(FINAL_TEXT_DELTAS, seed=7))
 
 
-def echo_deltas(n: int, marker: str) -> List[str]:
+def echo_deltas(n: int, marker: str) -> list[str]:
     deltas = text_deltas(max(n, 2))
     deltas[1] = f"[{marker}] "
     return deltas
 
 
-def sleep_arguments(index: int) -> Dict[str, Any]:
+def sleep_arguments(index: int) -> dict[str, Any]:
     return {"index": index}
 
 
 # --------------------------------------------------------------------------- encoding
 
 
-def _chunk(delta: Dict[str, Any], finish: Optional[str] = None) -> Dict[str, Any]:
+def _chunk(delta: dict[str, Any], finish: Optional[str] = None) -> dict[str, Any]:
     return {
         "id": "chatcmpl-bench",
         "object": "chat.completion.chunk",
@@ -98,7 +99,7 @@ def _chunk(delta: Dict[str, Any], finish: Optional[str] = None) -> Dict[str, Any
     }
 
 
-def _usage_chunk() -> Dict[str, Any]:
+def _usage_chunk() -> dict[str, Any]:
     return {
         "id": "chatcmpl-bench",
         "object": "chat.completion.chunk",
@@ -111,7 +112,7 @@ def _usage_chunk() -> Dict[str, Any]:
 
 def _frame(obj: Any) -> bytes:
     data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
-    return f"data: {data}\n\n".encode("utf-8")
+    return f"data: {data}\n\n".encode()
 
 
 def http_chunk(frame: bytes) -> bytes:
@@ -126,7 +127,7 @@ def encode(frames: Sequence[bytes]) -> bytes:
     return b"".join(http_chunk(f) for f in frames) + HTTP_END
 
 
-def text_frames(deltas: Sequence[str]) -> List[bytes]:
+def text_frames(deltas: Sequence[str]) -> list[bytes]:
     frames = [_frame(_chunk({"role": "assistant", "content": ""}))]
     frames.extend(_frame(_chunk({"content": d})) for d in deltas)
     frames.append(_frame(_chunk({}, "stop")))
@@ -135,9 +136,7 @@ def text_frames(deltas: Sequence[str]) -> List[bytes]:
     return frames
 
 
-def tool_frames(
-    text: Sequence[str], calls: Sequence[Tuple[str, str, Sequence[str]]]
-) -> List[bytes]:
+def tool_frames(text: Sequence[str], calls: Sequence[tuple[str, str, Sequence[str]]]) -> list[bytes]:
     """Text deltas, then each call ``(id, name, argument deltas)``; finish ``tool_calls``."""
     frames = [_frame(_chunk({"role": "assistant", "content": ""}))]
     frames.extend(_frame(_chunk({"content": d})) for d in text)
@@ -155,11 +154,11 @@ def tool_frames(
 # --------------------------------------------------------------------------- answers
 
 
-def count_tool_results(request: Dict[str, Any]) -> int:
+def count_tool_results(request: dict[str, Any]) -> int:
     return sum(1 for m in request.get("messages") or () if m.get("role") == "tool")
 
 
-def last_user_text(request: Dict[str, Any]) -> str:
+def last_user_text(request: dict[str, Any]) -> str:
     for message in reversed(request.get("messages") or ()):
         if message.get("role") != "user":
             continue
@@ -172,7 +171,7 @@ def last_user_text(request: Dict[str, Any]) -> str:
     return ""
 
 
-def answer_key(scenario: str, n: int, request: Dict[str, Any]) -> Tuple[Any, ...]:
+def answer_key(scenario: str, n: int, request: dict[str, Any]) -> tuple[Any, ...]:
     """What identifies the answer to ``request`` (answers with the same key are identical)."""
     if scenario == "echo":
         return (scenario, n, last_user_text(request))
@@ -181,7 +180,7 @@ def answer_key(scenario: str, n: int, request: Dict[str, Any]) -> Tuple[Any, ...
     return (scenario, n)
 
 
-def answer(key: Tuple[Any, ...]) -> bytes:
+def answer(key: tuple[Any, ...]) -> bytes:
     """The chunked HTTP body answering a request with this :func:`answer_key`."""
     scenario, n = key[0], key[1]
     if scenario == "text":

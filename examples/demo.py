@@ -115,7 +115,9 @@ def main() -> int:
     result = future.result(timeout=WAIT)
     steerer.join(WAIT)
 
-    print(f"\nDone: {len(agent.state.messages)} messages in the last run's transcript, {result.usage.total_tokens} tokens.")
+    print(
+        f"\nDone: {len(agent.state.messages)} messages in the last run's transcript, {result.usage.total_tokens} tokens."
+    )
     return 0 if result.stop_reason in ("stop", "length") else 1
 
 

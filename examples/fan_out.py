@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional, Sequence, Union
+from typing import Optional, Union
 
 from piagent import Agent, RunResult
 from piagent.ai import Model
@@ -34,7 +35,7 @@ def ask(question: str, model: Union[Model, str]) -> RunResult:
 
 def main(
     questions: Sequence[str] = QUESTIONS, model: Union[Model, str, None] = None, max_workers: Optional[int] = None
-) -> List[RunResult]:
+) -> list[RunResult]:
     chosen = model or os.environ.get("PIAGENT_MODEL") or "local:smollm2-135m"
     with ThreadPoolExecutor(max_workers=max_workers or len(questions)) as pool:
         results = list(pool.map(lambda question: ask(question, chosen), questions))

@@ -15,6 +15,7 @@ from .ai.types import (
     UserMessage,
     message_from_dict,
 )
+from .decorator import tool
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -38,7 +39,6 @@ from .exceptions import (
     StreamEndedWithoutResult,
     ToolArgumentsError,
 )
-from .decorator import tool
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .result import RunResult
 from .state import AgentState

@@ -7,7 +7,7 @@ value) with the option's name in the message, and leaves the previous value in p
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
 
 __all__ = [
     "Option",
@@ -115,7 +115,7 @@ def str_or_none(name: str, value: Any) -> Any:
     return value
 
 
-def budgets_or_none(name: str, value: Any) -> Optional[Dict[str, int]]:
+def budgets_or_none(name: str, value: Any) -> Optional[dict[str, int]]:
     if value is None:
         return None
     if not isinstance(value, dict) or not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in value.items()):
@@ -138,7 +138,7 @@ def executor_or_none(name: str, value: Any) -> Any:
     return value
 
 
-_POSITIONAL: Tuple[Any, ...] = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_POSITIONAL: tuple[Any, ...] = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def positional_arity(fn: Callable[..., Any]) -> Optional[int]:

@@ -15,7 +15,7 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, FrozenSet, Set, Tuple
+from typing import Any, Callable
 
 __all__ = ["IDLE_SECONDS", "idle_threads", "run_in_thread"]
 
@@ -23,7 +23,7 @@ logger = logging.getLogger("piagent")
 
 IDLE_SECONDS = 30.0
 
-Job = Tuple[Callable[..., Any], Tuple[Any, ...]]
+Job = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 class _CachedThreads:
@@ -35,9 +35,9 @@ class _CachedThreads:
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: "queue.SimpleQueue[Job]" = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self._idle = 0  # threads waiting for a job and not yet promised one
-        self._waiting: Set[threading.Thread] = set()  # threads between two jobs
+        self._waiting: set[threading.Thread] = set()  # threads between two jobs
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:
@@ -75,7 +75,7 @@ class _CachedThreads:
                     self._idle -= 1
                     return
 
-    def idle_threads(self) -> FrozenSet[threading.Thread]:
+    def idle_threads(self) -> frozenset[threading.Thread]:
         with self._lock:
             return frozenset(self._waiting)
 
@@ -91,6 +91,6 @@ def run_in_thread(fn: Callable[..., Any], *args: Any) -> None:
     _threads.submit(fn, *args)
 
 
-def idle_threads() -> FrozenSet[threading.Thread]:
+def idle_threads() -> frozenset[threading.Thread]:
     """The worker threads that finished their job and wait for another (alive, but doing nothing)."""
     return _threads.idle_threads()

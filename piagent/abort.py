@@ -7,9 +7,10 @@ is logged and skipped). Nothing is ever killed: work that receives the signal de
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Optional
 
 __all__ = ["AbortController", "AbortSignal", "AbortedError"]
 
@@ -28,7 +29,7 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._listeners: List[Callable[[], Any]] = []
+        self._listeners: list[Callable[[], Any]] = []
         self._reason: Any = None
 
     @property
@@ -58,11 +59,8 @@ class AbortSignal:
         return lambda: None
 
     def _remove(self, listener: Callable[[], Any]) -> None:
-        with self._lock:
-            try:
-                self._listeners.remove(listener)
-            except ValueError:
-                pass
+        with self._lock, contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
 
     def _abort(self, reason: Any) -> None:
         with self._lock:

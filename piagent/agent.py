@@ -28,8 +28,9 @@ import contextvars
 import functools
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Union
 
 from . import _options as opt
 from .abort import AbortController, AbortSignal
@@ -93,15 +94,15 @@ class _Run:
         self.config: AgentLoopConfig
         self.stream_fn: StreamFunction
         self.thread_id: Optional[int] = None
-        self.messages: List[AgentMessage] = []  # every message_end of the run, in order
+        self.messages: list[AgentMessage] = []  # every message_end of the run, in order
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
-        self.in_flight: List[Tuple[MessageQueue, AgentMessage]] = []
+        self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
 
     @property
     def signal(self) -> AbortSignal:
         return self.controller.signal
 
-    def take(self, queue: MessageQueue, mode: str) -> List[AgentMessage]:
+    def take(self, queue: MessageQueue, mode: str) -> list[AgentMessage]:
         items = queue.drain(mode)
         self.in_flight.extend((queue, item) for item in items)
         return items
@@ -115,7 +116,7 @@ class _Run:
                 break
 
     def requeue_undelivered(self) -> None:
-        queues: List[MessageQueue] = []
+        queues: list[MessageQueue] = []
         for queue, _ in self.in_flight:
             if queue not in queues:
                 queues.append(queue)
@@ -198,8 +199,8 @@ class Agent:
         thinking_level: str = "off",
         tools: Iterable[AgentTool] = (),
         messages: Iterable[AgentMessage] = (),
-        convert_to_llm: Optional[Callable[[List[AgentMessage]], List[Any]]] = None,
-        transform_context: Optional[Callable[[List[AgentMessage], AbortSignal], List[AgentMessage]]] = None,
+        convert_to_llm: Optional[Callable[[list[AgentMessage]], list[Any]]] = None,
+        transform_context: Optional[Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]] = None,
         stream_fn: Optional[StreamFunction] = None,
         get_api_key: Optional[Callable[[str], Optional[str]]] = None,
         before_tool_call: Optional[Callable[..., Any]] = None,
@@ -262,7 +263,7 @@ class Agent:
         self._run: Optional[_Run] = None
         self._idle = threading.Event()
         self._idle.set()
-        self._listeners: Tuple[Tuple[Listener, bool], ...] = ()
+        self._listeners: tuple[tuple[Listener, bool], ...] = ()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -314,7 +315,7 @@ class Agent:
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: bool = True,
-    ) -> Union[RunResult, "Future[RunResult]"]:
+    ) -> Union[RunResult, Future[RunResult]]:
         """Run the agent on ``input``: a string (a user message, with ``images``), a message or a list.
 
         Blocks until the run settled and returns its :class:`RunResult`. With ``wait=False`` the
@@ -329,7 +330,7 @@ class Agent:
             run = self._claim()
         return self._launch(run, messages, wait)
 
-    def continue_(self, *, wait: bool = True) -> Union[RunResult, "Future[RunResult]"]:
+    def continue_(self, *, wait: bool = True) -> Union[RunResult, Future[RunResult]]:
         """pi's ``continue()``: run again from the transcript as it is.
 
         With an assistant message last, queued steering messages (else follow-ups) are run as a
@@ -379,13 +380,13 @@ class Agent:
         level = self._state.thinking_level
         skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
 
-        def get_steering_messages() -> List[AgentMessage]:
+        def get_steering_messages() -> list[AgentMessage]:
             if skip_next_steering_poll[0]:
                 skip_next_steering_poll[0] = False
                 return []
             return run.take(self._steering_queue, self.steering_mode)
 
-        def get_follow_up_messages() -> List[AgentMessage]:
+        def get_follow_up_messages() -> list[AgentMessage]:
             return run.take(self._follow_up_queue, self.follow_up_mode)
 
         return AgentLoopConfig(
@@ -452,11 +453,11 @@ class Agent:
         return should_stop_after_turn
 
     def _launch(
-        self, run: _Run, prompts: Optional[List[AgentMessage]], wait: bool
-    ) -> Union[RunResult, "Future[RunResult]"]:
+        self, run: _Run, prompts: Optional[list[AgentMessage]], wait: bool
+    ) -> Union[RunResult, Future[RunResult]]:
         if wait:
             return self._execute(run, prompts)
-        future: "Future[RunResult]" = Future()
+        future: Future[RunResult] = Future()
         future.set_running_or_notify_cancel()
 
         def target() -> None:
@@ -475,7 +476,7 @@ class Agent:
             raise
         return future
 
-    def _execute(self, run: _Run, prompts: Optional[List[AgentMessage]]) -> RunResult:
+    def _execute(self, run: _Run, prompts: Optional[list[AgentMessage]]) -> RunResult:
         """Run the loop on this thread (the run thread) and settle the run, whatever happens.
 
         ``prompts`` None is a plain continue from the transcript.
@@ -599,10 +600,10 @@ class Agent:
         )
 
 
-def _prompt_messages(input: Any, images: Optional[Sequence[ImageContent]]) -> List[AgentMessage]:
+def _prompt_messages(input: Any, images: Optional[Sequence[ImageContent]]) -> list[AgentMessage]:
     """pi's normalisation: a str is one user message ``[text, *images]``; a list is used as is."""
     if isinstance(input, str):
-        blocks: List[Any] = [TextContent(input)]
+        blocks: list[Any] = [TextContent(input)]
         for image in images or ():
             if getattr(image, "type", None) != "image":
                 raise TypeError(f"images must be ImageContent blocks, got {type(image).__name__}")

@@ -10,7 +10,7 @@ hint's schema already; a converter never validates, it only reshapes.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from typing_extensions import get_args, get_origin, is_typeddict
 
@@ -36,7 +36,7 @@ def converter_for(hint: Any) -> Optional[Converter]:
     return _converter(hint, ())
 
 
-def _converter(hint: Any, seen: Tuple[type, ...]) -> Optional[Converter]:
+def _converter(hint: Any, seen: tuple[type, ...]) -> Optional[Converter]:
     hint, _ = unwrap(hint)
     if hint is float:
         return _to_float
@@ -75,12 +75,10 @@ def _to_float(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _object_converter(cls: type, seen: Tuple[type, ...]) -> Converter:
+def _object_converter(cls: type, seen: tuple[type, ...]) -> Converter:
     if cls in seen:
         raise TypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
-    fields: Dict[str, Optional[Converter]] = {
-        f.name: _converter(f.hint, seen + (cls,)) for f in object_fields(cls)
-    }
+    fields: dict[str, Optional[Converter]] = {f.name: _converter(f.hint, seen + (cls,)) for f in object_fields(cls)}
     build: Callable[..., Any] = dict if is_typeddict(cls) else cls
 
     def convert(value: Any) -> Any:
@@ -95,11 +93,11 @@ def _object_converter(cls: type, seen: Tuple[type, ...]) -> Converter:
     return convert
 
 
-def _union_converter(members: Tuple[Any, ...], seen: Tuple[type, ...]) -> Optional[Converter]:
+def _union_converter(members: tuple[Any, ...], seen: tuple[type, ...]) -> Optional[Converter]:
     """Convert with the first member whose schema the value satisfies (None stays None)."""
     from jsonschema import Draft202012Validator  # on first use: keeps ``import piagent`` fast
 
-    options: List[Tuple[Any, Converter]] = []
+    options: list[tuple[Any, Converter]] = []
     plain = True
     for member in members:
         if member is type(None):

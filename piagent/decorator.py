@@ -27,7 +27,7 @@ import inspect
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union, overload
+from typing import Any, Callable, Optional, TypeVar, Union, overload
 
 from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_none
 from .abort import AbortSignal
@@ -101,7 +101,9 @@ def tool(
     if fn is None:
         return decorate
     if not callable(fn):
-        raise TypeError(f"@tool decorates a function, not {type(fn).__name__} (options are keyword-only: @tool(name=...))")
+        raise TypeError(
+            f"@tool decorates a function, not {type(fn).__name__} (options are keyword-only: @tool(name=...))"
+        )
     return decorate(fn)
 
 
@@ -145,7 +147,7 @@ class _Caller:
         self.name = name
         self.params = [(p.name, p.kind, p.default, converter_for(p.hint)) for p in schema.params]
         self.injected = schema.injected
-        self.extra: Optional[Tuple[str, Optional[Converter]]] = None
+        self.extra: Optional[tuple[str, Optional[Converter]]] = None
         if schema.extra is not None:
             self.extra = (schema.extra[0], converter_for(schema.extra[1]))
         self.known = {p.name for p in schema.params}
@@ -157,8 +159,8 @@ class _Caller:
             args = {}
         if not isinstance(args, dict):
             raise TypeError(f"Tool {self.name} expects an object of arguments, got {type(args).__name__}")
-        positional: List[Any] = []
-        keywords: Dict[str, Any] = {}
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
         for name, kind, default, convert in self.params:
             present = name in args
             value = args.get(name, default)

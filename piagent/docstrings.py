@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Optional
 
 __all__ = ["Docstring", "parse_docstring"]
 
@@ -64,7 +64,7 @@ class Docstring:
     """A parsed docstring: ``description`` and ``params`` (name -> description)."""
 
     description: str = ""
-    params: Dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
 
 
 def parse_docstring(doc: Optional[str]) -> Docstring:
@@ -72,10 +72,10 @@ def parse_docstring(doc: Optional[str]) -> Docstring:
     if not doc:
         return Docstring()
     lines = inspect.cleandoc(doc).splitlines()
-    description: List[str] = []
-    params: Dict[str, str] = {}
+    description: list[str] = []
+    params: dict[str, str] = {}
     section: Optional[str] = None
-    body: List[str] = []
+    body: list[str] = []
     for line in lines:
         name = _section_name(line)
         if name is not None:
@@ -100,11 +100,11 @@ def _section_name(line: str) -> Optional[str]:
     return name if name in _ARG_SECTIONS or name in _OTHER_SECTIONS else None
 
 
-def _parse_entries(body: List[str]) -> Dict[str, str]:
+def _parse_entries(body: list[str]) -> dict[str, str]:
     """``name (type): text`` entries at the section's indentation; deeper lines continue them."""
-    entries: Dict[str, List[str]] = {}
+    entries: dict[str, list[str]] = {}
     indent: Optional[int] = None
-    current: Optional[List[str]] = None
+    current: Optional[list[str]] = None
     for line in body:
         stripped = line.strip()
         if not stripped:
@@ -123,10 +123,10 @@ def _parse_entries(body: List[str]) -> Dict[str, str]:
     return {name: _join(parts) for name, parts in entries.items()}
 
 
-def _join(parts: List[str]) -> str:
+def _join(parts: list[str]) -> str:
     """Join continuation lines with spaces; a blank line starts a new paragraph."""
-    paragraphs: List[str] = []
-    words: List[str] = []
+    paragraphs: list[str] = []
+    words: list[str] = []
     for part in parts:
         if part:
             words.append(part)

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Union
+from typing import Any, Union
 
 from typing_extensions import Literal
 
@@ -39,10 +39,10 @@ def message_to_dict(message: Any) -> Any:
     return dict(getattr(message, "__dict__", {})) or message
 
 
-def tool_result_to_dict(result: Any) -> Dict[str, Any]:
+def tool_result_to_dict(result: Any) -> dict[str, Any]:
     if not isinstance(result, AgentToolResult):
         return {"value": result}
-    d: Dict[str, Any] = {"content": [block.to_dict() for block in result.content or []]}
+    d: dict[str, Any] = {"content": [block.to_dict() for block in result.content or []]}
     if result.details is not None:
         d["details"] = result.details
     return d
@@ -52,16 +52,16 @@ def tool_result_to_dict(result: Any) -> Dict[str, Any]:
 class AgentStartEvent:
     type: Literal["agent_start"] = field(default="agent_start", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type}
 
 
 @dataclass
 class AgentEndEvent:
-    messages: List[AgentMessage]
+    messages: list[AgentMessage]
     type: Literal["agent_end"] = field(default="agent_end", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "messages": [message_to_dict(m) for m in self.messages]}
 
 
@@ -69,17 +69,17 @@ class AgentEndEvent:
 class TurnStartEvent:
     type: Literal["turn_start"] = field(default="turn_start", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type}
 
 
 @dataclass
 class TurnEndEvent:
     message: AgentMessage
-    tool_results: List[ToolResultMessage]
+    tool_results: list[ToolResultMessage]
     type: Literal["turn_end"] = field(default="turn_end", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "type": self.type,
             "message": message_to_dict(self.message),
@@ -92,7 +92,7 @@ class MessageStartEvent:
     message: AgentMessage
     type: Literal["message_start"] = field(default="message_start", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "message": message_to_dict(self.message)}
 
 
@@ -102,7 +102,7 @@ class MessageUpdateEvent:
     assistant_message_event: AssistantMessageEvent
     type: Literal["message_update"] = field(default="message_update", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         event = self.assistant_message_event.to_dict()
         event.pop("partial", None)  # the same message is written once, as "message"
         return {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
@@ -113,7 +113,7 @@ class MessageEndEvent:
     message: AgentMessage
     type: Literal["message_end"] = field(default="message_end", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "message": message_to_dict(self.message)}
 
 
@@ -124,7 +124,7 @@ class ToolExecutionStartEvent:
     args: Any
     type: Literal["tool_execution_start"] = field(default="tool_execution_start", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "toolCallId": self.tool_call_id, "toolName": self.tool_name, "args": self.args}
 
 
@@ -136,7 +136,7 @@ class ToolExecutionUpdateEvent:
     partial_result: Any
     type: Literal["tool_execution_update"] = field(default="tool_execution_update", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "type": self.type,
             "toolCallId": self.tool_call_id,
@@ -154,7 +154,7 @@ class ToolExecutionEndEvent:
     is_error: bool
     type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "type": self.type,
             "toolCallId": self.tool_call_id,

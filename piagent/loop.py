@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Callable, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
 
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
@@ -47,13 +48,13 @@ def run_agent_loop(
     emit: Emit,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> List[AgentMessage]:
+) -> list[AgentMessage]:
     """Run a prompt: append ``prompts`` to (a copy of) the context and loop until done.
 
     Returns the new messages: the prompts, injected steering/follow-up messages, final
     assistant messages and tool results, in order. ``context`` is not mutated.
     """
-    new_messages: List[AgentMessage] = list(prompts)
+    new_messages: list[AgentMessage] = list(prompts)
     current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
     emit(AgentStartEvent())
     emit(TurnStartEvent())
@@ -70,7 +71,7 @@ def run_agent_loop_continue(
     emit: Emit,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> List[AgentMessage]:
+) -> list[AgentMessage]:
     """Continue from the context as it is: a retry.
 
     The last message must not be an assistant message, unless that message failed
@@ -80,7 +81,7 @@ def run_agent_loop_continue(
     caller's message list (here it is copied).
     """
     _check_can_continue(context)
-    new_messages: List[AgentMessage] = []
+    new_messages: list[AgentMessage] = []
     current = dataclasses.replace(context, messages=list(context.messages))
     emit(AgentStartEvent())
     emit(TurnStartEvent())
@@ -94,7 +95,7 @@ def agent_loop(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> EventStream[Any, List[AgentMessage]]:
+) -> EventStream[Any, list[AgentMessage]]:
     """Start :func:`run_agent_loop` on a background thread; returns its event stream at once."""
     return _in_background(lambda emit: run_agent_loop(prompts, context, config, emit, signal, stream_fn))
 
@@ -104,7 +105,7 @@ def agent_loop_continue(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> EventStream[Any, List[AgentMessage]]:
+) -> EventStream[Any, list[AgentMessage]]:
     """Start :func:`run_agent_loop_continue` on a background thread (validating first, here)."""
     _check_can_continue(context)
     return _in_background(lambda emit: run_agent_loop_continue(context, config, emit, signal, stream_fn))
@@ -112,7 +113,10 @@ def agent_loop_continue(
 
 def is_failed_assistant(message: Any) -> bool:
     """An assistant message that ended in an error or an abort (a retry may continue from it)."""
-    return getattr(message, "role", None) == "assistant" and getattr(message, "stop_reason", None) in ("error", "aborted")
+    return getattr(message, "role", None) == "assistant" and getattr(message, "stop_reason", None) in (
+        "error",
+        "aborted",
+    )
 
 
 def _check_can_continue(context: AgentContext) -> None:
@@ -123,8 +127,8 @@ def _check_can_continue(context: AgentContext) -> None:
         raise ValueError("Cannot continue from message role: assistant")
 
 
-def _in_background(run: Callable[[Emit], List[AgentMessage]]) -> EventStream[Any, List[AgentMessage]]:
-    events: EventStream[Any, List[AgentMessage]] = EventStream(
+def _in_background(run: Callable[[Emit], list[AgentMessage]]) -> EventStream[Any, list[AgentMessage]]:
+    events: EventStream[Any, list[AgentMessage]] = EventStream(
         lambda event: event.type == "agent_end", lambda event: event.messages
     )
 
@@ -141,13 +145,13 @@ def _in_background(run: Callable[[Emit], List[AgentMessage]]) -> EventStream[Any
 # --------------------------------------------------------------------------- the loop
 
 
-def _poll(source: Optional[Callable[[], List[AgentMessage]]]) -> List[AgentMessage]:
+def _poll(source: Optional[Callable[[], list[AgentMessage]]]) -> list[AgentMessage]:
     return list(source() or []) if source is not None else []
 
 
 def _run(
     context: AgentContext,
-    new_messages: List[AgentMessage],
+    new_messages: list[AgentMessage],
     config: AgentLoopConfig,
     emit: Emit,
     signal: AbortSignal,
@@ -176,7 +180,7 @@ def _run(
                 emit(AgentEndEvent(new_messages))
                 return
 
-            calls: List[ToolCall] = [block for block in message.content if block.type == "toolCall"]  # type: ignore[misc]
+            calls: list[ToolCall] = [block for block in message.content if block.type == "toolCall"]  # type: ignore[misc]
             results = []
             more_tools = False
             if calls:

@@ -17,7 +17,8 @@ put so far has been delivered to a run (or cleared).
 from __future__ import annotations
 
 import queue
-from typing import Any, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ._options import choice
 from .ai.types import TextContent, UserMessage
@@ -44,7 +45,7 @@ class MessageQueue(queue.Queue):  # type: ignore[type-arg]
     def _put(self, item: Any) -> None:  # called by put() under the queue's mutex
         self.queue.append(to_message(item))
 
-    def drain(self, mode: str = "all") -> List[AgentMessage]:
+    def drain(self, mode: str = "all") -> list[AgentMessage]:
         """Remove and return the oldest message (``"one-at-a-time"``) or all of them (``"all"``)."""
         _check_mode("mode", mode)
         with self.mutex:
@@ -58,7 +59,7 @@ class MessageQueue(queue.Queue):  # type: ignore[type-arg]
                 self.not_full.notify_all()
         return items
 
-    def clear(self) -> List[AgentMessage]:
+    def clear(self) -> list[AgentMessage]:
         """Remove every queued message; returns them."""
         return self.drain("all")
 

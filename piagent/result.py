@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import Optional
 
 from .ai.display import messages_html
 from .ai.types import Usage
@@ -26,14 +27,14 @@ class RunResult:
     sum over the run's assistant messages.
     """
 
-    messages: List[AgentMessage] = field(default_factory=list)
+    messages: list[AgentMessage] = field(default_factory=list)
     text: str = ""
     stop_reason: Optional[str] = None
     error_message: Optional[str] = None
     usage: Usage = field(default_factory=Usage)
 
     @classmethod
-    def from_messages(cls, messages: Sequence[AgentMessage]) -> "RunResult":
+    def from_messages(cls, messages: Sequence[AgentMessage]) -> RunResult:
         usage = Usage()
         final = None
         for message in messages:
@@ -56,7 +57,9 @@ class RunResult:
     def _repr_html_(self) -> str:
         """How Jupyter shows a run: a one-line summary, then its messages (escaped, see
         :mod:`piagent.ai.display`)."""
-        summary = f"{self.stop_reason or 'no answer'} · {len(self.messages)} messages · {self.usage.total_tokens} tokens"
+        summary = (
+            f"{self.stop_reason or 'no answer'} · {len(self.messages)} messages · {self.usage.total_tokens} tokens"
+        )
         if self.error_message:
             summary += f" · {self.error_message}"
         return (

@@ -33,8 +33,9 @@ import inspect
 import json
 import sys
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional
 
 import typing_extensions
 from typing_extensions import get_args, get_origin, is_typeddict
@@ -94,7 +95,7 @@ _SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string", _NO
 # --------------------------------------------------------------------------- hint inspection
 
 
-def unwrap(hint: Any) -> Tuple[Any, Optional[str]]:
+def unwrap(hint: Any) -> tuple[Any, Optional[str]]:
     """Strip ``Annotated`` (keeping its first string as a description) and ``Required``/``NotRequired``."""
     description: Optional[str] = None
     while True:
@@ -110,7 +111,7 @@ def unwrap(hint: Any) -> Tuple[Any, Optional[str]]:
             return hint, description
 
 
-def union_members(hint: Any) -> Optional[Tuple[Any, ...]]:
+def union_members(hint: Any) -> Optional[tuple[Any, ...]]:
     """The members of a union (``Optional[X]``, ``Union[X, Y]``, ``X | Y``), else None."""
     return get_args(hint) if get_origin(hint) in _UNIONS else None
 
@@ -119,7 +120,7 @@ def is_dataclass_type(hint: Any) -> bool:
     return isinstance(hint, type) and dataclasses.is_dataclass(hint)
 
 
-def resolve_hints(obj: Any, owner: str) -> Dict[str, Any]:
+def resolve_hints(obj: Any, owner: str) -> dict[str, Any]:
     """``get_type_hints(obj, include_extras=True)``, with a clear error when a name is unknown."""
     try:
         return typing_extensions.get_type_hints(obj, include_extras=True)
@@ -141,11 +142,11 @@ class Field:
     """The field's default value; ``inspect.Parameter.empty`` when it has none (or a factory)."""
 
 
-def object_fields(cls: type) -> List[Field]:
+def object_fields(cls: type) -> list[Field]:
     """The init fields of a dataclass, or the keys of a TypedDict, in definition order."""
     hints = resolve_hints(cls, f"{cls.__qualname__}")
     if is_typeddict(cls):
-        required_keys: FrozenSet[str] = getattr(cls, "__required_keys__", frozenset(hints))
+        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset(hints))
         return [Field(name, hint, _key_required(hint, name in required_keys)) for name, hint in hints.items()]
     result = []
     for f in dataclasses.fields(cls):
@@ -205,12 +206,12 @@ def jsonable(value: Any) -> Any:
 # --------------------------------------------------------------------------- hints -> schema
 
 
-def type_schema(hint: Any) -> Dict[str, Any]:
+def type_schema(hint: Any) -> dict[str, Any]:
     """The JSON Schema of one type hint; TypeError for a hint with no JSON form."""
     return _schema(hint, ())
 
 
-def _schema(hint: Any, seen: Tuple[type, ...]) -> Dict[str, Any]:
+def _schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
     hint, description = unwrap(hint)
     schema = _bare_schema(hint, seen)
     if description:
@@ -218,7 +219,7 @@ def _schema(hint: Any, seen: Tuple[type, ...]) -> Dict[str, Any]:
     return schema
 
 
-def _bare_schema(hint: Any, seen: Tuple[type, ...]) -> Dict[str, Any]:
+def _bare_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
     if hint is Any or hint is object or hint is inspect.Parameter.empty:
         return {}
     if hint is None:
@@ -244,7 +245,9 @@ def _bare_schema(hint: Any, seen: Tuple[type, ...]) -> Dict[str, Any]:
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return _array(_schema(args[0], seen), False)
-        raise TypeError(f"unsupported type hint {_name(hint)}: use tuple[X, ...] or list[X] (fixed-length tuples have no portable JSON Schema)")
+        raise TypeError(
+            f"unsupported type hint {_name(hint)}: use tuple[X, ...] or list[X] (fixed-length tuples have no portable JSON Schema)"
+        )
     if origin in MAPPING_ORIGINS:
         key, value = args if args else (str, Any)
         if unwrap(key)[0] is not str:
@@ -254,8 +257,8 @@ def _bare_schema(hint: Any, seen: Tuple[type, ...]) -> Dict[str, Any]:
     raise TypeError(f"unsupported type hint {_name(hint)}: it has no JSON Schema form")
 
 
-def _array(items: Dict[str, Any], unique: bool) -> Dict[str, Any]:
-    schema: Dict[str, Any] = {"type": "array"}
+def _array(items: dict[str, Any], unique: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "array"}
     if items:
         schema["items"] = items
     if unique:
@@ -263,12 +266,12 @@ def _array(items: Dict[str, Any], unique: bool) -> Dict[str, Any]:
     return schema
 
 
-def _enum_schema(values: Sequence[Any]) -> Dict[str, Any]:
+def _enum_schema(values: Sequence[Any]) -> dict[str, Any]:
     values = [jsonable(v) for v in values]
     kinds = {_json_type(v) for v in values}
     if kinds == {"integer", "number"}:
         kinds = {"number"}
-    schema: Dict[str, Any] = {}
+    schema: dict[str, Any] = {}
     if len(kinds) == 1:
         schema["type"] = kinds.pop()
     elif kinds:
@@ -284,7 +287,7 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _union_schema(members: Sequence[Any], seen: Tuple[type, ...]) -> Dict[str, Any]:
+def _union_schema(members: Sequence[Any], seen: tuple[type, ...]) -> dict[str, Any]:
     schemas = [_schema(m, seen) for m in members if m is not _NONE]
     if len(schemas) < len(members):
         schemas.append({"type": "null"})
@@ -295,16 +298,14 @@ def _union_schema(members: Sequence[Any], seen: Tuple[type, ...]) -> Dict[str, A
     return {"anyOf": schemas}
 
 
-def _object_schema(cls: type, seen: Tuple[type, ...]) -> Dict[str, Any]:
+def _object_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
     if cls in seen:
         raise TypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
     docstring = parse_docstring(_user_doc(cls))
-    properties: Dict[str, Any] = {}
-    required: List[str] = []
+    properties: dict[str, Any] = {}
+    required: list[str] = []
     for f in object_fields(cls):
-        properties[f.name] = _property(
-            _schema(f.hint, seen + (cls,)), docstring.params.get(f.name), f.default
-        )
+        properties[f.name] = _property(_schema(f.hint, seen + (cls,)), docstring.params.get(f.name), f.default)
         if f.required:
             required.append(f.name)
     return _object(properties, required, docstring.description, closed=True)
@@ -318,7 +319,7 @@ def _user_doc(cls: type) -> Optional[str]:
     return doc
 
 
-def _property(schema: Dict[str, Any], description: Optional[str], default: Any) -> Dict[str, Any]:
+def _property(schema: dict[str, Any], description: Optional[str], default: Any) -> dict[str, Any]:
     schema = dict(schema)
     if description and "description" not in schema:
         schema["description"] = description
@@ -330,8 +331,8 @@ def _property(schema: Dict[str, Any], description: Optional[str], default: Any) 
     return schema
 
 
-def _object(properties: Dict[str, Any], required: List[str], description: str, closed: Any) -> Dict[str, Any]:
-    schema: Dict[str, Any] = {"type": "object"}
+def _object(properties: dict[str, Any], required: list[str], description: str, closed: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
     if description:
         schema["description"] = description
     schema["properties"] = properties
@@ -370,11 +371,11 @@ class FunctionSchema:
     ``extra``: the ``**kwargs`` parameter (name, hint) if the function takes one.
     """
 
-    parameters: Dict[str, Any]
+    parameters: dict[str, Any]
     description: str
-    params: List[Parameter]
-    injected: List[str]
-    extra: Optional[Tuple[str, Any]] = None
+    params: list[Parameter]
+    injected: list[str]
+    extra: Optional[tuple[str, Any]] = None
 
 
 def function_schema(fn: Callable[..., Any], owner: str) -> FunctionSchema:
@@ -386,12 +387,12 @@ def function_schema(fn: Callable[..., Any], owner: str) -> FunctionSchema:
     signature = inspect.signature(fn)
     hints = resolve_hints(fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__, owner)
     docstring = parse_docstring(inspect.getdoc(fn))
-    properties: Dict[str, Any] = {}
-    required: List[str] = []
-    params: List[Parameter] = []
-    injected: List[str] = []
-    extra: Optional[Tuple[str, Any]] = None
-    extra_schema: Dict[str, Any] = {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    params: list[Parameter] = []
+    injected: list[str] = []
+    extra: Optional[tuple[str, Any]] = None
+    extra_schema: dict[str, Any] = {}
     for name, p in signature.parameters.items():
         if name in INJECTED:
             injected.append(name)

@@ -23,8 +23,9 @@ transcript from other threads only while the agent is idle.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
-from typing import Any, FrozenSet, Iterable, List, Optional
+from typing import Any, Optional
 
 from ._options import choice, str_or_none
 from .ai.types import Cost, Model
@@ -34,7 +35,7 @@ __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 
-_NO_IDS: FrozenSet[str] = frozenset()
+_NO_IDS: frozenset[str] = frozenset()
 _check_thinking_level = choice(*THINKING_LEVELS)
 
 
@@ -60,7 +61,7 @@ def resolve_model(spec: Any) -> Model:
     raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
 
 
-def _new_list(items: Optional[Iterable[Any]], expected: str) -> List[Any]:
+def _new_list(items: Optional[Iterable[Any]], expected: str) -> list[Any]:
     """``items`` copied into a new list (None: empty); TypeError naming ``expected`` for a
     string or a non-iterable."""
     if items is None:
@@ -70,7 +71,7 @@ def _new_list(items: Optional[Iterable[Any]], expected: str) -> List[Any]:
     return list(items)
 
 
-def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
+def check_tools(tools: Optional[Iterable[Any]]) -> list[AgentTool]:
     """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
     checked = _new_list(tools, "tools must be a list of AgentTool")
     seen = set()
@@ -84,7 +85,7 @@ def check_tools(tools: Optional[Iterable[Any]]) -> List[AgentTool]:
     return checked
 
 
-def check_messages(messages: Optional[Iterable[Any]]) -> List[AgentMessage]:
+def check_messages(messages: Optional[Iterable[Any]]) -> list[AgentMessage]:
     """A new list of messages; each must have a ``role``."""
     checked = _new_list(messages, "messages must be a list of messages")
     for message in checked:
@@ -111,7 +112,7 @@ class AgentState:
         self.messages = messages  # type: ignore[assignment]
         self._is_streaming = False
         self._streaming_message: Optional[AgentMessage] = None
-        self._pending_tool_calls: FrozenSet[str] = _NO_IDS
+        self._pending_tool_calls: frozenset[str] = _NO_IDS
         self._error_message: Optional[str] = None
 
     # -- configuration -------------------------------------------------------------------
@@ -141,7 +142,7 @@ class AgentState:
         self._thinking_level = _check_thinking_level("thinking_level", value)
 
     @property
-    def tools(self) -> List[AgentTool]:
+    def tools(self) -> list[AgentTool]:
         return self._tools
 
     @tools.setter
@@ -149,7 +150,7 @@ class AgentState:
         self._tools = check_tools(value)
 
     @property
-    def messages(self) -> List[AgentMessage]:
+    def messages(self) -> list[AgentMessage]:
         return self._messages
 
     @messages.setter
@@ -167,7 +168,7 @@ class AgentState:
         return self._streaming_message
 
     @property
-    def pending_tool_calls(self) -> FrozenSet[str]:
+    def pending_tool_calls(self) -> frozenset[str]:
         return self._pending_tool_calls
 
     @property

@@ -20,8 +20,9 @@ import math
 import random
 import threading
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Union
 
 from .ai.builder import MessageBuilder
 from .ai.registry import register_api_provider, unregister_api_provider
@@ -64,7 +65,7 @@ def faux_thinking(thinking: str, thinking_signature: Optional[str] = None, redac
     return ThinkingContent(thinking, thinking_signature, redacted)
 
 
-def faux_tool_call(name: str, arguments: Optional[Dict[str, Any]] = None, id: Optional[str] = None) -> ToolCall:
+def faux_tool_call(name: str, arguments: Optional[dict[str, Any]] = None, id: Optional[str] = None) -> ToolCall:
     return ToolCall(id or f"call_{uuid.uuid4().hex[:12]}", name, dict(arguments or {}))
 
 
@@ -98,7 +99,7 @@ class FauxRequest:
 @dataclass
 class FauxState:
     call_count: int = 0
-    requests: List[FauxRequest] = field(default_factory=list)
+    requests: list[FauxRequest] = field(default_factory=list)
 
 
 def _estimate_tokens(text: str) -> int:
@@ -126,9 +127,9 @@ class FauxProvider:
         self,
         api: str,
         provider: str,
-        models: List[Model],
+        models: list[Model],
         tokens_per_second: Optional[float],
-        chunk_tokens: Tuple[int, int],
+        chunk_tokens: tuple[int, int],
     ) -> None:
         self.api = api
         self.provider = provider
@@ -136,9 +137,9 @@ class FauxProvider:
         self.tokens_per_second = tokens_per_second
         self.chunk_tokens = chunk_tokens
         self.state = FauxState()
-        self._responses: List[FauxResponse] = []
+        self._responses: list[FauxResponse] = []
         self._lock = threading.Lock()
-        self._sessions: Dict[str, str] = {}
+        self._sessions: dict[str, str] = {}
         self._random = random.Random(0)
 
     # -- script --------------------------------------------------------------------------
@@ -275,9 +276,9 @@ class FauxProvider:
 def register_faux_provider(
     api: Optional[str] = None,
     provider: str = "faux",
-    models: Optional[Sequence[Union[str, Dict[str, Any], Model]]] = None,
+    models: Optional[Sequence[Union[str, dict[str, Any], Model]]] = None,
     tokens_per_second: Optional[float] = None,
-    chunk_tokens: Tuple[int, int] = (3, 5),
+    chunk_tokens: tuple[int, int] = (3, 5),
 ) -> FauxProvider:
     """Register a faux provider under ``api`` (random unique by default) and return its handle.
 
@@ -286,12 +287,12 @@ def register_faux_provider(
     the stream in real time.
     """
     api = api or f"faux-{uuid.uuid4().hex[:8]}"
-    built: List[Model] = []
+    built: list[Model] = []
     for spec in models or ["faux-1"]:
         if isinstance(spec, Model):
             built.append(Model(**{**spec.__dict__, "api": api, "provider": provider}))
             continue
-        fields: Dict[str, Any] = {"id": spec} if isinstance(spec, str) else dict(spec)
+        fields: dict[str, Any] = {"id": spec} if isinstance(spec, str) else dict(spec)
         fields.setdefault("input", ["text", "image"])
         fields.setdefault("context_window", 128000)
         fields.setdefault("max_tokens", 16384)

@@ -6,8 +6,9 @@ Hooks are plain callables run on the run thread. Unless stated otherwise a hook 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from typing_extensions import Literal, Protocol
 
@@ -44,7 +45,7 @@ QueueMode = Literal["all", "one-at-a-time"]
 class AgentToolResult:
     """What a tool returns. ``terminate`` asks the loop to stop after this batch (all must agree)."""
 
-    content: List[UserContent] = field(default_factory=list)
+    content: list[UserContent] = field(default_factory=list)
     details: Any = None
     terminate: bool = False
 
@@ -84,8 +85,8 @@ class AgentContext:
     """The loop's view of the conversation; ``messages`` may hold application messages."""
 
     system_prompt: str = ""
-    messages: List[AgentMessage] = field(default_factory=list)
-    tools: List[AgentTool] = field(default_factory=list)
+    messages: list[AgentMessage] = field(default_factory=list)
+    tools: list[AgentTool] = field(default_factory=list)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class AfterToolCallContext:
 class AfterToolCallResult:
     """Field-by-field override of a tool's outcome; None keeps the original."""
 
-    content: Optional[List[UserContent]] = None
+    content: Optional[list[UserContent]] = None
     details: Any = None
     is_error: Optional[bool] = None
     terminate: Optional[bool] = None
@@ -130,9 +131,9 @@ class TurnContext:
     """What ``prepare_next_turn`` and ``should_stop_after_turn`` see after a turn."""
 
     message: AssistantMessage
-    tool_results: List[ToolResultMessage]
+    tool_results: list[ToolResultMessage]
     context: AgentContext
-    new_messages: List[AgentMessage]
+    new_messages: list[AgentMessage]
 
 
 @dataclass
@@ -149,7 +150,7 @@ class TurnUpdate:
     tool_choice: Any = None
 
 
-def keep_llm_messages(messages: Sequence[AgentMessage]) -> List[AgentMessage]:
+def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
     """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
     return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
 
@@ -184,11 +185,11 @@ class AgentLoopConfig(StreamOptions):
     """
 
     model: Optional[Model] = None
-    convert_to_llm: Callable[[List[AgentMessage]], List[Any]] = keep_llm_messages
-    transform_context: Optional[Callable[[List[AgentMessage], AbortSignal], List[AgentMessage]]] = None
+    convert_to_llm: Callable[[list[AgentMessage]], list[Any]] = keep_llm_messages
+    transform_context: Optional[Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]] = None
     get_api_key: Optional[Callable[[str], Optional[str]]] = None
-    get_steering_messages: Optional[Callable[[], List[AgentMessage]]] = None
-    get_follow_up_messages: Optional[Callable[[], List[AgentMessage]]] = None
+    get_steering_messages: Optional[Callable[[], list[AgentMessage]]] = None
+    get_follow_up_messages: Optional[Callable[[], list[AgentMessage]]] = None
     tool_execution: ToolExecutionMode = "parallel"
     before_tool_call: Optional[Callable[..., Optional[BeforeToolCallResult]]] = None
     after_tool_call: Optional[Callable[..., Optional[AfterToolCallResult]]] = None

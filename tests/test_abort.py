@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List
+from typing import Any
 
 import pytest
 
 from piagent import AbortController, AbortedError
-
 from tests.support.loop import WAIT
 
 
@@ -21,7 +20,7 @@ def test_a_fresh_signal_is_not_aborted() -> None:
 
 def test_abort_from_many_threads_at_once_is_idempotent_and_calls_listeners_once() -> None:
     controller = AbortController()
-    calls: List[int] = []
+    calls: list[int] = []
     lock = threading.Lock()
 
     def listener() -> None:
@@ -51,7 +50,7 @@ def test_abort_from_many_threads_at_once_is_idempotent_and_calls_listeners_once(
 
 def test_listeners_run_once_in_order_on_the_aborting_thread() -> None:
     controller = AbortController()
-    seen: List[Any] = []
+    seen: list[Any] = []
     for name in ("a", "b", "c"):
         controller.signal.add_listener(lambda name=name: seen.append((name, threading.get_ident())))
     aborter = threading.Thread(target=controller.abort)
@@ -66,7 +65,7 @@ def test_listeners_run_once_in_order_on_the_aborting_thread() -> None:
 def test_add_listener_after_abort_calls_it_at_once() -> None:
     controller = AbortController()
     controller.abort("stop")
-    seen: List[int] = []
+    seen: list[int] = []
     remove = controller.signal.add_listener(lambda: seen.append(threading.get_ident()))
     assert seen == [threading.get_ident()]
     remove()  # a no-op, never an error
@@ -76,7 +75,7 @@ def test_add_listener_after_abort_calls_it_at_once() -> None:
 
 def test_a_removed_listener_is_not_called() -> None:
     controller = AbortController()
-    seen: List[str] = []
+    seen: list[str] = []
     remove = controller.signal.add_listener(lambda: seen.append("removed"))
     controller.signal.add_listener(lambda: seen.append("kept"))
     remove()
@@ -87,7 +86,7 @@ def test_a_removed_listener_is_not_called() -> None:
 
 def test_a_raising_listener_does_not_stop_the_others() -> None:
     controller = AbortController()
-    seen: List[str] = []
+    seen: list[str] = []
 
     def broken() -> None:
         raise RuntimeError("listener broke")
@@ -106,7 +105,7 @@ def test_wait_times_out_while_not_aborted() -> None:
 def test_wait_returns_true_when_another_thread_aborts() -> None:
     controller = AbortController()
     waiting = threading.Event()
-    result: List[bool] = []
+    result: list[bool] = []
 
     def waiter() -> None:
         waiting.set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -28,7 +28,6 @@ from piagent import (
 )
 from piagent.ai import Model
 from piagent.testing import faux_message, faux_text, faux_tool_call
-
 from tests.support.agent_support import WAIT, GatedStream, Recorder, echo_tool, roles, text_of, user
 from tests.support.loop import MODEL, assistant
 
@@ -63,7 +62,7 @@ def test_a2_custom_initial_state_keeps_the_model_object() -> None:
 
 def test_a3_subscribe_and_state_mutation_emit_nothing() -> None:
     agent = Agent()
-    seen: List[Any] = []
+    seen: list[Any] = []
     unsubscribe = agent.subscribe(seen.append)
     assert seen == []
     agent.state.system_prompt = "Test prompt"
@@ -191,10 +190,25 @@ def test_every_option_is_a_public_attribute() -> None:
     budgets = {"low": 100}
     hook = lambda *a: None  # noqa: E731
     agent = Agent(
-        convert_to_llm=hook, transform_context=hook, stream_fn=hook, get_api_key=hook, before_tool_call=hook,
-        after_tool_call=hook, prepare_next_turn=hook, should_stop_after_turn=hook, steering_mode="all",
-        follow_up_mode="all", tool_execution="sequential", max_workers=2, max_turns=3, tool_timeout=1.5,
-        session_id="s", thinking_budgets=budgets, transport="sse", max_retry_delay_ms=10, on_payload=hook,
+        convert_to_llm=hook,
+        transform_context=hook,
+        stream_fn=hook,
+        get_api_key=hook,
+        before_tool_call=hook,
+        after_tool_call=hook,
+        prepare_next_turn=hook,
+        should_stop_after_turn=hook,
+        steering_mode="all",
+        follow_up_mode="all",
+        tool_execution="sequential",
+        max_workers=2,
+        max_turns=3,
+        tool_timeout=1.5,
+        session_id="s",
+        thinking_budgets=budgets,
+        transport="sse",
+        max_retry_delay_ms=10,
+        on_payload=hook,
         on_response=hook,
     )
     assert agent.convert_to_llm is hook and agent.on_response is hook
@@ -215,8 +229,14 @@ def test_a4_emits_full_lifecycle_events_for_thrown_run_failures() -> None:
     agent.subscribe(recorder)
     result = agent.prompt("Hello")
     assert recorder.types == [
-        "agent_start", "turn_start", "message_start", "message_end",
-        "message_start", "message_end", "turn_end", "agent_end",
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "message_start",
+        "message_end",
+        "turn_end",
+        "agent_end",
     ]
     last = agent.state.messages[-1]
     assert last.role == "assistant" and last.stop_reason == "error"
@@ -338,7 +358,7 @@ def test_a6_wait_for_idle_waits_for_listeners() -> None:
 def test_a7_listeners_receive_the_active_abort_signal() -> None:
     stream = GatedStream()
     agent = Agent(model=MODEL, stream_fn=stream)
-    captured: List[AbortSignal] = []
+    captured: list[AbortSignal] = []
     agent.subscribe(lambda event, signal: captured.append(signal) if event.type == "agent_start" else None)
     future = agent.prompt("hi", wait=False)
     assert stream.started.wait(WAIT)
@@ -414,7 +434,7 @@ def test_wait_for_idle_on_the_run_thread_raises() -> None:
     stream = GatedStream()
     stream.release.set()
     agent = Agent(model=MODEL, stream_fn=stream)
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
 
     def listener(event: Any) -> None:
         if event.type == "agent_start":
@@ -433,7 +453,7 @@ def test_wait_for_idle_on_the_run_thread_raises() -> None:
 
 
 def test_a8_ignores_tool_updates_after_settlement(faux) -> None:
-    captured: List[Any] = []
+    captured: list[Any] = []
 
     def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         captured.append(on_update)
@@ -453,7 +473,7 @@ def test_a8_ignores_tool_updates_after_settlement(faux) -> None:
 
 
 def test_a9_ignores_a_settled_parallel_tools_update_while_another_runs(faux) -> None:
-    captured: List[Any] = []
+    captured: list[Any] = []
     slow_started, release, settled_end_seen = threading.Event(), threading.Event(), threading.Event()
 
     def settled(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
@@ -544,7 +564,7 @@ def test_continue_without_wait_returns_a_future(faux) -> None:
 
 
 def test_a19_legacy_prepare_next_turn_receives_only_the_signal(faux) -> None:
-    received: List[Any] = []
+    received: list[Any] = []
     faux.set_responses([faux_message([faux_tool_call("noop", {})]), faux_message("done")])
     agent = Agent(model=faux.get_model(), tools=[noop_tool()], prepare_next_turn=lambda signal: received.append(signal))
     agent.prompt("go")
@@ -556,7 +576,7 @@ def test_prepare_next_turn_with_context_can_switch_the_model(faux) -> None:
     from piagent import TurnUpdate
 
     second = Model(**{**faux.get_model().__dict__, "id": "faux-2"})
-    seen: List[Any] = []
+    seen: list[Any] = []
 
     def prepare(context: TurnContext, signal: AbortSignal) -> TurnUpdate:
         seen.append((type(context), roles(context.new_messages)))
@@ -571,7 +591,7 @@ def test_prepare_next_turn_with_context_can_switch_the_model(faux) -> None:
 
 
 def test_prepare_next_turn_is_installed_at_run_start_and_read_at_each_turn(faux) -> None:
-    calls: List[str] = []
+    calls: list[str] = []
     agent: Agent
 
     def first(context: TurnContext, signal: AbortSignal) -> None:
@@ -592,7 +612,7 @@ def test_prepare_next_turn_is_installed_at_run_start_and_read_at_each_turn(faux)
 
 
 def test_a20_should_stop_after_turn_is_forwarded(faux) -> None:
-    calls: List[Any] = []
+    calls: list[Any] = []
 
     def should_stop(context: TurnContext, signal: AbortSignal) -> bool:
         calls.append((roles(context.context.messages), signal))
@@ -635,7 +655,7 @@ def test_model_call_options_reach_the_stream_function_and_are_read_at_each_run(f
 
 
 def test_a22_the_process_wide_default_stream_function_is_used(faux) -> None:
-    calls: List[Any] = []
+    calls: list[Any] = []
 
     def default_stream(model: Model, context: Any, options: Any) -> Any:
         calls.append(model)
@@ -652,16 +672,23 @@ def test_a22_the_process_wide_default_stream_function_is_used(faux) -> None:
 
 
 def test_stream_options_are_forwarded_and_snapshotted_at_run_start() -> None:
-    payloads: List[Any] = []
-    responses: List[Any] = []
+    payloads: list[Any] = []
+    responses: list[Any] = []
     stream = GatedStream()
 
     def stream_fn(model: Model, context: Any, options: Any) -> Any:
         return stream(model, context, options)
 
     agent = Agent(
-        model=MODEL, stream_fn=stream_fn, thinking_level="medium", transport="sse", thinking_budgets={"medium": 99},
-        max_retry_delay_ms=1234, on_payload=payloads.append, on_response=responses.append, session_id="s1",
+        model=MODEL,
+        stream_fn=stream_fn,
+        thinking_level="medium",
+        transport="sse",
+        thinking_budgets={"medium": 99},
+        max_retry_delay_ms=1234,
+        on_payload=payloads.append,
+        on_response=responses.append,
+        session_id="s1",
         get_api_key=lambda provider: f"key-for-{provider}",
     )
     future = agent.prompt("hi", wait=False)
@@ -680,7 +707,7 @@ def test_stream_options_are_forwarded_and_snapshotted_at_run_start() -> None:
 
 
 def test_tools_and_hooks_are_snapshotted_at_run_start(faux) -> None:
-    before_calls: List[str] = []
+    before_calls: list[str] = []
     agent: Agent
 
     def before(context: Any, signal: AbortSignal) -> None:
@@ -688,11 +715,13 @@ def test_tools_and_hooks_are_snapshotted_at_run_start(faux) -> None:
         agent.tools = []  # mid-run: the running loop keeps its snapshot
         agent.before_tool_call = None
 
-    faux.set_responses([
-        faux_message([faux_tool_call("echo", {"value": "1"})]),
-        faux_message([faux_tool_call("echo", {"value": "2"})]),
-        faux_message("done"),
-    ])
+    faux.set_responses(
+        [
+            faux_message([faux_tool_call("echo", {"value": "1"})]),
+            faux_message([faux_tool_call("echo", {"value": "2"})]),
+            faux_message("done"),
+        ]
+    )
     agent = Agent(model=faux.get_model(), tools=[echo_tool()], before_tool_call=before)
     result = agent.prompt("go")
     assert before_calls == ["echo", "echo"]
@@ -702,7 +731,7 @@ def test_tools_and_hooks_are_snapshotted_at_run_start(faux) -> None:
 
 
 def test_executor_max_workers_and_tool_timeout_are_forwarded(faux) -> None:
-    submitted: List[Any] = []
+    submitted: list[Any] = []
 
     class CountingExecutor(ThreadPoolExecutor):
         def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -714,14 +743,18 @@ def test_executor_max_workers_and_tool_timeout_are_forwarded(faux) -> None:
         return AgentToolResult([TextContent("late")])
 
     schema = {"type": "object", "properties": {}}
-    faux.set_responses([
-        faux_message([faux_tool_call("echo", {"value": "a"}), faux_tool_call("stuck", {})]),
-        faux_message("done"),
-    ])
+    faux.set_responses(
+        [
+            faux_message([faux_tool_call("echo", {"value": "a"}), faux_tool_call("stuck", {})]),
+            faux_message("done"),
+        ]
+    )
     with CountingExecutor(2) as executor:
         agent = Agent(
-            model=faux.get_model(), tools=[echo_tool(), AgentTool("stuck", "", schema, stuck)],
-            executor=executor, tool_timeout=0.05,
+            model=faux.get_model(),
+            tools=[echo_tool(), AgentTool("stuck", "", schema, stuck)],
+            executor=executor,
+            tool_timeout=0.05,
         )
         result = agent.prompt("go")
     assert len(submitted) == 2
@@ -762,9 +795,11 @@ def test_max_turns_ends_the_run_after_that_many_turns(faux) -> None:
 
 def test_max_turns_combines_with_should_stop_after_turn(faux) -> None:
     faux.set_responses([faux_message([faux_tool_call("noop", {})]) for _ in range(5)])
-    hook_calls: List[int] = []
+    hook_calls: list[int] = []
     agent = Agent(
-        model=faux.get_model(), tools=[noop_tool()], max_turns=3,
+        model=faux.get_model(),
+        tools=[noop_tool()],
+        max_turns=3,
         should_stop_after_turn=lambda ctx, signal: hook_calls.append(1) or False,
     )
     agent.prompt("go")
@@ -781,7 +816,7 @@ def test_max_turns_combines_with_should_stop_after_turn(faux) -> None:
 def test_listeners_run_in_subscription_order_and_twice_subscribed_runs_once(faux) -> None:
     faux.set_responses([faux_message("hi")])
     agent = Agent(model=faux.get_model())
-    order: List[str] = []
+    order: list[str] = []
     first = lambda event: order.append("first")  # noqa: E731
     agent.subscribe(first)
     agent.subscribe(lambda event, signal: order.append("second"))
@@ -803,7 +838,7 @@ def test_listener_signature_decides_the_arguments() -> None:
         agent.subscribe(lambda: None)
     with pytest.raises(TypeError):
         agent.subscribe("not callable")  # type: ignore[arg-type]
-    got: List[Any] = []
+    got: list[Any] = []
 
     class Bound:
         def on_event(self, event: Any) -> None:
@@ -825,8 +860,8 @@ def test_listener_signature_decides_the_arguments() -> None:
 def test_dispatch_iterates_over_a_snapshot_of_the_listeners(faux) -> None:
     faux.set_responses([faux_message("hi")])
     agent = Agent(model=faux.get_model())
-    late: List[str] = []
-    unsubscribers: List[Any] = []
+    late: list[str] = []
+    unsubscribers: list[Any] = []
 
     def first(event: Any) -> None:
         if event.type == "agent_start":
@@ -850,7 +885,7 @@ def test_dispatch_iterates_over_a_snapshot_of_the_listeners(faux) -> None:
 def test_state_is_reduced_before_listeners_see_the_event(faux) -> None:
     faux.set_responses([faux_message([faux_tool_call("echo", {"value": "x"}, id="c-1")]), faux_message("done")])
     agent = Agent(model=faux.get_model(), tools=[echo_tool()])
-    checks: List[Any] = []
+    checks: list[Any] = []
 
     def listener(event: Any) -> None:
         state = agent.state
@@ -873,7 +908,7 @@ def test_state_is_reduced_before_listeners_see_the_event(faux) -> None:
 def test_pending_tool_calls_is_a_new_frozenset_on_each_change(faux) -> None:
     faux.set_responses([faux_message([faux_tool_call("echo", {"value": "x"}, id="c-1")]), faux_message("done")])
     agent = Agent(model=faux.get_model(), tools=[echo_tool()])
-    snapshots: List[Any] = []
+    snapshots: list[Any] = []
     agent.subscribe(
         lambda e: snapshots.append(agent.state.pending_tool_calls) if e.type.startswith("tool_execution") else None
     )
@@ -888,7 +923,7 @@ def test_error_message_is_set_by_an_error_turn_and_cleared_at_the_next_run(faux)
     result = agent.prompt("hi")
     assert agent.state.error_message == "rate limited" and result.error_message == "rate limited"
     faux.set_responses([faux_message("fine")])
-    cleared: List[Any] = []
+    cleared: list[Any] = []
     agent.subscribe(lambda e: cleared.append(agent.state.error_message) if e.type == "agent_start" else None)
     agent.prompt("again")
     assert cleared == [None] and agent.state.error_message is None
@@ -919,10 +954,12 @@ def test_prompt_input_forms(faux) -> None:
 
 
 def test_run_result_summarises_the_run(faux) -> None:
-    faux.set_responses([
-        faux_message([faux_text("calling"), faux_tool_call("echo", {"value": "x"})], usage=Usage(input=1)),
-        faux_message("The answer is 42."),
-    ])
+    faux.set_responses(
+        [
+            faux_message([faux_text("calling"), faux_tool_call("echo", {"value": "x"})], usage=Usage(input=1)),
+            faux_message("The answer is 42."),
+        ]
+    )
     agent = Agent(model=faux.get_model(), tools=[echo_tool()], messages=[user("earlier")])
     result = agent.prompt("go")
     assert roles(result.messages) == ["user", "assistant", "toolResult", "assistant"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -21,7 +21,6 @@ from piagent import (
     Usage,
 )
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call, register_faux_provider
-
 from tests.support.agent_support import WAIT, Recorder, roles, text_of, user
 
 CALCULATE_SCHEMA = {
@@ -56,19 +55,25 @@ def test_e1_handles_a_basic_text_prompt(faux) -> None:
 
 
 def test_e2_executes_tools_and_tracks_pending_tool_calls(faux) -> None:
-    faux.set_responses([
-        faux_message([
-            faux_text("Let me calculate."),
-            faux_tool_call("calculate", {"expression": "123 * 456"}, id="calc-1"),
-        ]),
-        faux_message("The result is 56088."),
-    ])
+    faux.set_responses(
+        [
+            faux_message(
+                [
+                    faux_text("Let me calculate."),
+                    faux_tool_call("calculate", {"expression": "123 * 456"}, id="calc-1"),
+                ]
+            ),
+            faux_message("The result is 56088."),
+        ]
+    )
     agent = Agent(model=faux.get_model(), tools=[calculate_tool()])
-    pending: List[Any] = []
+    pending: list[Any] = []
     agent.subscribe(
-        lambda event: pending.append((event.type, sorted(agent.state.pending_tool_calls)))
-        if event.type in ("tool_execution_start", "tool_execution_end")
-        else None
+        lambda event: (
+            pending.append((event.type, sorted(agent.state.pending_tool_calls)))
+            if event.type in ("tool_execution_start", "tool_execution_end")
+            else None
+        )
     )
     result = agent.prompt("Calculate 123 * 456")
     tool_result = next(m for m in agent.state.messages if m.role == "toolResult")

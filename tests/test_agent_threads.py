@@ -6,13 +6,12 @@ import asyncio
 import signal as signals
 import threading
 from collections import defaultdict
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, AgentToolResult, AssistantMessage, TextContent
 from piagent.testing import faux_message, faux_tool_call
-
 from tests.support.agent_support import WAIT, echo_tool, roles, text_of
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
@@ -24,11 +23,13 @@ def test_eight_threads_steering_fifty_messages_each_are_delivered_once_in_order(
     # the model sees only the last two messages, so the faux provider's cost stays flat
     agent = Agent(model=faux.get_model(), tool_execution="sequential", convert_to_llm=lambda messages: messages[-2:])
     queue = agent.steering_queue
-    delivered: List[str] = []
+    delivered: list[str] = []
     agent.subscribe(
-        lambda event: delivered.append(text_of(event.message))
-        if event.type == "message_end" and event.message.role == "user"
-        else None
+        lambda event: (
+            delivered.append(text_of(event.message))
+            if event.type == "message_end" and event.message.role == "user"
+            else None
+        )
     )
 
     def keep_going(context: Any, options: Any, state: Any, model: Any) -> AssistantMessage:
@@ -63,7 +64,7 @@ def test_eight_threads_steering_fifty_messages_each_are_delivered_once_in_order(
     delivered = delivered[1:]
     assert result.text == "all delivered"
     assert len(delivered) == total and len(set(delivered)) == total  # each exactly once
-    per_producer: Dict[str, List[int]] = defaultdict(list)
+    per_producer: dict[str, list[int]] = defaultdict(list)
     for text in delivered:
         producer_id, n = text.split("-")
         per_producer[producer_id].append(int(n))
@@ -75,7 +76,7 @@ def test_eight_threads_steering_fifty_messages_each_are_delivered_once_in_order(
 def test_a_listener_may_steer_and_abort_while_prompt_raises_busy(faux) -> None:
     faux.set_responses([faux_message("a long answer " * 20), faux_message("answered the steering")])
     agent = Agent(model=faux.get_model())
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
 
     def listener(event: Any) -> None:
         if event.type == "message_update" and not errors:
@@ -114,7 +115,7 @@ def test_prompt_from_another_thread_during_a_run_raises_busy(faux) -> None:
     runner = threading.Thread(target=agent.prompt, args=("first",))
     runner.start()
     assert inside.wait(WAIT)
-    outcomes: List[Any] = []
+    outcomes: list[Any] = []
     contenders = [threading.Thread(target=lambda: outcomes.append(_try_prompt(agent))) for _ in range(4)]
     for thread in contenders:
         thread.start()
@@ -137,8 +138,8 @@ def _try_prompt(agent: Agent) -> Any:
 def test_two_agents_run_at_once_on_two_threads(faux) -> None:
     faux.set_responses([faux_message("from one"), faux_message("from two")])
     both_streaming = threading.Barrier(2, timeout=WAIT)
-    listener_threads: Dict[str, set] = defaultdict(set)
-    results: Dict[str, Any] = {}
+    listener_threads: dict[str, set] = defaultdict(set)
+    results: dict[str, Any] = {}
 
     def make_agent(name: str) -> Agent:
         agent = Agent(model=faux.get_model())
@@ -153,7 +154,7 @@ def test_two_agents_run_at_once_on_two_threads(faux) -> None:
         return agent
 
     agents = {"one": make_agent("one"), "two": make_agent("two")}
-    caller_threads: Dict[str, int] = {}
+    caller_threads: dict[str, int] = {}
 
     def run(name: str) -> None:
         caller_threads[name] = threading.get_ident()
@@ -172,11 +173,13 @@ def test_two_agents_run_at_once_on_two_threads(faux) -> None:
 
 
 def test_prompt_from_inside_a_running_event_loop_works_unchanged(faux) -> None:
-    faux.set_responses([
-        faux_message([faux_tool_call("echo", {"value": "a"}), faux_tool_call("echo", {"value": "b"})]),
-        faux_message("done in a cell"),
-        faux_message("awaited"),
-    ])
+    faux.set_responses(
+        [
+            faux_message([faux_tool_call("echo", {"value": "a"}), faux_tool_call("echo", {"value": "b"})]),
+            faux_message("done in a cell"),
+            faux_message("awaited"),
+        ]
+    )
     agent = Agent(model=faux.get_model(), tools=[echo_tool()])
 
     async def jupyter_cell() -> Any:
@@ -193,7 +196,7 @@ def test_prompt_from_inside_a_running_event_loop_works_unchanged(faux) -> None:
 def test_keyboard_interrupt_from_a_listener_aborts_the_run_and_leaves_the_agent_usable(faux) -> None:
     faux.set_responses([faux_message([faux_tool_call("echo", {"value": "x"})]), faux_message("unused")])
     agent = Agent(model=faux.get_model(), tools=[echo_tool()])
-    signals_seen: List[AbortSignal] = []
+    signals_seen: list[AbortSignal] = []
 
     def interrupt(event: Any, signal: AbortSignal) -> None:
         if event.type == "tool_execution_start":

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -23,7 +23,6 @@ from piagent.cli import main
 from piagent.cli.app import build_agent, build_parser
 from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
-
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
 
@@ -36,14 +35,14 @@ class Recording(io.StringIO):
 
     def __init__(self) -> None:
         super().__init__()
-        self.writes: List[str] = []
+        self.writes: list[str] = []
 
     def write(self, text: str) -> int:
         self.writes.append(text)
         return super().write(text)
 
 
-def run_cli(faux: Any, *argv: str, stdin: str = "") -> Dict[str, Any]:
+def run_cli(faux: Any, *argv: str, stdin: str = "") -> dict[str, Any]:
     out, err = Recording(), io.StringIO()
     code = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err, model=faux.get_model())
     return {"code": code, "out": out.getvalue(), "writes": out.writes, "err": err.getvalue()}
@@ -78,7 +77,9 @@ def test_json_prints_every_event_as_one_camel_case_line(faux: Any) -> None:
     events = [json.loads(line) for line in run["out"].splitlines()]
     types = [e["type"] for e in events]
     assert types[0] == "agent_start" and types[-1] == "agent_end"
-    assert {"turn_start", "message_start", "message_update", "message_end", "tool_execution_start", "turn_end"} <= set(types)
+    assert {"turn_start", "message_start", "message_update", "message_end", "tool_execution_start", "turn_end"} <= set(
+        types
+    )
     end = next(e for e in events if e["type"] == "tool_execution_end")
     assert end["toolName"] == "calculator" and end["isError"] is False and end["toolCallId"]
     assert end["result"]["content"] == [{"type": "text", "text": "2"}]
@@ -128,7 +129,7 @@ def test_no_prompt_at_all_is_a_usage_error(faux: Any) -> None:
         (["--max-turns", "0", "x"], "--max-turns must be 1 or more"),
     ],
 )
-def test_bad_options_exit_2_with_a_clear_message(faux: Any, argv: List[str], message: str) -> None:
+def test_bad_options_exit_2_with_a_clear_message(faux: Any, argv: list[str], message: str) -> None:
     run = run_cli(faux, *argv)
     assert run["code"] == 2 and message in run["err"] and not faux.state.requests
 
@@ -150,7 +151,16 @@ def test_options_reach_the_agent(faux: Any, tmp_path: Any) -> None:
 def test_a_forced_tool_choice_applies_to_the_first_turn_of_each_prompt(faux: Any) -> None:
     faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "2+2"})]), faux_message("4")] * 2)
     out, err = io.StringIO(), io.StringIO()
-    assert main(["--tools", "calculator", "--tool-choice", "calculator", "2+2?"], stdin=io.StringIO(), stdout=out, stderr=err, model=faux.get_model()) == 0
+    assert (
+        main(
+            ["--tools", "calculator", "--tool-choice", "calculator", "2+2?"],
+            stdin=io.StringIO(),
+            stdout=out,
+            stderr=err,
+            model=faux.get_model(),
+        )
+        == 0
+    )
     assert [r.options.tool_choice for r in faux.state.requests] == [{"name": "calculator"}, "auto"]
 
 
@@ -191,7 +201,12 @@ def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:
     local = resolve_model(f"local:{gguf}", environ={})
     assert (local.api, local.provider, local.base_url, local.id) == ("llama-cpp", "local", str(gguf), "tiny.gguf")
     served = resolve_model("qwen3:4b", base_url="http://127.0.0.1:8080/v1", environ={})
-    assert (served.api, served.provider, served.id, served.base_url) == ("openai-completions", "qwen3", "4b", "http://127.0.0.1:8080/v1")
+    assert (served.api, served.provider, served.id, served.base_url) == (
+        "openai-completions",
+        "qwen3",
+        "4b",
+        "http://127.0.0.1:8080/v1",
+    )
     plain = resolve_model("my-model", base_url="http://127.0.0.1:8080/v1/", environ={})
     assert (plain.provider, plain.id, plain.base_url) == ("local", "my-model", "http://127.0.0.1:8080/v1")
 
@@ -199,7 +214,7 @@ def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:
 # --------------------------------------------------------------------------- real processes
 
 
-def cli_process(*argv: str) -> "subprocess.Popen[str]":
+def cli_process(*argv: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
     return subprocess.Popen(
         [sys.executable, "-m", "piagent", *argv],
@@ -209,7 +224,7 @@ def cli_process(*argv: str) -> "subprocess.Popen[str]":
 
 def read_within(pipe: Any, size: int, timeout: float) -> str:
     """``pipe.read(size)`` on a helper thread, given up after ``timeout`` seconds."""
-    box: List[str] = []
+    box: list[str] = []
     reader = threading.Thread(target=lambda: box.append(pipe.read(size)), daemon=True)
     reader.start()
     reader.join(timeout)

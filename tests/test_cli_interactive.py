@@ -10,13 +10,12 @@ from __future__ import annotations
 import io
 import queue
 import threading
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 from piagent import Agent
 from piagent.cli.interactive import InteractiveSession
 from piagent.cli.render import Console, ConsoleRenderer
 from piagent.testing import faux_message
-
 from tests.support.agent_support import text_of
 
 WAIT = 10
@@ -26,7 +25,7 @@ class Terminal:
     """Stands in for the keyboard: ``read_line()`` blocks until the test types something."""
 
     def __init__(self) -> None:
-        self._lines: "queue.Queue[Any]" = queue.Queue()
+        self._lines: queue.Queue[Any] = queue.Queue()
         self._reads = 0
         self._cond = threading.Condition()
 
@@ -74,7 +73,7 @@ class Session:
         self.agent.subscribe(ConsoleRenderer(console))
         self.terminal = Terminal()
         self.session = InteractiveSession(self.agent, console, read_line=self.terminal)
-        self.code: List[int] = []
+        self.code: list[int] = []
         self.thread = threading.Thread(target=lambda: self.code.append(self.session.run()), name="session")
         self.thread.start()
 
@@ -83,7 +82,7 @@ class Session:
         assert not self.thread.is_alive()
         return self.code[0]
 
-    def transcript(self) -> List[str]:
+    def transcript(self) -> list[str]:
         return [f"{m.role}:{text_of(m)}" for m in self.agent.state.messages]
 
 
@@ -119,7 +118,12 @@ def test_follow_up_is_delivered_when_the_agent_would_stop(faux: Any) -> None:
     assert s.agent.wait_for_idle(WAIT)
     s.terminal.type("/quit")
     assert s.finish() == 0
-    assert s.transcript() == ["user:hello", "assistant:first answer", "user:and then this", "assistant:follow-up answer"]
+    assert s.transcript() == [
+        "user:hello",
+        "assistant:first answer",
+        "user:and then this",
+        "assistant:follow-up answer",
+    ]
 
 
 def test_ctrl_c_aborts_the_run_and_a_second_ctrl_c_quits(faux: Any) -> None:

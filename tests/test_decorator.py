@@ -10,7 +10,7 @@ import enum
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Optional, Union
 
 import pytest
 from typing_extensions import Literal, TypedDict
@@ -32,7 +32,6 @@ from piagent import (
 )
 from piagent.executors import abandoned_tool_threads
 from piagent.testing import faux_message, faux_tool_call
-
 from tests.support.agent_support import text_of
 
 WAIT = 10.0  # upper bound for any wait on another thread; never reached when things work
@@ -52,20 +51,20 @@ class Point:
 @dataclass
 class Route:
     name: str
-    stops: List[Point]
+    stops: list[Point]
     start: Optional[Point] = None
     priority: Priority = Priority.LOW
 
 
 class Filter(TypedDict):
     field: str
-    points: List[Point]
+    points: list[Point]
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def run_calls(faux: Any, tools: List[AgentTool], calls: List[Tuple[str, Dict[str, Any]]], **config: Any):
+def run_calls(faux: Any, tools: list[AgentTool], calls: list[tuple[str, dict[str, Any]]], **config: Any):
     """One assistant turn calling ``calls`` (ids c0, c1...), then "done". Returns (events, results)."""
     faux.set_responses(
         [
@@ -73,7 +72,7 @@ def run_calls(faux: Any, tools: List[AgentTool], calls: List[Tuple[str, Dict[str
             faux_message("done"),
         ]
     )
-    events: List[Any] = []
+    events: list[Any] = []
     messages = run_agent_loop(
         [UserMessage("go")], AgentContext(tools=tools), AgentLoopConfig(model=faux.get_model(), **config), events.append
     )
@@ -121,7 +120,13 @@ class TestDecoration:
         assert double(21) == 42
 
     def test_options_override_and_forward(self) -> None:
-        @tool(name="web-search", description="Search the web.", label="Web search", execution_mode="sequential", timeout=2.5)
+        @tool(
+            name="web-search",
+            description="Search the web.",
+            label="Web search",
+            execution_mode="sequential",
+            timeout=2.5,
+        )
         def search(query: str) -> str:
             """Ignored summary."""
             return query
@@ -173,7 +178,7 @@ class TestDecoration:
 
 class TestArguments:
     def test_arguments_arrive_coerced_by_the_loop(self, faux: Any) -> None:
-        seen: Dict[str, Any] = {}
+        seen: dict[str, Any] = {}
 
         @tool
         def scale(factor: int, ratio: float, verbose: bool) -> str:
@@ -186,10 +191,10 @@ class TestArguments:
         assert type(seen["ratio"]) is float
 
     def test_dataclasses_enums_and_optional_dataclasses_arrive_as_their_types(self, faux: Any) -> None:
-        seen: List[Route] = []
+        seen: list[Route] = []
 
         @tool
-        def plan(route: Route, alternatives: List[Route], fallback: Optional[Route] = None) -> str:
+        def plan(route: Route, alternatives: list[Route], fallback: Optional[Route] = None) -> str:
             seen.extend([route, *alternatives])
             seen.append(fallback)  # type: ignore[arg-type]
             return "planned"
@@ -209,7 +214,7 @@ class TestArguments:
         assert fallback is None
 
     def test_optional_dataclass_given_arrives_as_instance(self, faux: Any) -> None:
-        seen: List[Any] = []
+        seen: list[Any] = []
 
         @tool
         def go(to: Optional[Point] = None) -> str:
@@ -220,7 +225,7 @@ class TestArguments:
         assert sorted(seen, key=repr) == sorted([Point(1.0, 1.0), None], key=repr)
 
     def test_typed_dict_arrives_as_dict_with_converted_values(self, faux: Any) -> None:
-        seen: List[Any] = []
+        seen: list[Any] = []
 
         @tool
         def query(where: Filter) -> str:
@@ -232,10 +237,10 @@ class TestArguments:
         assert type(seen[0]) is dict
 
     def test_union_picks_the_member_the_value_matches(self, faux: Any) -> None:
-        seen: List[Any] = []
+        seen: list[Any] = []
 
         @tool
-        def locate(where: Optional[Dict[str, Point]] = None, at: Union[Point, str] = "home") -> str:
+        def locate(where: Optional[dict[str, Point]] = None, at: Union[Point, str] = "home") -> str:
             seen.append((where, at))
             return "ok"
 
@@ -243,10 +248,10 @@ class TestArguments:
         assert seen == [({"p": Point(1.0, 2.0)}, Point(3.0, 4.0))]
 
     def test_sets_and_tuples_arrive_as_sets_and_tuples(self, faux: Any) -> None:
-        seen: List[Any] = []
+        seen: list[Any] = []
 
         @tool
-        def tag(names: Set[str], pair: Tuple[int, ...], mode: Literal["add", "remove"] = "add") -> str:
+        def tag(names: set[str], pair: tuple[int, ...], mode: Literal["add", "remove"] = "add") -> str:
             seen.append((names, pair, mode))
             return "ok"
 
@@ -254,7 +259,7 @@ class TestArguments:
         assert seen == [({"a", "b"}, (1, 2), "remove")]
 
     def test_positional_only_and_var_keyword_parameters(self, faux: Any) -> None:
-        seen: List[Any] = []
+        seen: list[Any] = []
 
         def label(name: str, /, **extra: int) -> str:
             seen.append((name, extra))
@@ -265,7 +270,7 @@ class TestArguments:
         assert seen == [("n", {"a": 1, "b": 2})]
 
     def test_invalid_arguments_never_reach_the_function(self, faux: Any) -> None:
-        calls: List[Any] = []
+        calls: list[Any] = []
 
         @tool
         def move(to: Point) -> str:
@@ -278,7 +283,7 @@ class TestArguments:
         assert calls == []
 
     def test_signal_and_on_update_are_injected(self, faux: Any) -> None:
-        received: List[Any] = []
+        received: list[Any] = []
 
         @tool
         def work(steps: int, signal: AbortSignal, on_update: Any) -> str:
@@ -417,8 +422,8 @@ class Blocker:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.started = threading.Event()
-        self.threads: List[threading.Thread] = []
-        self.signals: List[AbortSignal] = []
+        self.threads: list[threading.Thread] = []
+        self.signals: list[AbortSignal] = []
         self.finished = threading.Event()
 
     def __call__(self, signal: AbortSignal) -> str:

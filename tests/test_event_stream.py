@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Iterator, List
+from collections.abc import Iterator
 
 import pytest
 
 from piagent import StreamEndedWithoutResult
 from piagent.ai import AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, EventStream
-
 from tests.support.loop import WAIT, assistant, block_events, terminal
 
 
-def numbers() -> "EventStream[int, str]":
+def numbers() -> EventStream[int, str]:
     """Ints; a negative int completes the stream with result ``"done:<n>"``."""
     return EventStream(lambda n: n < 0, lambda n: f"done:{n}")
 
@@ -69,7 +68,7 @@ def test_end_after_a_completing_event_keeps_the_events_result() -> None:
 
 def test_a_consumer_blocked_on_an_empty_stream_is_woken_by_a_push_from_another_thread() -> None:
     stream = numbers()
-    got: List[int] = []
+    got: list[int] = []
     waiting = threading.Event()
 
     def consume() -> None:
@@ -88,7 +87,7 @@ def test_a_consumer_blocked_on_an_empty_stream_is_woken_by_a_push_from_another_t
 
 def test_each_event_goes_to_exactly_one_of_two_concurrent_consumers() -> None:
     stream = numbers()
-    received: List[List[int]] = [[], []]
+    received: list[list[int]] = [[], []]
     ready = threading.Barrier(3)
 
     def consume(slot: int) -> None:
@@ -144,7 +143,7 @@ def test_end_with_an_error_raises_it_after_the_queued_events_and_from_result() -
     stream = numbers()
     stream.push(1)
     stream.end(error=ValueError("producer broke"))
-    seen: List[int] = []
+    seen: list[int] = []
     with pytest.raises(ValueError, match="producer broke"):
         for n in stream:
             seen.append(n)
@@ -157,7 +156,7 @@ def test_end_with_an_error_raises_it_after_the_queued_events_and_from_result() -
 
 
 def test_pull_mode_produces_each_event_on_the_consuming_thread() -> None:
-    threads: List[int] = []
+    threads: list[int] = []
 
     def source() -> Iterator[int]:
         for n in (1, 2, -3):
@@ -172,7 +171,7 @@ def test_pull_mode_produces_each_event_on_the_consuming_thread() -> None:
 
 
 def test_pull_mode_stops_pulling_after_the_completing_event() -> None:
-    pulled: List[int] = []
+    pulled: list[int] = []
 
     def source() -> Iterator[int]:
         for n in (1, -2, 3, 4):
@@ -197,7 +196,7 @@ def test_pull_mode_source_exception_is_delivered_to_the_consumer() -> None:
         raise OSError("connection reset")
 
     stream = EventStream(lambda n: n < 0, lambda n: f"done:{n}", source=source())
-    seen: List[int] = []
+    seen: list[int] = []
     with pytest.raises(OSError, match="connection reset"):
         for n in stream:
             seen.append(n)

@@ -10,7 +10,7 @@ import contextvars
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -26,7 +26,6 @@ from piagent import (
     run_agent_loop,
 )
 from piagent.executors import abandoned_tool_threads
-
 from tests.support.loop import (
     ECHO_SCHEMA,
     MODEL,
@@ -63,14 +62,14 @@ class Batch:
 
     def __init__(
         self,
-        calls: List[Any],
-        tools: List[AgentTool],
+        calls: list[Any],
+        tools: list[AgentTool],
         on_event: Optional[Callable[[Any], None]] = None,
         controller: Optional[AbortController] = None,
         **cfg: Any,
     ) -> None:
-        self.events: List[Any] = []
-        self.event_threads: List[int] = []
+        self.events: list[Any] = []
+        self.event_threads: list[int] = []
         self.controller = controller or AbortController()
         self.stream_fn = ScriptedStream([assistant(calls), _then_done])
 
@@ -81,21 +80,26 @@ class Batch:
                 on_event(event)
 
         self.result = run_agent_loop(
-            [user("go")], AgentContext("", [], tools), AgentLoopConfig(model=MODEL, **cfg), emit, self.controller.signal, self.stream_fn
+            [user("go")],
+            AgentContext("", [], tools),
+            AgentLoopConfig(model=MODEL, **cfg),
+            emit,
+            self.controller.signal,
+            self.stream_fn,
         )
 
-    def ids(self, kind: str) -> List[str]:
+    def ids(self, kind: str) -> list[str]:
         return [e.tool_call_id for e in of_type(self.events, kind)]
 
-    def ends(self) -> List[Any]:
+    def ends(self) -> list[Any]:
         return of_type(self.events, "tool_execution_end")
 
     @property
-    def result_ids(self) -> List[str]:
+    def result_ids(self) -> list[str]:
         return [m.tool_call_id for m in self.result if m.role == "toolResult"]
 
     @property
-    def short(self) -> List[str]:
+    def short(self) -> list[str]:
         return short(self.events)
 
 
@@ -103,7 +107,7 @@ class Log:
     """A thread-safe list of strings."""
 
     def __init__(self) -> None:
-        self.items: List[str] = []
+        self.items: list[str] = []
         self._lock = threading.Lock()
 
     def add(self, item: str) -> None:
@@ -151,14 +155,26 @@ def test_tool_execution_end_follows_completion_order_while_results_follow_call_o
     calls = [call(f"tool-{n}", value=str(n)) for n in (1, 2, 3)]
     batch = Batch(calls, [tool("echo", execute)], on_event)
     assert batch.ids("tool_execution_end") == ["tool-3", "tool-1", "tool-2"]
-    result_message_ends = [e.message.tool_call_id for e in of_type(batch.events, "message_end") if e.message.role == "toolResult"]
+    result_message_ends = [
+        e.message.tool_call_id for e in of_type(batch.events, "message_end") if e.message.role == "toolResult"
+    ]
     assert result_message_ends == ["tool-1", "tool-2", "tool-3"]
     turn_end = of_type(batch.events, "turn_end")[0]
     assert [m.tool_call_id for m in turn_end.tool_results] == ["tool-1", "tool-2", "tool-3"]
     assert batch.result_ids == ["tool-1", "tool-2", "tool-3"]
     next_context = batch.stream_fn.requests[1].context.messages
-    assert [getattr(m, "tool_call_id", m.role) for m in next_context] == ["user", "assistant", "tool-1", "tool-2", "tool-3"]
-    assert [m.content[0].text for m in turn_end.tool_results] == ["result of tool-1", "result of tool-2", "result of tool-3"]
+    assert [getattr(m, "tool_call_id", m.role) for m in next_context] == [
+        "user",
+        "assistant",
+        "tool-1",
+        "tool-2",
+        "tool-3",
+    ]
+    assert [m.content[0].text for m in turn_end.tool_results] == [
+        "result of tool-1",
+        "result of tool-2",
+        "result of tool-3",
+    ]
 
 
 def test_immediate_preflight_failures_are_reported_during_preflight() -> None:
@@ -178,7 +194,14 @@ def test_immediate_preflight_failures_are_reported_during_preflight() -> None:
     batch = Batch(calls, [tool("echo", execute)], before_tool_call=before)
     tool_events = [s for s in batch.short if s.startswith(("tes", "tee"))]
     assert tool_events[:8] == [
-        "tes(tool-1)", "tes(tool-2)", "tee(tool-2)", "tes(tool-3)", "tee(tool-3)", "tes(tool-4)", "tee(tool-4)", "tes(tool-5)",
+        "tes(tool-1)",
+        "tes(tool-2)",
+        "tee(tool-2)",
+        "tes(tool-3)",
+        "tee(tool-3)",
+        "tes(tool-4)",
+        "tee(tool-4)",
+        "tes(tool-5)",
     ]
     assert sorted(tool_events[8:]) == ["tee(tool-1)", "tee(tool-5)"]
     assert [e.is_error for e in batch.ends()[:3]] == [True, True, True]
@@ -202,7 +225,11 @@ def test_updates_from_worker_threads_are_delivered_on_the_run_thread_before_thei
     assert set(batch.event_threads) == {threading.get_ident()}
     sequence = batch.short
     for tid in ("tool-1", "tool-2", "tool-3"):
-        updates = [e.partial_result.content[0].text for e in of_type(batch.events, "tool_execution_update") if e.tool_call_id == tid]
+        updates = [
+            e.partial_result.content[0].text
+            for e in of_type(batch.events, "tool_execution_update")
+            if e.tool_call_id == tid
+        ]
         assert updates == [f"{tid} 1/3", f"{tid} 2/3", f"{tid} 3/3"]
         last_update = max(i for i, s in enumerate(sequence) if s == f"teu({tid})")
         assert last_update < sequence.index(f"tee({tid})")
@@ -211,7 +238,7 @@ def test_updates_from_worker_threads_are_delivered_on_the_run_thread_before_thei
 
 
 def test_late_updates_after_a_parallel_tool_settled_are_dropped() -> None:
-    captured: List[Any] = []
+    captured: list[Any] = []
     release_slow = threading.Event()
     late_done = threading.Event()
 
@@ -232,16 +259,22 @@ def test_late_updates_after_a_parallel_tool_settled_are_dropped() -> None:
             captured[0](text_result("late from the run thread"))
             release_slow.set()
 
-    batch = Batch([call("tool-1", "settled", value="a"), call("tool-2", "slow", value="b")], [tool("settled", settled), tool("slow", slow)], on_event)
+    batch = Batch(
+        [call("tool-1", "settled", value="a"), call("tool-2", "slow", value="b")],
+        [tool("settled", settled), tool("slow", slow)],
+        on_event,
+    )
     assert late_done.is_set()
-    assert [e.partial_result.content[0].text for e in of_type(batch.events, "tool_execution_update")] == ["while running"]
+    assert [e.partial_result.content[0].text for e in of_type(batch.events, "tool_execution_update")] == [
+        "while running"
+    ]
     count = len(batch.events)
     captured[0](text_result("after the run"))  # no event, no error
     assert len(batch.events) == count
 
 
 def test_late_updates_after_a_sequential_tool_settled_are_dropped() -> None:
-    captured: List[Any] = []
+    captured: list[Any] = []
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         captured.append(on_update)
@@ -262,7 +295,7 @@ def test_a_user_supplied_executor_runs_the_parallel_calls() -> None:
             self.pool = ThreadPoolExecutor(4, thread_name_prefix="user-pool")
             self.submitted = 0
 
-        def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Future[Any]":
+        def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
             self.submitted += 1
             return self.pool.submit(fn, *args, **kwargs)
 
@@ -328,10 +361,14 @@ def test_a_call_with_a_timeout_never_waits_for_a_thread_of_the_capped_pool() -> 
     tools = [tool("hold", holds_the_only_pool_thread), tool("timed", timed, timeout=WAIT)]
     calls = [call("tool-1", "hold", value="a"), call("tool-2", "hold", value="b"), call("tool-3", "timed", value="c")]
     batch = Batch(calls, tools, max_workers=1)
-    assert sorted((e.tool_call_id, e.is_error) for e in batch.ends()) == [("tool-1", False), ("tool-2", False), ("tool-3", False)]
+    assert sorted((e.tool_call_id, e.is_error) for e in batch.ends()) == [
+        ("tool-1", False),
+        ("tool-2", False),
+        ("tool-3", False),
+    ]
 
 
-REQUEST_ID: "contextvars.ContextVar[str]" = contextvars.ContextVar("REQUEST_ID", default="unset")
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -370,9 +407,9 @@ def test_contextvars_reach_a_user_supplied_executor() -> None:
 
 
 def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updates_at_once() -> None:
-    threads: List[int] = []
-    delivered_before_return: List[bool] = []
-    events: List[Any] = []
+    threads: list[int] = []
+    delivered_before_return: list[bool] = []
+    events: list[Any] = []
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         threads.append(threading.get_ident())
@@ -384,14 +421,25 @@ def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updat
         helper.join(WAIT)
         return text_result("ok")
 
-    batch = Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", execute)], events.append, tool_execution="sequential")
+    batch = Batch(
+        [call("tool-1", value="a"), call("tool-2", value="b")],
+        [tool("echo", execute)],
+        events.append,
+        tool_execution="sequential",
+    )
     assert threads == [threading.get_ident()] * 2
     assert delivered_before_return == [True, True]
     assert set(batch.event_threads) == {threading.get_ident()}
     tool_events = [s for s in batch.short if s.startswith(("tes", "teu", "tee"))]
     assert tool_events == [
-        "tes(tool-1)", "teu(tool-1)", "teu(tool-1)", "tee(tool-1)",
-        "tes(tool-2)", "teu(tool-2)", "teu(tool-2)", "tee(tool-2)",
+        "tes(tool-1)",
+        "teu(tool-1)",
+        "teu(tool-1)",
+        "tee(tool-1)",
+        "tes(tool-2)",
+        "teu(tool-2)",
+        "teu(tool-2)",
+        "tee(tool-2)",
     ]
 
 
@@ -415,7 +463,11 @@ def test_a_parallel_tool_cannot_override_a_sequential_config() -> None:
         threads.add(str(threading.get_ident()))
         return text_result("ok")
 
-    Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", execute, execution_mode="parallel")], tool_execution="sequential")
+    Batch(
+        [call("tool-1", value="a"), call("tool-2", value="b")],
+        [tool("echo", execute, execution_mode="parallel")],
+        tool_execution="sequential",
+    )
     assert threads.items == [str(threading.get_ident())] * 2
 
 
@@ -465,7 +517,12 @@ def test_abort_while_a_sequential_tool_runs_skips_the_remaining_calls() -> None:
         controller.abort()
         return text_result("ok")
 
-    batch = Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", execute)], controller=controller, tool_execution="sequential")
+    batch = Batch(
+        [call("tool-1", value="a"), call("tool-2", value="b")],
+        [tool("echo", execute)],
+        controller=controller,
+        tool_execution="sequential",
+    )
     assert executed.items == ["tool-1"]
     assert batch.ids("tool_execution_start") == ["tool-1"]
     assert batch.result_ids == ["tool-1"]
@@ -490,7 +547,9 @@ def test_an_abort_reaches_the_signal_of_every_running_tool(mode: str) -> None:
         if event.type == "tool_execution_start" and mode == "parallel":
             threading.Thread(target=lambda: (started.wait(WAIT), controller.abort("user stop"))).start()
 
-    batch = Batch([call("tool-1", value="a")], [tool("echo", execute)], on_event, controller=controller, tool_execution=mode)
+    batch = Batch(
+        [call("tool-1", value="a")], [tool("echo", execute)], on_event, controller=controller, tool_execution=mode
+    )
     [end] = batch.ends()
     assert (end.is_error, end.result.content[0].text) == (True, "cancelled: user stop")
 
@@ -514,12 +573,21 @@ def test_a_batch_terminates_only_when_every_result_says_so(mode: str, terminates
 
 
 def test_an_immediate_error_prevents_termination() -> None:
-    batch = Batch([call("tool-1", value="a"), call("tool-2", "missing", value="b")], [_returning(**{"tool-1": text_result("r", terminate=True)})])
+    batch = Batch(
+        [call("tool-1", value="a"), call("tool-2", "missing", value="b")],
+        [_returning(**{"tool-1": text_result("r", terminate=True)})],
+    )
     assert batch.stream_fn.calls == 2
 
 
 def test_a_blocked_call_with_terminate_counts_as_terminating() -> None:
-    before = lambda ctx, s: BeforeToolCallResult(block=True, reason="done here", terminate=True) if ctx.tool_call.id == "tool-2" else None
+    def before(ctx, s):
+        return (
+            BeforeToolCallResult(block=True, reason="done here", terminate=True)
+            if ctx.tool_call.id == "tool-2"
+            else None
+        )
+
     batch = Batch(
         [call("tool-1", value="a"), call("tool-2", value="b")],
         [_returning(**{"tool-1": text_result("r", terminate=True)})],
@@ -530,7 +598,9 @@ def test_a_blocked_call_with_terminate_counts_as_terminating() -> None:
 
 
 def test_terminate_is_not_copied_into_the_tool_result_message() -> None:
-    batch = Batch([call("tool-1", value="a")], [_returning(**{"tool-1": text_result("r", details={"k": 1}, terminate=True)})])
+    batch = Batch(
+        [call("tool-1", value="a")], [_returning(**{"tool-1": text_result("r", details={"k": 1}, terminate=True)})]
+    )
     message = batch.result[2]
     assert "terminate" not in message.to_dict()
     assert message.details == {"k": 1}
@@ -558,14 +628,20 @@ def test_after_tool_call_override_replaces_only_the_fields_it_sets() -> None:
 
 
 def test_after_tool_call_override_of_details_keeps_the_content() -> None:
-    after = lambda ctx, s: AfterToolCallResult(details={"new": 1})
-    batch = Batch([call("tool-1", value="a")], [_returning(**{"tool-1": text_result("kept", details={"old": 1})})], after_tool_call=after)
+    def after(ctx, s):
+        return AfterToolCallResult(details={"new": 1})
+
+    batch = Batch(
+        [call("tool-1", value="a")],
+        [_returning(**{"tool-1": text_result("kept", details={"old": 1})})],
+        after_tool_call=after,
+    )
     assert (batch.ends()[0].result.content[0].text, batch.ends()[0].result.details) == ("kept", {"new": 1})
     assert batch.result[2].details == {"new": 1}
 
 
 def test_after_tool_call_sees_the_error_outcome_and_can_clear_it() -> None:
-    seen: List[Any] = []
+    seen: list[Any] = []
 
     def fail(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         raise RuntimeError("boom")
@@ -576,7 +652,11 @@ def test_after_tool_call_sees_the_error_outcome_and_can_clear_it() -> None:
 
     batch = Batch([call("tool-1", value="a")], [tool("echo", fail)], after_tool_call=after)
     assert seen == [(True, "boom", threading.get_ident())]
-    assert (batch.ends()[0].is_error, batch.result[2].is_error, batch.result[2].content[0].text) == (False, False, "recovered")
+    assert (batch.ends()[0].is_error, batch.result[2].is_error, batch.result[2].content[0].text) == (
+        False,
+        False,
+        "recovered",
+    )
 
 
 def test_a_raising_after_tool_call_fails_only_its_own_call() -> None:
@@ -592,8 +672,12 @@ def test_a_raising_after_tool_call_fails_only_its_own_call() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("returned, type_name", [("a plain string", "str"), ({"content": []}, "dict"), (None, "NoneType")])
-def test_a_tool_returning_something_else_than_a_tool_result_is_a_clear_error(mode: str, returned: Any, type_name: str) -> None:
+@pytest.mark.parametrize(
+    "returned, type_name", [("a plain string", "str"), ({"content": []}, "dict"), (None, "NoneType")]
+)
+def test_a_tool_returning_something_else_than_a_tool_result_is_a_clear_error(
+    mode: str, returned: Any, type_name: str
+) -> None:
     batch = Batch([call("tool-1", value="a")], [tool("echo", lambda *a: returned)], tool_execution=mode)
     [end] = batch.ends()
     assert end.is_error is True
@@ -636,9 +720,9 @@ class Stubborn:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.started = threading.Event()
-        self.signals: List[Any] = []
-        self.threads: List[threading.Thread] = []
-        self.captured: List[Any] = []
+        self.signals: list[Any] = []
+        self.threads: list[threading.Thread] = []
+        self.captured: list[Any] = []
         self.returning = threading.Event()
 
     def execute(self, tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
@@ -669,7 +753,12 @@ def test_a_tool_past_its_timeout_is_reported_timed_out_and_left_running(mode: st
     cfg = {"tool_timeout": 0.05} if where == "config" else {}
     before = abandoned_tool_threads()
     try:
-        batch = Batch([call("tool-1", "stubborn", value="a"), call("tool-2", "quick", value="b")], tools, tool_execution=mode, **cfg)
+        batch = Batch(
+            [call("tool-1", "stubborn", value="a"), call("tool-2", "quick", value="b")],
+            tools,
+            tool_execution=mode,
+            **cfg,
+        )
         by_id = {e.tool_call_id: e for e in batch.ends()}
         assert by_id["tool-1"].is_error is True
         assert "timed out" in by_id["tool-1"].result.content[0].text

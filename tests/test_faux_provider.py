@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -19,7 +19,6 @@ from piagent.testing import (
     faux_tool_call,
     register_faux_provider,
 )
-
 from tests.support.loop import WAIT
 
 
@@ -27,7 +26,7 @@ def hi() -> Context:
     return Context(messages=[UserMessage("hi", timestamp=1)])
 
 
-def event_types(events: List[Any]) -> List[str]:
+def event_types(events: list[Any]) -> list[str]:
     return [event.type for event in events]
 
 
@@ -148,7 +147,7 @@ def test_call_count_increments_at_call_time_and_requests_are_recorded(faux: Faux
 
 
 def test_on_response_is_called_with_status_200(faux: FauxProvider) -> None:
-    seen: List[Any] = []
+    seen: list[Any] = []
     faux.set_responses([faux_message("ok")])
     complete(faux.get_model(), hi(), on_response=lambda response, model: seen.append((response["status"], model.id)))
     assert seen == [(200, "faux-1")]
@@ -227,7 +226,10 @@ def test_prompt_caching_is_simulated_per_session(faux: FauxProvider) -> None:
     second = complete(faux.get_model(), context, session_id="session-1", cache_retention="short")
     assert second.usage.cache_read > 0
     assert second.usage.cache_read + second.usage.cache_write >= first.usage.cache_write
-    assert second.usage.total_tokens == second.usage.input + second.usage.output + second.usage.cache_read + second.usage.cache_write
+    assert (
+        second.usage.total_tokens
+        == second.usage.input + second.usage.output + second.usage.cache_read + second.usage.cache_write
+    )
 
 
 def test_no_cache_is_shared_across_sessions_or_without_a_session_id(faux: FauxProvider) -> None:
@@ -259,10 +261,30 @@ def test_no_caching_with_cache_retention_none(faux: FauxProvider) -> None:
 
 def test_streams_thinking_text_and_tool_call_deltas(faux: FauxProvider) -> None:
     arguments = {"text": "hi there, a longer argument", "count": 12}
-    faux.set_responses([faux_message([faux_thinking("thinking text"), faux_text("answer text"), faux_tool_call("echo", arguments, id="tool-1")])])
+    faux.set_responses(
+        [
+            faux_message(
+                [
+                    faux_thinking("thinking text"),
+                    faux_text("answer text"),
+                    faux_tool_call("echo", arguments, id="tool-1"),
+                ]
+            )
+        ]
+    )
     events = list(stream(faux.get_model(), hi()))
     types = event_types(events)
-    for kind in ("thinking_start", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_end", "toolcall_start", "toolcall_delta", "toolcall_end"):
+    for kind in (
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+    ):
         assert kind in types
     deltas = [e.delta for e in events if e.type == "toolcall_delta"]
     assert len(deltas) > 1
@@ -304,17 +326,30 @@ def test_partial_tool_call_arguments_are_parsed_as_they_stream() -> None:
 def test_exact_event_order_with_one_token_chunks() -> None:
     faux = register_faux_provider(chunk_tokens=(1, 1))
     try:
-        faux.set_responses([faux_message([faux_thinking("go"), faux_text("ok"), faux_tool_call("echo", {}, id="tool-1")])])
+        faux.set_responses(
+            [faux_message([faux_thinking("go"), faux_text("ok"), faux_tool_call("echo", {}, id="tool-1")])]
+        )
         assert event_types(list(stream(faux.get_model(), hi()))) == [
-            "start", "thinking_start", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_end",
-            "toolcall_start", "toolcall_delta", "toolcall_end", "done",
+            "start",
+            "thinking_start",
+            "thinking_delta",
+            "thinking_end",
+            "text_start",
+            "text_delta",
+            "text_end",
+            "toolcall_start",
+            "toolcall_delta",
+            "toolcall_end",
+            "done",
         ]
     finally:
         faux.unregister()
 
 
 def test_each_event_names_the_block_it_grows_in_the_partial(faux: FauxProvider) -> None:
-    faux.set_responses([faux_message([faux_text("one two three four five"), faux_tool_call("echo", {"value": "x"}, id="t")])])
+    faux.set_responses(
+        [faux_message([faux_text("one two three four five"), faux_tool_call("echo", {"value": "x"}, id="t")])]
+    )
     checked = 0
     for event in stream(faux.get_model(), hi()):  # checked as it arrives: the partial may be live
         if event.type in ("start", "done"):
@@ -326,7 +361,16 @@ def test_each_event_names_the_block_it_grows_in_the_partial(faux: FauxProvider) 
 
 
 def test_two_tool_calls_give_two_starts_and_two_ends(faux: FauxProvider) -> None:
-    faux.set_responses([faux_message([faux_tool_call("echo", {"text": "one"}, id="tool-1"), faux_tool_call("echo", {"text": "two"}, id="tool-2")])])
+    faux.set_responses(
+        [
+            faux_message(
+                [
+                    faux_tool_call("echo", {"text": "one"}, id="tool-1"),
+                    faux_tool_call("echo", {"text": "two"}, id="tool-2"),
+                ]
+            )
+        ]
+    )
     events = list(stream(faux.get_model(), hi()))
     assert event_types(events).count("toolcall_start") == 2
     assert [e.tool_call.id for e in events if e.type == "toolcall_end"] == ["tool-1", "tool-2"]
@@ -357,22 +401,29 @@ def test_abort_before_the_first_chunk_gives_exactly_one_aborted_event() -> None:
         controller.abort()
         events = list(stream(faux.get_model(), hi(), signal=controller.signal))
         assert event_types(events) == ["error"]
-        assert (events[0].reason, events[0].error.stop_reason, events[0].error.error_message) == ("aborted", "aborted", "Request was aborted")
+        assert (events[0].reason, events[0].error.stop_reason, events[0].error.error_message) == (
+            "aborted",
+            "aborted",
+            "Request was aborted",
+        )
     finally:
         faux.unregister()
 
 
-@pytest.mark.parametrize("block, kind", [
-    (faux_text("abcdefghijklmnopqrstuvwxyz"), "text"),
-    (faux_thinking("abcdefghijklmnopqrstuvwxyz"), "thinking"),
-    (faux_tool_call("echo", {"text": "abcdefghijklmnopqrstuvwxyz", "count": 123456789}, id="tool-1"), "toolcall"),
-])
+@pytest.mark.parametrize(
+    "block, kind",
+    [
+        (faux_text("abcdefghijklmnopqrstuvwxyz"), "text"),
+        (faux_thinking("abcdefghijklmnopqrstuvwxyz"), "thinking"),
+        (faux_tool_call("echo", {"text": "abcdefghijklmnopqrstuvwxyz", "count": 123456789}, id="tool-1"), "toolcall"),
+    ],
+)
 def test_abort_after_the_first_delta_when_paced_stops_at_once(block: Any, kind: str) -> None:
     faux = register_faux_provider(tokens_per_second=1000, chunk_tokens=(3, 3))
     try:
         faux.set_responses([faux_message([block])])
         controller = AbortController()
-        types: List[str] = []
+        types: list[str] = []
         for event in stream(faux.get_model(), hi(), signal=controller.signal):
             types.append(event.type)
             if event.type == f"{kind}_delta":
@@ -404,7 +455,7 @@ def test_pacing_waits_on_the_signal_so_an_abort_from_another_thread_ends_it(faux
         slow.set_responses([faux_message("abcdefgh")])
         controller = AbortController()
         first_delta = threading.Event()
-        types: List[str] = []
+        types: list[str] = []
 
         def consume() -> None:
             for event in stream(slow.get_model(), hi(), signal=controller.signal):

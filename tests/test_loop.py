@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -20,7 +20,6 @@ from piagent import (
     run_agent_loop_continue,
 )
 from piagent.types import keep_llm_messages
-
 from tests.support.loop import (
     WAIT,
     Custom,
@@ -42,7 +41,7 @@ def mode(request: Any) -> str:
     return request.param
 
 
-def consume(stream: Any) -> List[Any]:
+def consume(stream: Any) -> list[Any]:
     """Iterate an agent_loop() stream to its end (bounded by the suite's timeout)."""
     return list(stream)
 
@@ -55,21 +54,29 @@ def test_L1_emits_events_with_agent_message_types(mode: str) -> None:
     assert stream.result() == [prompt, answer]
     assert stream.result()[0] is prompt and stream.result()[1] is answer
     assert kinds(events) == [
-        "agent_start", "turn_start", "message_start", "message_end",
-        "message_start", "message_end", "turn_end", "agent_end",
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "message_start",
+        "message_end",
+        "turn_end",
+        "agent_end",
     ]
 
 
 def test_L2_handles_custom_message_types_via_convert_to_llm(mode: str) -> None:
-    converted: List[List[Any]] = []
+    converted: list[list[Any]] = []
 
-    def convert(messages: List[Any]) -> List[Any]:
+    def convert(messages: list[Any]) -> list[Any]:
         out = [m for m in messages if m.role != "notification"]
         converted.append(out)
         return out
 
     context = AgentContext("", [Custom("notification", "build finished")])
-    stream = agent_loop([user("Hello")], context, config(convert_to_llm=convert), stream_fn=ScriptedStream([assistant("ok")], mode))
+    stream = agent_loop(
+        [user("Hello")], context, config(convert_to_llm=convert), stream_fn=ScriptedStream([assistant("ok")], mode)
+    )
     consume(stream)
     assert len(converted) == 1
     assert roles(converted[0]) == ["user"]
@@ -77,15 +84,15 @@ def test_L2_handles_custom_message_types_via_convert_to_llm(mode: str) -> None:
 
 def test_L3_applies_transform_context_before_convert_to_llm(mode: str) -> None:
     old = [user("one"), assistant("two"), user("three"), assistant("four")]
-    transformed: List[List[Any]] = []
-    received: List[List[Any]] = []
+    transformed: list[list[Any]] = []
+    received: list[list[Any]] = []
 
-    def transform(messages: List[Any], signal: Any) -> List[Any]:
+    def transform(messages: list[Any], signal: Any) -> list[Any]:
         kept = messages[-2:]
         transformed.append(kept)
         return kept
 
-    def convert(messages: List[Any]) -> List[Any]:
+    def convert(messages: list[Any]) -> list[Any]:
         received.append(list(messages))
         return keep_llm_messages(messages)
 
@@ -99,7 +106,7 @@ def test_L3_applies_transform_context_before_convert_to_llm(mode: str) -> None:
 
 
 def test_L4_handles_tool_calls_and_results(mode: str) -> None:
-    executed: List[Any] = []
+    executed: list[Any] = []
     tool = echo_tool(before=lambda tid, args, signal, on_update: executed.append(args["value"]))
     stream_fn = ScriptedStream([assistant([call("tool-1", value="hello")]), assistant("done")], mode)
     stream = agent_loop([user("echo hello")], AgentContext("", [], [tool]), config(), stream_fn=stream_fn)
@@ -116,9 +123,11 @@ def test_L4_handles_tool_calls_and_results(mode: str) -> None:
 
 
 def test_L5_does_not_execute_tool_calls_from_a_length_truncated_message(mode: str) -> None:
-    executed: List[Any] = []
+    executed: list[Any] = []
     tool = echo_tool(before=lambda *a: executed.append(a))
-    stream_fn = ScriptedStream([assistant([call("tool-1", value="hel")], stop_reason="length"), assistant("sorry")], mode)
+    stream_fn = ScriptedStream(
+        [assistant([call("tool-1", value="hel")], stop_reason="length"), assistant("sorry")], mode
+    )
     stream = agent_loop([user("go")], AgentContext("", [], [tool]), config(), stream_fn=stream_fn)
     events = consume(stream)
     assert executed == []
@@ -130,7 +139,7 @@ def test_L5_does_not_execute_tool_calls_from_a_length_truncated_message(mode: st
 
 
 def test_L6_executes_mutated_before_tool_call_args_without_revalidation(mode: str) -> None:
-    received: List[Any] = []
+    received: list[Any] = []
 
     def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         received.append(args["value"])
@@ -142,13 +151,15 @@ def test_L6_executes_mutated_before_tool_call_args_without_revalidation(mode: st
         ctx.args["value"] = 123
 
     stream_fn = ScriptedStream([assistant([call("tool-1", value="hello")]), assistant("done")], mode)
-    events = consume(agent_loop([user("go")], AgentContext("", [], [tool]), config(before_tool_call=before), stream_fn=stream_fn))
+    events = consume(
+        agent_loop([user("go")], AgentContext("", [], [tool]), config(before_tool_call=before), stream_fn=stream_fn)
+    )
     assert received == [123]
     assert [e.is_error for e in of_type(events, "tool_execution_end")] == [False]
 
 
 def test_L7_prepares_tool_arguments_for_validation(mode: str) -> None:
-    received: List[Any] = []
+    received: list[Any] = []
     schema = {
         "type": "object",
         "properties": {
@@ -185,7 +196,7 @@ def test_L7_prepares_tool_arguments_for_validation(mode: str) -> None:
 def test_L8_emits_tool_execution_end_in_completion_order_but_persists_results_in_source_order(mode: str) -> None:
     first_started = threading.Event()
     release_first = threading.Event()
-    seen_first_pending: List[bool] = []
+    seen_first_pending: list[bool] = []
 
     def before(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> None:
         if args["value"] == "first":
@@ -195,7 +206,7 @@ def test_L8_emits_tool_execution_end_in_completion_order_but_persists_results_in
             assert first_started.wait(WAIT)
             seen_first_pending.append(not release_first.is_set())
 
-    events: List[Any] = []
+    events: list[Any] = []
 
     def emit(event: Any) -> None:
         events.append(event)
@@ -215,11 +226,11 @@ def test_L8_emits_tool_execution_end_in_completion_order_but_persists_results_in
 
 
 def test_L9_injects_queued_messages_after_all_tool_calls_complete(mode: str) -> None:
-    executed: List[str] = []
+    executed: list[str] = []
     interrupt = user("interrupt")
-    delivered: List[bool] = []
+    delivered: list[bool] = []
 
-    def steering() -> List[Any]:
+    def steering() -> list[Any]:
         if executed and not delivered:
             delivered.append(True)
             return [interrupt]
@@ -250,8 +261,8 @@ class _Overlap:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.order: List[str] = []
-        self.threads: List[int] = []
+        self.order: list[str] = []
+        self.threads: list[int] = []
 
     def tool(self, name: str, **options: Any) -> AgentTool:
         def execute(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
@@ -269,8 +280,11 @@ class _Overlap:
 def test_L10_forces_sequential_when_a_tool_has_execution_mode_sequential(mode: str) -> None:
     overlap = _Overlap()
     tool = overlap.tool("slow", execution_mode="sequential")
-    events: List[Any] = []
-    stream_fn = ScriptedStream([assistant([call("tool-1", "slow", value="first"), call("tool-2", "slow", value="second")]), assistant("done")], mode)
+    events: list[Any] = []
+    stream_fn = ScriptedStream(
+        [assistant([call("tool-1", "slow", value="first"), call("tool-2", "slow", value="second")]), assistant("done")],
+        mode,
+    )
     run_agent_loop([user("go")], AgentContext("", [], [tool]), config(), events.append, stream_fn=stream_fn)
     # Both ran on the run thread itself, so they cannot have overlapped.
     assert overlap.threads == [threading.get_ident()] * 2
@@ -283,7 +297,9 @@ def test_L11_forces_sequential_when_one_of_multiple_tools_is_sequential(mode: st
     overlap = _Overlap()
     slow = overlap.tool("slow", execution_mode="sequential")
     fast = overlap.tool("fast")
-    stream_fn = ScriptedStream([assistant([call("a", "slow", value="a"), call("b", "fast", value="b")]), assistant("done")], mode)
+    stream_fn = ScriptedStream(
+        [assistant([call("a", "slow", value="a"), call("b", "fast", value="b")]), assistant("done")], mode
+    )
     run_agent_loop([user("go")], AgentContext("", [], [slow, fast]), config(), lambda e: None, stream_fn=stream_fn)
     assert overlap.order == ["start:slow:a", "end:slow:a", "start:fast:b", "end:fast:b"]
     assert overlap.threads == [threading.get_ident()] * 2
@@ -291,7 +307,7 @@ def test_L11_forces_sequential_when_one_of_multiple_tools_is_sequential(mode: st
 
 def test_L12_allows_parallel_when_all_tools_have_execution_mode_parallel(mode: str) -> None:
     second_started = threading.Event()
-    overlapped: List[bool] = []
+    overlapped: list[bool] = []
 
     def before(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> None:
         if args["value"] == "first":
@@ -300,13 +316,15 @@ def test_L12_allows_parallel_when_all_tools_have_execution_mode_parallel(mode: s
             second_started.set()
 
     tool = echo_tool(before=before, execution_mode="parallel")
-    stream_fn = ScriptedStream([assistant([call("tool-1", value="first"), call("tool-2", value="second")]), assistant("done")], mode)
+    stream_fn = ScriptedStream(
+        [assistant([call("tool-1", value="first"), call("tool-2", value="second")]), assistant("done")], mode
+    )
     run_agent_loop([user("go")], AgentContext("", [], [tool]), config(), lambda e: None, stream_fn=stream_fn)
     assert overlapped == [True]
 
 
 def test_L13_uses_prepare_next_turn_snapshot_before_continuing(mode: str) -> None:
-    updates: List[int] = []
+    updates: list[int] = []
 
     def prepare_next_turn(turn: Any, signal: Any) -> Any:
         if updates:
@@ -324,10 +342,10 @@ def test_L13_uses_prepare_next_turn_snapshot_before_continuing(mode: str) -> Non
 
 
 def test_L14_stops_after_the_current_turn_when_should_stop_after_turn_returns_true(mode: str) -> None:
-    executed: List[Any] = []
+    executed: list[Any] = []
     steering = Polls()
     follow_up = Polls([user("follow")])
-    seen: List[Any] = []
+    seen: list[Any] = []
 
     def should_stop(turn: Any, signal: Any) -> bool:
         seen.append(([m.tool_call_id for m in turn.tool_results], roles(turn.context.messages)))
@@ -345,8 +363,18 @@ def test_L14_stops_after_the_current_turn_when_should_stop_after_turn_returns_tr
     assert seen == [(["tool-1"], ["user", "assistant", "toolResult"])]
     assert roles(stream.result()) == ["user", "assistant", "toolResult"]
     assert kinds(events) == [
-        "agent_start", "turn_start", "message_start", "message_end", "message_start", "message_end",
-        "tool_execution_start", "tool_execution_end", "message_start", "message_end", "turn_end", "agent_end",
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "message_start",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_end",
+        "message_start",
+        "message_end",
+        "turn_end",
+        "agent_end",
     ]
 
 
@@ -413,12 +441,14 @@ def test_L19_continues_from_existing_context_without_user_message_events(mode: s
 
 
 def test_L20_allows_custom_message_types_as_last_message(mode: str) -> None:
-    def convert(messages: List[Any]) -> List[Any]:
+    def convert(messages: list[Any]) -> list[Any]:
         return [user(m.text) if m.role == "custom" else m for m in messages]
 
     answer = assistant("ok")
     stream_fn = ScriptedStream([answer], mode)
-    stream = agent_loop_continue(AgentContext("", [Custom("custom", "hook output")]), config(convert_to_llm=convert), stream_fn=stream_fn)
+    stream = agent_loop_continue(
+        AgentContext("", [Custom("custom", "hook output")]), config(convert_to_llm=convert), stream_fn=stream_fn
+    )
     consume(stream)
     assert stream.result() == [answer]
     assert roles(stream_fn.requests[0].context.messages) == ["user"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import List
 
 from piagent import AgentTool
 from piagent.testing import FauxProvider
@@ -13,7 +12,7 @@ from piagent.testing import FauxProvider
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def python_blocks(text: str) -> List[str]:
+def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
 
 

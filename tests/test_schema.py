@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Annotated, Any, Optional, Union
 
 import pytest
-from typing_extensions import Annotated, Literal, NotRequired, Required, TypedDict
+from typing_extensions import Literal, NotRequired, Required, TypedDict
 
 from piagent.schema import function_schema, jsonable, type_schema
 
@@ -41,9 +42,9 @@ class Shape:
     """
 
     name: str
-    points: List[Point]
+    points: list[Point]
     color: Optional[Color] = None
-    tags: List[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
 
 
 class Movie(TypedDict):
@@ -59,7 +60,7 @@ class Partial(TypedDict, total=False):
 @dataclass
 class Node:
     value: int
-    children: List[Node]
+    children: list[Node]
 
 
 class TestScalars:
@@ -81,37 +82,37 @@ class TestScalars:
 
 class TestCollections:
     def test_list_of_int_is_an_array_of_integers(self) -> None:
-        assert type_schema(List[int]) == {"type": "array", "items": {"type": "integer"}}
+        assert type_schema(list[int]) == {"type": "array", "items": {"type": "integer"}}
 
     def test_bare_list_and_dict_have_no_item_schema(self) -> None:
         assert type_schema(list) == {"type": "array"}
-        assert type_schema(List) == {"type": "array"}
+        assert type_schema(list) == {"type": "array"}
         assert type_schema(dict) == {"type": "object"}
-        assert type_schema(Dict) == {"type": "object"}
+        assert type_schema(dict) == {"type": "object"}
 
     def test_sequence_and_homogeneous_tuple_are_arrays(self) -> None:
         assert type_schema(Sequence[str]) == {"type": "array", "items": {"type": "string"}}
-        assert type_schema(Tuple[int, ...]) == {"type": "array", "items": {"type": "integer"}}
+        assert type_schema(tuple[int, ...]) == {"type": "array", "items": {"type": "integer"}}
 
     def test_sets_are_arrays_of_unique_items(self) -> None:
         expected = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
-        assert type_schema(Set[str]) == expected
-        assert type_schema(FrozenSet[str]) == expected
+        assert type_schema(set[str]) == expected
+        assert type_schema(frozenset[str]) == expected
 
     def test_dict_of_str_is_an_object_with_additional_properties(self) -> None:
-        assert type_schema(Dict[str, float]) == {"type": "object", "additionalProperties": {"type": "number"}}
+        assert type_schema(dict[str, float]) == {"type": "object", "additionalProperties": {"type": "number"}}
         assert type_schema(Mapping[str, Any]) == {"type": "object"}
 
     def test_dict_with_non_string_keys_is_refused(self) -> None:
         with pytest.raises(TypeError, match="keys are strings"):
-            type_schema(Dict[int, str])
+            type_schema(dict[int, str])
 
     def test_fixed_length_tuple_is_refused_with_advice(self) -> None:
         with pytest.raises(TypeError, match=r"tuple\[X, \.\.\.\]"):
-            type_schema(Tuple[int, str])
+            type_schema(tuple[int, str])
 
     def test_nested_collections(self) -> None:
-        assert type_schema(List[Dict[str, List[int]]]) == {
+        assert type_schema(list[dict[str, list[int]]]) == {
             "type": "array",
             "items": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
         }
@@ -126,7 +127,7 @@ class TestUnions:
 
     def test_null_moves_last_so_coercion_never_turns_zero_into_none(self) -> None:
         assert type_schema(Union[None, int]) == {"type": ["integer", "null"]}
-        assert type_schema(Union[None, List[int]]) == {
+        assert type_schema(Union[None, list[int]]) == {
             "anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]
         }
 
@@ -219,14 +220,14 @@ class TestAnnotated:
         assert type_schema(Annotated[int, "How many."]) == {"type": "integer", "description": "How many."}
 
     def test_annotated_ignores_non_string_metadata(self) -> None:
-        assert type_schema(Annotated[List[str], 42, "Names."]) == {
+        assert type_schema(Annotated[list[str], 42, "Names."]) == {
             "type": "array",
             "items": {"type": "string"},
             "description": "Names.",
         }
 
     def test_annotated_inside_containers(self) -> None:
-        assert type_schema(Optional[List[Annotated[int, "An id."]]]) == {
+        assert type_schema(Optional[list[Annotated[int, "An id."]]]) == {
             "anyOf": [{"type": "array", "items": {"type": "integer", "description": "An id."}}, {"type": "null"}]
         }
 
@@ -247,7 +248,7 @@ def search(
     query: str,
     limit: int = 10,
     exact: bool = False,
-    kinds: Optional[List[Literal["file", "dir"]]] = None,
+    kinds: Optional[list[Literal["file", "dir"]]] = None,
     signal: Any = None,
     on_update: Any = None,
 ) -> str:
@@ -271,7 +272,10 @@ class TestFunctionSchema:
                 "limit": {"type": "integer", "description": "At most this many hits.", "default": 10},
                 "exact": {"type": "boolean", "default": False},
                 "kinds": {
-                    "anyOf": [{"type": "array", "items": {"type": "string", "enum": ["file", "dir"]}}, {"type": "null"}],
+                    "anyOf": [
+                        {"type": "array", "items": {"type": "string", "enum": ["file", "dir"]}},
+                        {"type": "null"},
+                    ],
                     "default": None,
                 },
             },
@@ -368,11 +372,9 @@ class TestFunctionSchema:
         assert properties["level"] == {"type": "integer", "enum": [1, 2]}
 
     def test_runtime_annotations_without_future_import(self) -> None:
-        namespace: Dict[str, Any] = {}
+        namespace: dict[str, Any] = {}
         exec(
-            "from typing import List, Optional\n"
-            "def f(ids: List[int], note: Optional[str] = None) -> None:\n"
-            "    pass\n",
+            "from typing import List, Optional\ndef f(ids: List[int], note: Optional[str] = None) -> None:\n    pass\n",
             namespace,
         )
         assert function_schema(namespace["f"], "tool 'f'").parameters["properties"] == {

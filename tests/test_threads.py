@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import threading
-from typing import List
 
 from piagent._threads import _CachedThreads
-
 from tests.support.waits import WAIT, wait_until  # polls what the pool offers no event for
 
 
 def test_a_job_runs_on_another_daemon_thread() -> None:
     threads = _CachedThreads("test")
-    ran: List[threading.Thread] = []
+    ran: list[threading.Thread] = []
     done = threading.Event()
     threads.submit(lambda: (ran.append(threading.current_thread()), done.set()))
     assert done.wait(WAIT)
@@ -29,7 +27,7 @@ def test_jobs_never_queue_behind_blocked_jobs() -> None:
 
 def test_an_idle_thread_takes_the_next_job() -> None:
     threads = _CachedThreads("test")
-    seen: List[int] = []
+    seen: list[int] = []
     first = threading.Event()
     threads.submit(lambda: (seen.append(threading.get_ident()), first.set()))
     assert first.wait(WAIT) and wait_until(lambda: threads._idle == 1)
@@ -41,7 +39,7 @@ def test_an_idle_thread_takes_the_next_job() -> None:
 
 def test_an_idle_thread_exits_after_the_idle_time() -> None:
     threads = _CachedThreads("test", idle_seconds=0.01)
-    ran: List[threading.Thread] = []
+    ran: list[threading.Thread] = []
     done = threading.Event()
     threads.submit(lambda: (ran.append(threading.current_thread()), done.set()))
     assert done.wait(WAIT)
@@ -51,7 +49,7 @@ def test_an_idle_thread_exits_after_the_idle_time() -> None:
 
 def test_a_raising_job_does_not_kill_its_thread() -> None:
     threads = _CachedThreads("test")
-    seen: List[int] = []
+    seen: list[int] = []
 
     def boom() -> None:
         seen.append(threading.get_ident())
@@ -66,7 +64,7 @@ def test_a_raising_job_does_not_kill_its_thread() -> None:
 
 def test_idle_threads_lists_a_thread_between_jobs_and_not_while_it_works() -> None:
     threads = _CachedThreads("test")
-    worker: List[threading.Thread] = []
+    worker: list[threading.Thread] = []
     release = threading.Event()
     started = threading.Event()
 

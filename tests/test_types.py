@@ -37,7 +37,9 @@ def test_user_message_with_string_content_round_trips() -> None:
 
 
 def test_user_message_with_text_and_image_round_trips() -> None:
-    message = UserMessage([TextContent("look", text_signature="sig-1"), ImageContent("aGVsbG8=", "image/png")], timestamp=5)
+    message = UserMessage(
+        [TextContent("look", text_signature="sig-1"), ImageContent("aGVsbG8=", "image/png")], timestamp=5
+    )
     d = message.to_dict()
     assert d["content"] == [
         {"type": "text", "text": "look", "textSignature": "sig-1"},
@@ -70,21 +72,33 @@ def test_assistant_message_with_every_block_type_round_trips() -> None:
     assert d["stopReason"] == "toolUse"
     assert d["responseId"] == "resp_123"
     assert d["usage"] == {
-        "input": 10, "output": 20, "cacheRead": 30, "cacheWrite": 40, "totalTokens": 100,
+        "input": 10,
+        "output": 20,
+        "cacheRead": 30,
+        "cacheWrite": 40,
+        "totalTokens": 100,
         "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0.3, "cacheWrite": 0.4, "total": 1.0},
     }
     assert d["content"] == [
         {"type": "thinking", "thinking": "hmm", "thinkingSignature": "think-sig"},
         {"type": "thinking", "thinking": "[redacted]", "thinkingSignature": "opaque", "redacted": True},
         {"type": "text", "text": "answer", "textSignature": '{"id":"msg_1"}'},
-        {"type": "toolCall", "id": "call-1", "name": "echo", "arguments": {"value": "x", "nested": {"n": [1, 2]}}, "thoughtSignature": "thought"},
+        {
+            "type": "toolCall",
+            "id": "call-1",
+            "name": "echo",
+            "arguments": {"value": "x", "nested": {"n": [1, 2]}},
+            "thoughtSignature": "thought",
+        },
     ]
     assert "errorMessage" not in d
     assert round_trip(message) == message
 
 
 def test_error_assistant_message_round_trips_its_error_message() -> None:
-    message = AssistantMessage(content=[TextContent("")], stop_reason="error", error_message="provider exploded", timestamp=7)
+    message = AssistantMessage(
+        content=[TextContent("")], stop_reason="error", error_message="provider exploded", timestamp=7
+    )
     d = message.to_dict()
     assert (d["stopReason"], d["errorMessage"]) == ("error", "provider exploded")
     assert "responseId" not in d
@@ -93,8 +107,12 @@ def test_error_assistant_message_round_trips_its_error_message() -> None:
 
 def test_tool_result_message_round_trips() -> None:
     message = ToolResultMessage(
-        "call-1", "echo", [TextContent("echoed: x"), ImageContent("AAAA", "image/jpeg")],
-        details={"value": "x"}, is_error=True, timestamp=9,
+        "call-1",
+        "echo",
+        [TextContent("echoed: x"), ImageContent("AAAA", "image/jpeg")],
+        details={"value": "x"},
+        is_error=True,
+        timestamp=9,
     )
     d = message.to_dict()
     assert d["role"] == "toolResult"
@@ -139,10 +157,13 @@ def test_timestamps_are_integer_epoch_milliseconds() -> None:
     assert message.timestamp > 1_600_000_000_000
 
 
-@pytest.mark.parametrize("options", [
-    StreamOptions(api_key="sk-secret-123", headers={"Authorization": "Bearer hdr-secret-456"}),
-    AgentLoopConfig(api_key="sk-secret-123", headers={"Authorization": "Bearer hdr-secret-456"}),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        StreamOptions(api_key="sk-secret-123", headers={"Authorization": "Bearer hdr-secret-456"}),
+        AgentLoopConfig(api_key="sk-secret-123", headers={"Authorization": "Bearer hdr-secret-456"}),
+    ],
+)
 def test_the_repr_of_options_never_shows_the_api_key_or_headers(options: Any) -> None:
     text = repr(options) + str(options)
     assert "sk-secret-123" not in text

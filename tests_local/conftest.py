@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -69,7 +69,9 @@ def llama_server(gguf: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             except requests.RequestException:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready after {SERVER_START_DEADLINE}s:\n{log_path.read_text()[-3000:]}")
+                pytest.fail(
+                    f"llama_cpp.server not ready after {SERVER_START_DEADLINE}s:\n{log_path.read_text()[-3000:]}"
+                )
             time.sleep(0.2)
         yield base_url
     finally:

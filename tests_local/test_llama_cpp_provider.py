@@ -14,7 +14,11 @@ WEATHER = Tool(
     "Get the current weather for a city.",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-CLOCK = Tool("get_time", "Get the current time in a timezone.", {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]})
+CLOCK = Tool(
+    "get_time",
+    "Get the current time in a timezone.",
+    {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]},
+)
 
 
 def ask(text: str, tools=None) -> Context:
@@ -32,7 +36,9 @@ def test_text_streams_token_by_token_and_adds_up_to_the_final_message(local_mode
 
 
 def test_a_named_tool_choice_forces_that_call_with_schema_valid_arguments(local_model):
-    events = stream_simple(local_model, ask("What's the weather in Paris?", [WEATHER, CLOCK]), tool_choice={"name": "get_weather"})
+    events = stream_simple(
+        local_model, ask("What's the weather in Paris?", [WEATHER, CLOCK]), tool_choice={"name": "get_weather"}
+    )
     kinds = [e.type for e in events]
     final = events.result(timeout=WAIT)
     assert final.stop_reason == "toolUse"
@@ -42,20 +48,26 @@ def test_a_named_tool_choice_forces_that_call_with_schema_valid_arguments(local_
 
 
 def test_required_tool_choice_picks_one_of_the_tools(local_model):
-    final = stream_simple(local_model, ask("What time is it in Tokyo?", [WEATHER, CLOCK]), tool_choice="required").result(timeout=WAIT)
+    final = stream_simple(
+        local_model, ask("What time is it in Tokyo?", [WEATHER, CLOCK]), tool_choice="required"
+    ).result(timeout=WAIT)
     assert final.stop_reason == "toolUse"
     (call,) = final.tool_calls
     assert call.name in ("get_weather", "get_time") and call.arguments
 
 
 def test_tool_choice_none_answers_in_text(local_model):
-    final = stream_simple(local_model, ask("What's the weather in Paris?", [WEATHER]), tool_choice="none").result(timeout=WAIT)
+    final = stream_simple(local_model, ask("What's the weather in Paris?", [WEATHER]), tool_choice="none").result(
+        timeout=WAIT
+    )
     assert final.stop_reason in ("stop", "length") and not final.tool_calls and final.text
 
 
 def test_abort_stops_generation_between_tokens(local_model):
     controller = AbortController()
-    events = stream_simple(local_model, ask("Write a long story about a dragon."), signal=controller.signal, max_tokens=400)
+    events = stream_simple(
+        local_model, ask("Write a long story about a dragon."), signal=controller.signal, max_tokens=400
+    )
     deltas = []
     for event in events:
         if event.type == "text_delta":

@@ -34,7 +34,9 @@ def test_a_text_answer_streams_in_several_deltas(served_model):
 
 
 def test_a_forced_tool_call_keeps_the_repeated_id_and_name_as_one_value(served_model):
-    events = stream_simple(served_model, ask("What's the weather in Paris?", [WEATHER]), tool_choice={"name": "get_weather"})
+    events = stream_simple(
+        served_model, ask("What's the weather in Paris?", [WEATHER]), tool_choice={"name": "get_weather"}
+    )
     deltas = [e for e in events if e.type == "toolcall_delta"]
     final = events.result(timeout=WAIT)
     assert final.stop_reason == "toolUse", final.error_message
@@ -72,7 +74,9 @@ def test_a_forced_tool_call_is_executed_and_answered_through_the_agent(served_mo
 
 def test_abort_mid_stream_ends_the_answer_and_leaves_the_server_usable(served_model):
     controller = AbortController()
-    events = stream_simple(served_model, ask("Write a long story about a dragon."), signal=controller.signal, max_tokens=400)
+    events = stream_simple(
+        served_model, ask("Write a long story about a dragon."), signal=controller.signal, max_tokens=400
+    )
     deltas = []
     for event in events:
         if event.type == "text_delta":

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 from tests_local.conftest import ROOT
 
@@ -15,13 +15,13 @@ WAIT = 300
 EXAMPLES = Path(ROOT) / "examples"
 
 
-def keyless_env(**extra: str) -> Dict[str, str]:
+def keyless_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k not in ("PIAGENT_MODEL", "HF_TOKEN")}
     env.update(extra)
     return env
 
 
-def run(argv: List[str], cwd: Any = ROOT, **env: str) -> "subprocess.CompletedProcess[str]":
+def run(argv: list[str], cwd: Any = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=str(cwd), env=keyless_env(**env), capture_output=True, text=True, timeout=WAIT)
 
 
@@ -73,7 +73,9 @@ def test_the_django_command_answers_from_the_database_with_the_embedded_model(tm
     db = str(tmp_path / "db.sqlite3")
     manage = [sys.executable, "manage.py"]
     assert run(manage + ["migrate", "--verbosity", "0"], cwd=project, BOOKSHOP_DB=db).returncode == 0
-    create = "from catalog.models import Book; Book.objects.create(title='The Hobbit', author='J. R. R. Tolkien', year=1937)"
+    create = (
+        "from catalog.models import Book; Book.objects.create(title='The Hobbit', author='J. R. R. Tolkien', year=1937)"
+    )
     assert run(manage + ["shell", "-c", create], cwd=project, BOOKSHOP_DB=db).returncode == 0
     done = run(manage + ["ask_agent", "Do we have anything by Tolkien?"], cwd=project, BOOKSHOP_DB=db)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 __all__ = ["DONE", "ESCAPES", "HEX", "NOTHING", "Invalid", "JsonMachine"]
 
@@ -23,14 +23,20 @@ _NON_WS = re.compile(r"[^ \t\n\r]")
 _STR_FAST = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4})+')
 _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 HEX = frozenset("0123456789abcdefABCDEF")
-ESCAPES: Dict[str, str] = {
-    '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+ESCAPES: dict[str, str] = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
 }
-_LITERALS: Dict[str, Any] = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
+_LITERALS: dict[str, Any] = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
 
 # Parser states.
-(VALUE, ARRAY_FIRST, OBJECT_FIRST, KEY, COLON, AFTER,
- STRING, ESCAPE, UNICODE, NUMBER, LITERAL, DONE) = range(12)
+(VALUE, ARRAY_FIRST, OBJECT_FIRST, KEY, COLON, AFTER, STRING, ESCAPE, UNICODE, NUMBER, LITERAL, DONE) = range(12)
 # Number states: after "-", "0", other integer digits, ".", fraction digits, "e", "e-", exponent digits.
 _N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_E_SIGN, _N_EXP = range(8)
 _N_CAN_END = frozenset((_N_ZERO, _N_INT, _N_FRAC, _N_EXP))
@@ -61,17 +67,17 @@ class JsonMachine:
         self.state = VALUE
         self.root: Any = NOTHING
         self.trailing = False  # non-whitespace after the top-level value
-        self._stack: List[Any] = []  # open containers, innermost last
-        self._keys: List[Any] = []  # per open dict, the key being read
+        self._stack: list[Any] = []  # open containers, innermost last
+        self._keys: list[Any] = []  # per open dict, the key being read
         self._slot = False  # current() put a provisional entry for the scalar in progress
         # string in progress
         self._is_key = False
-        self._parts: List[str] = []
+        self._parts: list[str] = []
         self._joined = ""
         self._high: Optional[int] = None  # a high surrogate waiting for its low half
         self._hex = ""
         # number / literal in progress
-        self._num: List[str] = []
+        self._num: list[str] = []
         self._num_state = _N_MINUS
         self._word = ""
         self._word_pos = 0
@@ -149,12 +155,12 @@ class JsonMachine:
 
     def _structural(self, c: str) -> None:
         st = self.state
-        if st == VALUE or st == ARRAY_FIRST:
+        if st in (VALUE, ARRAY_FIRST):
             if c == "]" and st == ARRAY_FIRST:
                 self._close()
             else:
                 self._begin_value(c)
-        elif st == OBJECT_FIRST or st == KEY:
+        elif st in (OBJECT_FIRST, KEY):
             if c == '"':
                 self._begin_string(is_key=True)
             elif c == "}" and st == OBJECT_FIRST:
@@ -307,11 +313,11 @@ class JsonMachine:
                     ns = _N_ZERO if c == "0" else _N_INT
                 elif ns == _N_DOT:
                     ns = _N_FRAC
-                elif ns == _N_E or ns == _N_E_SIGN:
+                elif ns in (_N_E, _N_E_SIGN):
                     ns = _N_EXP
-            elif c == "." and (ns == _N_ZERO or ns == _N_INT):
+            elif c == "." and (ns in (_N_ZERO, _N_INT)):
                 ns = _N_DOT
-            elif (c == "e" or c == "E") and (ns == _N_ZERO or ns == _N_INT or ns == _N_FRAC):
+            elif (c == "e" or c == "E") and (ns in (_N_ZERO, _N_INT, _N_FRAC)):
                 ns = _N_E
             elif (c == "+" or c == "-") and ns == _N_E:
                 ns = _N_E_SIGN
@@ -332,7 +338,7 @@ class JsonMachine:
         ns = self._num_state
         if ns == _N_MINUS:
             return NOTHING
-        if ns == _N_DOT or ns == _N_E:
+        if ns in (_N_DOT, _N_E):
             text = text[:-1]
         elif ns == _N_E_SIGN:
             text = text[:-2]

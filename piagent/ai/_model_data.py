@@ -10,11 +10,11 @@ reasoning, vision)``. Provider-wide settings (api, base URL, compat) are in ``PR
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
-Row = Tuple[str, str, int, int, Tuple[float, float, float, float], bool, bool]
+Row = tuple[str, str, int, int, tuple[float, float, float, float], bool, bool]
 
-PROVIDERS: Dict[str, Dict[str, Any]] = {
+PROVIDERS: dict[str, dict[str, Any]] = {
     "openai": {"api": "openai-responses", "base_url": "https://api.openai.com/v1"},
     "anthropic": {"api": "anthropic-messages", "base_url": "https://api.anthropic.com"},
     "google": {"api": "google-generative-ai", "base_url": "https://generativelanguage.googleapis.com/v1beta"},
@@ -28,7 +28,7 @@ PROVIDERS: Dict[str, Dict[str, Any]] = {
     "local": {"api": "llama-cpp", "base_url": ""},
 }
 
-MODELS: Dict[str, List[Row]] = {
+MODELS: dict[str, list[Row]] = {
     "openai": [
         ("gpt-4.1", "GPT-4.1", 1047576, 32768, (2.0, 8.0, 0.5, 0.0), False, True),
         ("gpt-4.1-mini", "GPT-4.1 mini", 1047576, 32768, (0.4, 1.6, 0.1, 0.0), False, True),
@@ -75,7 +75,15 @@ MODELS: Dict[str, List[Row]] = {
         ("google/gemini-2.5-flash", "Google: Gemini 2.5 Flash", 1048576, 65536, (0.3, 2.5, 0.075, 0.0), True, True),
         ("google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", 1048576, 65536, (1.25, 10.0, 0.31, 0.0), True, True),
         ("deepseek/deepseek-chat", "DeepSeek: DeepSeek V3", 128000, 8192, (0.3, 0.85, 0.0, 0.0), False, False),
-        ("meta-llama/llama-3.3-70b-instruct", "Meta: Llama 3.3 70B Instruct", 131072, 16384, (0.13, 0.4, 0.0, 0.0), False, False),
+        (
+            "meta-llama/llama-3.3-70b-instruct",
+            "Meta: Llama 3.3 70B Instruct",
+            131072,
+            16384,
+            (0.13, 0.4, 0.0, 0.0),
+            False,
+            False,
+        ),
     ],
     "xai": [
         ("grok-4", "Grok 4", 256000, 64000, (3.0, 15.0, 0.75, 0.0), True, True),
@@ -100,7 +108,7 @@ MODELS: Dict[str, List[Row]] = {
 }
 
 #: Short names accepted by ``get_model`` for dated ids.
-ALIASES: Dict[str, Dict[str, str]] = {
+ALIASES: dict[str, dict[str, str]] = {
     "anthropic": {
         "claude-opus-4-1": "claude-opus-4-1-20250805",
         "claude-opus-4": "claude-opus-4-20250514",

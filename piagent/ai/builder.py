@@ -9,7 +9,8 @@ parsed incrementally.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from .json_stream import IncrementalJsonParser
 from .types import (
@@ -31,7 +32,7 @@ class _Parts:
 
     def __init__(self) -> None:
         self._joined = ""
-        self._pending: List[str] = []
+        self._pending: list[str] = []
 
     def append(self, delta: str) -> None:
         self._pending.append(delta)
@@ -94,20 +95,20 @@ class _StreamingToolCall(ToolCall):
         self.name = name
         self.thought_signature = thought_signature
         self._json = IncrementalJsonParser()
-        self._fixed: Optional[Dict[str, Any]] = None
+        self._fixed: Optional[dict[str, Any]] = None
 
     @property  # type: ignore[override]
-    def arguments(self) -> Dict[str, Any]:
+    def arguments(self) -> dict[str, Any]:
         if self._fixed is not None:
             return self._fixed
         value = self._json.value()
         return value if isinstance(value, dict) else {}
 
     @arguments.setter
-    def arguments(self, value: Dict[str, Any]) -> None:
+    def arguments(self, value: dict[str, Any]) -> None:
         self._fixed = value
 
-    def final(self, arguments: Optional[Dict[str, Any]] = None) -> ToolCall:
+    def final(self, arguments: Optional[dict[str, Any]] = None) -> ToolCall:
         """The finished call (``arguments``, if given, replaces the parsed JSON)."""
         return ToolCall(self.id, self.name, self.arguments if arguments is None else arguments, self.thought_signature)
 
@@ -122,7 +123,7 @@ class MessageBuilder:
     def __init__(self, model: Model, message: Optional[AssistantMessage] = None) -> None:
         self.model = model
         self.message = message or AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        self._open: Dict[int, Any] = {}
+        self._open: dict[int, Any] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -151,9 +152,7 @@ class MessageBuilder:
 
     # -- thinking ------------------------------------------------------------------------
 
-    def thinking_start(
-        self, thinking_signature: Optional[str] = None, redacted: bool = False
-    ) -> AssistantMessageEvent:
+    def thinking_start(self, thinking_signature: Optional[str] = None, redacted: bool = False) -> AssistantMessageEvent:
         return self._open_block(_StreamingThinking(thinking_signature, redacted), "thinking_start")
 
     def thinking_delta(self, index: int, delta: str) -> AssistantMessageEvent:
@@ -183,7 +182,7 @@ class MessageBuilder:
         self._open[index]._json.feed(delta)
         return AssistantMessageEvent("toolcall_delta", self.message, index, delta)
 
-    def toolcall_end(self, index: int, arguments: Optional[Dict[str, Any]] = None) -> AssistantMessageEvent:
+    def toolcall_end(self, index: int, arguments: Optional[dict[str, Any]] = None) -> AssistantMessageEvent:
         """Close a tool call; ``arguments`` overrides the parsed JSON (for APIs that send objects)."""
         final = self._open.pop(index).final(arguments)
         self.message.content[index] = final
@@ -192,7 +191,7 @@ class MessageBuilder:
     # -- endings -------------------------------------------------------------------------
 
     @property
-    def open_indices(self) -> List[int]:
+    def open_indices(self) -> list[int]:
         return sorted(self._open)
 
     def end_block(self, index: int) -> AssistantMessageEvent:

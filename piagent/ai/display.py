@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Iterable, List
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["MAX_CHARS", "message_html", "messages_html"]
 
@@ -26,7 +27,7 @@ def _text(text: str) -> str:
     return _TEXT.format(html.escape(_cut(text)))
 
 
-def _blocks(content: Any) -> List[str]:
+def _blocks(content: Any) -> list[str]:
     if isinstance(content, str):
         return [_text(content)] if content else []
     parts = []
@@ -35,7 +36,7 @@ def _blocks(content: Any) -> List[str]:
         if kind == "text" and block.text:
             parts.append(_text(block.text))
         elif kind == "thinking" and block.thinking:
-            parts.append(f'<details><summary><i>thinking</i></summary>{_text(block.thinking)}</details>')
+            parts.append(f"<details><summary><i>thinking</i></summary>{_text(block.thinking)}</details>")
         elif kind == "image":
             parts.append(f"<i>[image {html.escape(block.mime_type)}]</i>")
         elif kind == "toolCall":
@@ -44,7 +45,7 @@ def _blocks(content: Any) -> List[str]:
     return parts
 
 
-def _box(role: str, header: str, body: List[str]) -> str:
+def _box(role: str, header: str, body: list[str]) -> str:
     style = _BOX.format(color=_COLORS.get(role, "#999"))
     return f'<div class="piagent-message" style="{style}"><b>{header}</b>{"".join(body)}</div>'
 
@@ -60,7 +61,11 @@ def message_html(message: Any) -> str:
         return _box(role, f"assistant <small>({details})</small>" if details else "assistant", body)
     if role == "toolResult":
         status = " <small>(error)</small>" if message.is_error else ""
-        return _box("error" if message.is_error else role, f"← {html.escape(message.tool_name)}{status}", _blocks(message.content))
+        return _box(
+            "error" if message.is_error else role,
+            f"← {html.escape(message.tool_name)}{status}",
+            _blocks(message.content),
+        )
     content = getattr(message, "content", None)
     return _box(role, html.escape(str(role)), _blocks(content) if content is not None else [_text(repr(message))])
 

@@ -11,11 +11,11 @@ the user's machine (``local``, ``ollama``, ``lmstudio``, ``llama.cpp``, ``vllm``
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 __all__ = ["KEYLESS_PROVIDERS", "env_var_for", "env_vars_for", "get_env_api_key", "needs_api_key"]
 
-_ENV_VARS: Dict[str, Tuple[str, ...]] = {
+_ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
     "azure-openai": ("AZURE_OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
@@ -36,7 +36,7 @@ _ENV_VARS: Dict[str, Tuple[str, ...]] = {
 KEYLESS_PROVIDERS = frozenset({"local", "ollama", "lmstudio", "llama.cpp", "llamacpp", "vllm"})
 
 
-def env_vars_for(provider: str) -> Tuple[str, ...]:
+def env_vars_for(provider: str) -> tuple[str, ...]:
     """Every environment variable read for ``provider``, in priority order (empty if keyless)."""
     if provider in KEYLESS_PROVIDERS:
         return ()

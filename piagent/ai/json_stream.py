@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 from ._json_machine import DONE, ESCAPES, HEX, NOTHING, Invalid, JsonMachine
 
@@ -38,7 +38,7 @@ __all__ = ["IncrementalJsonParser", "parse_streaming_json", "repair_json"]
 
 
 _STR_RUN = re.compile(r'[^"\\\x00-\x1f]+')
-_NAMED_CONTROLS: Dict[str, str] = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NAMED_CONTROLS: dict[str, str] = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _reject_constant(name: str) -> Any:
@@ -81,7 +81,7 @@ def repair_json(text: str) -> str:
     Raw U+0000-U+001F become ``\\b \\f \\n \\r \\t`` or ``\\u00XX``; a backslash not starting a
     valid escape (``" \\ / b f n r t`` or ``u`` + 4 hex digits), or ending the text, is doubled.
     """
-    out: List[str] = []
+    out: list[str] = []
     i, n = 0, len(text)
     in_string = False
     while i < n:
@@ -90,7 +90,7 @@ def repair_json(text: str) -> str:
             if j < 0:
                 out.append(text[i:])
                 break
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             i, in_string = j + 1, True
             continue
         m = _STR_RUN.match(text, i)
@@ -103,18 +103,18 @@ def repair_json(text: str) -> str:
             out.append(c)
             i, in_string = i + 1, False
         elif c == "\\":
-            nxt = text[i + 1:i + 2]
+            nxt = text[i + 1 : i + 2]
             if nxt and nxt in ESCAPES:
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
-            elif nxt == "u" and len(text) >= i + 6 and all(h in HEX for h in text[i + 2:i + 6]):
-                out.append(text[i:i + 6])
+            elif nxt == "u" and len(text) >= i + 6 and all(h in HEX for h in text[i + 2 : i + 6]):
+                out.append(text[i : i + 6])
                 i += 6
             else:
                 out.append("\\\\")
                 i += 1
         else:
-            out.append(_NAMED_CONTROLS.get(c) or "\\u%04x" % ord(c))
+            out.append(_NAMED_CONTROLS.get(c) or f"\\u{ord(c):04x}")
             i += 1
     return "".join(out)
 
@@ -146,7 +146,7 @@ class IncrementalJsonParser:
 
     def __init__(self) -> None:
         self._machine: Optional[JsonMachine] = JsonMachine(tolerant=True)
-        self._chunks: List[str] = []
+        self._chunks: list[str] = []
 
     def feed(self, delta: str) -> None:
         """Append ``delta`` to the text."""

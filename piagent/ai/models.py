@@ -15,16 +15,25 @@ from __future__ import annotations
 import copy
 import difflib
 import threading
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from ..exceptions import ModelNotFoundError
 from ._model_data import ALIASES, MODELS, PROVIDERS
 from .types import Cost, Model
 
-__all__ = ["LOCAL_SERVERS", "custom_model", "get_model", "get_models", "get_providers", "register_model", "unregister_model"]
+__all__ = [
+    "LOCAL_SERVERS",
+    "custom_model",
+    "get_model",
+    "get_models",
+    "get_providers",
+    "register_model",
+    "unregister_model",
+]
 
 #: Default OpenAI-compatible endpoints of common local servers (keyless providers).
-LOCAL_SERVERS: Dict[str, str] = {
+LOCAL_SERVERS: dict[str, str] = {
     "ollama": "http://localhost:11434/v1",
     "lmstudio": "http://localhost:1234/v1",
     "llama.cpp": "http://localhost:8080/v1",
@@ -32,7 +41,7 @@ LOCAL_SERVERS: Dict[str, str] = {
 }
 
 _lock = threading.Lock()
-_catalogue: Dict[str, Dict[str, Model]] = {}
+_catalogue: dict[str, dict[str, Model]] = {}
 
 
 def _load_builtins() -> None:
@@ -89,13 +98,13 @@ def get_model(provider_or_ref: str, model_id: Optional[str] = None) -> Model:
     )
 
 
-def get_models(provider: str) -> List[Model]:
+def get_models(provider: str) -> list[Model]:
     """Copies of every model of ``provider`` (empty list for an unknown provider)."""
     with _lock:
         return [copy.deepcopy(m) for m in _catalogue.get(provider, {}).values()]
 
 
-def get_providers() -> List[str]:
+def get_providers() -> list[str]:
     """Every provider with at least one model, sorted."""
     with _lock:
         return sorted(p for p, models in _catalogue.items() if models)
@@ -128,8 +137,8 @@ def custom_model(
     context_window: int = 128000,
     max_tokens: int = 16384,
     cost: Optional[Cost] = None,
-    headers: Optional[Dict[str, str]] = None,
-    compat: Optional[Dict[str, Any]] = None,
+    headers: Optional[dict[str, str]] = None,
+    compat: Optional[dict[str, Any]] = None,
     register: bool = True,
 ) -> Model:
     """Declare a model the catalogue lacks, e.g. one served by Ollama, vLLM or llama.cpp.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
 from .stream import AssistantMessageEventStream
@@ -40,7 +40,7 @@ class ApiProvider:
     stream_simple: StreamFunction
 
 
-_providers: Dict[str, ApiProvider] = {}
+_providers: dict[str, ApiProvider] = {}
 _lock = threading.Lock()
 
 
@@ -77,7 +77,7 @@ def get_api_provider(api: str) -> ApiProvider:
     return provider
 
 
-def get_api_providers() -> List[str]:
+def get_api_providers() -> list[str]:
     _ensure_builtin_providers()
     return sorted(_providers)
 
@@ -99,10 +99,11 @@ def _ensure_builtin_providers() -> None:
         if _builtin_loaded:
             return
         from . import providers  # noqa: F401  (registers on import)
+
         _builtin_loaded = True
 
 
-def _options(options: Optional[StreamOptions], overrides: Dict[str, Any]) -> StreamOptions:
+def _options(options: Optional[StreamOptions], overrides: dict[str, Any]) -> StreamOptions:
     if options is None:
         return StreamOptions(**overrides)
     if overrides:
@@ -117,7 +118,9 @@ def stream(
     return get_api_provider(model.api).stream(model, context, _options(options, kwargs))
 
 
-def complete(model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any) -> AssistantMessage:
+def complete(
+    model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
+) -> AssistantMessage:
     """Blocking :func:`stream`: the final assistant message."""
     return stream(model, context, options, **kwargs).result()
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable, Deque, Generic, Iterable, Iterator, Optional, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from ..exceptions import StreamEndedWithoutResult
 from .types import AssistantMessage, AssistantMessageEvent
@@ -43,7 +44,7 @@ class EventStream(Generic[E, R]):
     ) -> None:
         self._is_complete = is_complete
         self._extract_result = extract_result
-        self._queue: Deque[E] = deque()
+        self._queue: deque[E] = deque()
         self._cond = threading.Condition(threading.Lock())
         self._done = False
         self._result: Any = _UNSET
@@ -153,7 +154,7 @@ class EventStream(Generic[E, R]):
                     close()
         self.end()
 
-    def __enter__(self) -> "EventStream[E, R]":
+    def __enter__(self) -> EventStream[E, R]:
         return self
 
     def __exit__(self, *exc: Any) -> None:

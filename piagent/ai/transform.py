@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
 
 from .types import AssistantMessage, Model, TextContent, ToolCall, ToolResultMessage
 
@@ -40,11 +41,11 @@ def transform_messages(
     messages: Sequence[Any],
     model: Model,
     normalize_tool_call_id: Optional[NormalizeToolCallId] = None,
-) -> List[Any]:
+) -> list[Any]:
     """The history ``model`` should see; see the module docstring for the rules."""
-    id_map: Dict[str, str] = {}
+    id_map: dict[str, str] = {}
     vision = "image" in (model.input or [])
-    converted: List[Any] = []
+    converted: list[Any] = []
     for message in messages:
         role = getattr(message, "role", None)
         if role == "assistant":
@@ -65,11 +66,11 @@ def _foreign_assistant(
     message: AssistantMessage,
     model: Model,
     normalize: Optional[NormalizeToolCallId],
-    id_map: Dict[str, str],
+    id_map: dict[str, str],
 ) -> AssistantMessage:
     if is_same_model(message, model):
         return message
-    content: List[Any] = []
+    content: list[Any] = []
     for block in message.content:
         kind = block.type
         if kind == "thinking":
@@ -94,7 +95,7 @@ def _without_images(message: Any) -> Any:
     content = message.content
     if isinstance(content, str) or not any(block.type == "image" for block in content):
         return message
-    blocks: List[Any] = []
+    blocks: list[Any] = []
     for block in content:
         if block.type != "image":
             blocks.append(block)
@@ -103,17 +104,15 @@ def _without_images(message: Any) -> Any:
     return dataclasses.replace(message, content=blocks)
 
 
-def _with_results_for_every_call(messages: List[Any]) -> List[Any]:
-    out: List[Any] = []
-    pending: List[ToolCall] = []
+def _with_results_for_every_call(messages: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    pending: list[ToolCall] = []
     answered: set = set()
 
     def flush() -> None:
         for call in pending:
             if call.id not in answered:
-                out.append(
-                    ToolResultMessage(call.id, call.name, [TextContent(NO_RESULT_TEXT)], is_error=True)
-                )
+                out.append(ToolResultMessage(call.id, call.name, [TextContent(NO_RESULT_TEXT)], is_error=True))
         pending.clear()
         answered.clear()
 

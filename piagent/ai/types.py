@@ -9,8 +9,9 @@ Timestamps are Unix epoch milliseconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from typing_extensions import Literal
 
@@ -45,7 +46,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
@@ -58,7 +59,7 @@ class TextContent:
     text_signature: Optional[str] = None
     type: Literal["text"] = field(default="text", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none({"type": "text", "text": self.text, "textSignature": self.text_signature})
 
 
@@ -69,10 +70,8 @@ class ThinkingContent:
     redacted: bool = False
     type: Literal["thinking"] = field(default="thinking", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
-        d = _drop_none(
-            {"type": "thinking", "thinking": self.thinking, "thinkingSignature": self.thinking_signature}
-        )
+    def to_dict(self) -> dict[str, Any]:
+        d = _drop_none({"type": "thinking", "thinking": self.thinking, "thinkingSignature": self.thinking_signature})
         if self.redacted:
             d["redacted"] = True
         return d
@@ -84,7 +83,7 @@ class ImageContent:
     mime_type: str
     type: Literal["image"] = field(default="image", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "image", "data": self.data, "mimeType": self.mime_type}
 
 
@@ -92,11 +91,11 @@ class ImageContent:
 class ToolCall:
     id: str
     name: str
-    arguments: Dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
     thought_signature: Optional[str] = None
     type: Literal["toolCall"] = field(default="toolCall", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none(
             {
                 "type": "toolCall",
@@ -130,8 +129,10 @@ def content_from_dict(d: Mapping[str, Any]) -> Any:
         if not isinstance(arguments, Mapping):
             raise ValueError(f"a toolCall block's 'arguments' must be an object, got {type(arguments).__name__}")
         return ToolCall(
-            _required(d, "id", "a toolCall block"), _required(d, "name", "a toolCall block"),
-            dict(arguments), d.get("thoughtSignature"),
+            _required(d, "id", "a toolCall block"),
+            _required(d, "name", "a toolCall block"),
+            dict(arguments),
+            d.get("thoughtSignature"),
         )
     raise ValueError(f"Unknown content block type: {kind!r}")
 
@@ -174,7 +175,7 @@ class Cost:
     cache_write: float = 0.0
     total: float = 0.0
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "input": self.input,
             "output": self.output,
@@ -184,7 +185,7 @@ class Cost:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Cost":
+    def from_dict(cls, d: Mapping[str, Any]) -> Cost:
         return cls(
             d.get("input", 0), d.get("output", 0), d.get("cacheRead", 0), d.get("cacheWrite", 0), d.get("total", 0)
         )
@@ -201,7 +202,7 @@ class Usage:
     total_tokens: int = 0
     cost: Cost = field(default_factory=Cost)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "input": self.input,
             "output": self.output,
@@ -212,7 +213,7 @@ class Usage:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
+    def from_dict(cls, d: Mapping[str, Any]) -> Usage:
         return cls(
             d.get("input", 0),
             d.get("output", 0),
@@ -222,7 +223,7 @@ class Usage:
             Cost.from_dict(d.get("cost") or {}),
         )
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         """Add ``other`` into this usage, in place (used to sum a run)."""
         self.input += other.input
         self.output += other.output
@@ -232,7 +233,7 @@ class Usage:
         for name in ("input", "output", "cache_read", "cache_write", "total"):
             setattr(self.cost, name, getattr(self.cost, name) + getattr(other.cost, name))
 
-    def compute_cost(self, model: "Model") -> None:
+    def compute_cost(self, model: Model) -> None:
         """Fill ``total_tokens`` and ``cost`` from the counts and the model's prices per million."""
         self.total_tokens = self.input + self.output + self.cache_read + self.cache_write
         prices = model.cost
@@ -258,17 +259,17 @@ class _ShownInNotebooks:
 
 @dataclass
 class UserMessage(_ShownInNotebooks):
-    content: Union[str, List[UserContent]]
+    content: Union[str, list[UserContent]]
     timestamp: int = field(default_factory=now_ms)
     role: Literal["user"] = field(default="user", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"role": "user", "content": _content_to_dict(self.content), "timestamp": self.timestamp}
 
 
 @dataclass
 class AssistantMessage(_ShownInNotebooks):
-    content: List[AssistantContent] = field(default_factory=list)
+    content: list[AssistantContent] = field(default_factory=list)
     api: str = ""
     provider: str = ""
     model: str = ""
@@ -279,7 +280,7 @@ class AssistantMessage(_ShownInNotebooks):
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none(
             {
                 "role": "assistant",
@@ -301,10 +302,10 @@ class AssistantMessage(_ShownInNotebooks):
         return "".join(block.text for block in self.content if block.type == "text")
 
     @property
-    def tool_calls(self) -> List[ToolCall]:
+    def tool_calls(self) -> list[ToolCall]:
         return [block for block in self.content if block.type == "toolCall"]  # type: ignore[misc]
 
-    def snapshot(self) -> "AssistantMessage":
+    def snapshot(self) -> AssistantMessage:
         """A shallow copy with its own content list (O(blocks), never O(text))."""
         copy = object.__new__(AssistantMessage)
         state = self.__dict__.copy()
@@ -317,14 +318,14 @@ class AssistantMessage(_ShownInNotebooks):
 class ToolResultMessage(_ShownInNotebooks):
     tool_call_id: str
     tool_name: str
-    content: List[UserContent] = field(default_factory=list)
+    content: list[UserContent] = field(default_factory=list)
     details: Any = None
     is_error: bool = False
     timestamp: int = field(default_factory=now_ms)
     role: Literal["toolResult"] = field(default="toolResult", init=False)
 
-    def to_dict(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
             "role": "toolResult",
             "toolCallId": self.tool_call_id,
             "toolName": self.tool_name,
@@ -354,7 +355,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
     role = d.get("role")
     ts = d.get("timestamp")
     try:
-        stamp: Dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
+        stamp: dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
     except (TypeError, ValueError):
         raise ValueError(f"a message's 'timestamp' must be an integer (epoch milliseconds), got {ts!r}") from None
     if role == "user":
@@ -396,12 +397,12 @@ class Model:
     provider: str = "unknown"
     base_url: str = ""
     reasoning: bool = False
-    input: List[str] = field(default_factory=lambda: ["text"])
+    input: list[str] = field(default_factory=lambda: ["text"])
     cost: Cost = field(default_factory=Cost)
     context_window: int = 0
     max_tokens: int = 0
-    headers: Optional[Dict[str, str]] = field(default=None, repr=False)
-    compat: Optional[Dict[str, Any]] = None
+    headers: Optional[dict[str, str]] = field(default=None, repr=False)
+    compat: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -414,7 +415,7 @@ class Tool:
 
     name: str
     description: str
-    parameters: Dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 @dataclass
@@ -422,8 +423,8 @@ class Context:
     """What a stream function receives: the system prompt, the messages and the tools."""
 
     system_prompt: Optional[str] = None
-    messages: List[Message] = field(default_factory=list)
-    tools: Optional[List[Tool]] = None
+    messages: list[Message] = field(default_factory=list)
+    tools: Optional[list[Tool]] = None
 
 
 @dataclass
@@ -453,17 +454,17 @@ class StreamOptions:
     session_id: Optional[str] = None
     on_payload: Optional[Callable[..., Any]] = None
     on_response: Optional[Callable[..., Any]] = None
-    headers: Optional[Dict[str, str]] = field(default=None, repr=False)
+    headers: Optional[dict[str, str]] = field(default=None, repr=False)
     timeout_ms: Optional[int] = None
     max_retries: Optional[int] = None
     max_retry_delay_ms: Optional[int] = None
-    metadata: Optional[Dict[str, Any]] = None
+    metadata: Optional[dict[str, Any]] = None
     reasoning: Optional[str] = None
-    thinking_budgets: Optional[Dict[str, int]] = None
+    thinking_budgets: Optional[dict[str, int]] = None
     tool_choice: Any = None
 
     @classmethod
-    def from_object(cls, obj: Any, **overrides: Any) -> "StreamOptions":
+    def from_object(cls, obj: Any, **overrides: Any) -> StreamOptions:
         """Build options from any object carrying (some of) the same attribute names."""
         values = {f.name: getattr(obj, f.name, None) for f in fields(cls)}
         values.update(overrides)
@@ -492,8 +493,8 @@ class AssistantMessageEvent:
     message: Optional[AssistantMessage] = None
     error: Optional[AssistantMessage] = None
 
-    def to_dict(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {"type": self.type}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type}
         if self.content_index is not None:
             d["contentIndex"] = self.content_index
         if self.delta is not None:

@@ -25,7 +25,7 @@ import re
 import threading
 from collections import OrderedDict
 from decimal import Decimal
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from ..exceptions import ToolArgumentsError
 
@@ -33,7 +33,7 @@ __all__ = ["coerce_value", "validate_tool_arguments"]
 
 _NO: Any = object()  # "this conversion does not apply"
 _CACHE_SIZE = 256
-_EMPTY_SCHEMA: Dict[str, Any] = {}
+_EMPTY_SCHEMA: dict[str, Any] = {}
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _RADIX = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)\Z")
 
@@ -60,9 +60,7 @@ def validate_tool_arguments(tool: Any, tool_call: Any) -> Any:
     if not errors:
         return args
     lines = sorted((_error_path(e), e.message) for e in errors)
-    raise ToolArgumentsError(
-        _failure_message(tool.name, [f"  - {path}: {msg}" for path, msg in lines], original)
-    )
+    raise ToolArgumentsError(_failure_message(tool.name, [f"  - {path}: {msg}" for path, msg in lines], original))
 
 
 def coerce_value(value: Any, schema: Any) -> Any:
@@ -76,7 +74,7 @@ def coerce_value(value: Any, schema: Any) -> Any:
 # --------------------------------------------------------------------------- messages
 
 
-def _failure_message(name: str, lines: List[str], original: Any) -> str:
+def _failure_message(name: str, lines: list[str], original: Any) -> str:
     block = "\n".join(lines) if lines else "Unknown validation error"
     received = json.dumps(original, indent=2, ensure_ascii=False, default=repr)
     return f'Validation failed for tool "{name}":\n{block}\n\nReceived arguments:\n{received}'
@@ -118,7 +116,7 @@ class _Compiled:
 
         self.schema = schema
         self.validator = validator_for(schema, default=Draft202012Validator)(schema)
-        self._subs: Dict[int, Tuple[Any, Any]] = {}
+        self._subs: dict[int, tuple[Any, Any]] = {}
 
     def is_valid(self, value: Any, sub: Any) -> bool:
         if sub is self.schema:
@@ -130,7 +128,7 @@ class _Compiled:
         return bool(hit[1].is_valid(value))
 
 
-_cache: "OrderedDict[int, _Compiled]" = OrderedDict()
+_cache: OrderedDict[int, _Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -195,7 +193,7 @@ def _coerce(value: Any, schema: Any, compiled: _Compiled) -> Any:
     if "array" in types and isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, list):
-            for i, sub in enumerate(items[:len(value)]):
+            for i, sub in enumerate(items[: len(value)]):
                 value[i] = _coerce(value[i], sub, compiled)
         elif isinstance(items, dict):
             for i, item in enumerate(value):
@@ -203,7 +201,7 @@ def _coerce(value: Any, schema: Any, compiled: _Compiled) -> Any:
     return value
 
 
-def _types(schema: Dict[str, Any]) -> List[str]:
+def _types(schema: dict[str, Any]) -> list[str]:
     declared = schema.get("type")
     if isinstance(declared, str):
         return [declared]
@@ -265,9 +263,8 @@ def _convert(value: Any, json_type: str) -> Any:
             return str(value)
         if isinstance(value, float):
             return _js_number_string(value)
-    elif json_type == "null":
-        if value == "" or value is False or (_is_number(value) and value == 0):
-            return None
+    elif json_type == "null" and (value == "" or value is False or (_is_number(value) and value == 0)):
+        return None
     return _NO
 
 

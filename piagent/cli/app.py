@@ -12,10 +12,12 @@ stderr), 2 for bad options, 130 when interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from typing import IO, Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Optional, Union
 
 from ..agent import Agent
 from ..ai.types import Model
@@ -38,14 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("prompt", nargs="*", help="the prompt (several words are joined)")
     parser.add_argument(
-        "-m", "--model", help="provider:model-id, or local:/path/to/model.gguf (default: $PIAGENT_MODEL, "
-        "a provider whose key is set, else the embedded local:smollm2-135m)"
+        "-m",
+        "--model",
+        help="provider:model-id, or local:/path/to/model.gguf (default: $PIAGENT_MODEL, "
+        "a provider whose key is set, else the embedded local:smollm2-135m)",
     )
-    parser.add_argument("--base-url", help="serve the model from this OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1)")
+    parser.add_argument(
+        "--base-url", help="serve the model from this OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1)"
+    )
     parser.add_argument("-s", "--system", default="", help="the system prompt")
     parser.add_argument(
-        "--tools", help=f"comma-separated tools from the built-in kit, confined to the current directory: "
-        f"{', '.join(TOOL_NAMES)}, or all"
+        "--tools",
+        help=f"comma-separated tools from the built-in kit, confined to the current directory: "
+        f"{', '.join(TOOL_NAMES)}, or all",
     )
     parser.add_argument(
         "--tool-choice", help="auto, none, required, or a tool name: force a tool call in the first turn of each prompt"
@@ -104,10 +111,8 @@ def run_once(agent: Any, prompt: str, console: Console, renderer: Any) -> int:
         console.end_out_line()
         console.note("interrupted: aborting the run (Ctrl-C again to quit at once)")
         agent.abort("Interrupted")
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             future.result()
-        except KeyboardInterrupt:
-            pass
         return EXIT_INTERRUPTED
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")
@@ -141,7 +146,9 @@ def main(
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
+    )
     console = Console(out, err)
     try:
         chosen = model or resolve_model(args.model, args.base_url, environ)
@@ -176,4 +183,3 @@ def main(
         return run_once(agent, prompt, console, renderer)
     finally:
         renderer.close()
-

@@ -9,7 +9,8 @@ the model is served by any OpenAI-compatible server at that address.
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Callable, Optional
 
 from ..ai.types import Model
 from ..types import AgentTool
@@ -18,7 +19,7 @@ __all__ = ["DEFAULT_MODELS", "LOCAL_MODEL", "TOOL_NAMES", "build_tools", "resolv
 
 LOCAL_MODEL = "local:smollm2-135m"
 #: The model used when a provider's key is in the environment, in order of preference.
-DEFAULT_MODELS: Tuple[Tuple[str, str], ...] = (
+DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
     ("anthropic", "anthropic:claude-sonnet-4-5"),
     ("openai", "openai:gpt-4.1-mini"),
     ("google", "google:gemini-2.5-flash"),
@@ -88,7 +89,7 @@ def _check_local(model: Model) -> None:
         raise SetupError(str(exc)) from None
 
 
-def build_tools(spec: Optional[str], root: str) -> List[AgentTool]:
+def build_tools(spec: Optional[str], root: str) -> list[AgentTool]:
     """Tools from the built-in kit, confined to ``root``: a comma list of :data:`TOOL_NAMES` or "all"."""
     if not spec:
         return []
@@ -98,7 +99,7 @@ def build_tools(spec: Optional[str], root: str) -> List[AgentTool]:
         raise SetupError(f"Unknown tool(s): {', '.join(unknown)}. Choose from: {', '.join(TOOL_NAMES)} (or all)")
     from .. import tools as kit
 
-    factories: Dict[str, Callable[[], AgentTool]] = {
+    factories: dict[str, Callable[[], AgentTool]] = {
         "read_file": lambda: kit.read_file(root),
         "list_dir": lambda: kit.list_dir(root),
         "write_file": lambda: kit.write_file(root),

@@ -130,10 +130,10 @@ class InteractiveSession:
             return
         self._track(future)
 
-    def _track(self, future: "Future[Any]") -> None:
+    def _track(self, future: Future[Any]) -> None:
         future.add_done_callback(self._finished)
 
-    def _finished(self, future: "Future[Any]") -> None:
+    def _finished(self, future: Future[Any]) -> None:
         """Runs on the run thread once the run has settled."""
         error = future.exception()
         if error is not None:

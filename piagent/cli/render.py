@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from typing import IO, Any, Dict, Optional, Tuple
+from typing import IO, Any, Optional
 
 __all__ = ["Console", "ConsoleRenderer", "JsonRenderer", "summarize_args", "summarize_result"]
 
@@ -127,7 +127,7 @@ class Console:
 class _Spinner:
     """Redraws the running tools every tick until :meth:`stop` (only on a terminal)."""
 
-    def __init__(self, console: Console, running: Dict[str, Tuple[str, float]]) -> None:
+    def __init__(self, console: Console, running: dict[str, tuple[str, float]]) -> None:
         self._console = console
         self._running = running
         self._stop = threading.Event()
@@ -162,7 +162,7 @@ class ConsoleRenderer:
     def __init__(self, console: Console, show_injected: bool = True) -> None:
         self.console = console
         self.show_injected = show_injected
-        self._running: Dict[str, Tuple[str, float]] = {}
+        self._running: dict[str, tuple[str, float]] = {}
         self._spinner = _Spinner(console, self._running)
         self._thinking = False
         self._user_messages = 0

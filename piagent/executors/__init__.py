@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-def _is_sequential(batch: BatchContext, calls: List[ToolCall]) -> bool:
+def _is_sequential(batch: BatchContext, calls: list[ToolCall]) -> bool:
     if batch.config.tool_execution == "sequential":
         return True
     for call in calls:
@@ -44,15 +44,15 @@ def _is_sequential(batch: BatchContext, calls: List[ToolCall]) -> bool:
     return False
 
 
-def execute_tool_calls(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
+def execute_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
     """Run a batch; hooks and listeners run on this (the run) thread."""
     if _is_sequential(batch, calls):
         return run_sequential(batch, calls)
     return run_parallel(batch, calls)
 
 
-def fail_truncated_tool_calls(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
-    messages: List[ToolResultMessage] = []
+def fail_truncated_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
+    messages: list[ToolResultMessage] = []
     for call in calls:
         emit_start(batch, call)
         text = (

@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Union
 
 from ..abort import AbortController, AbortSignal
 from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
@@ -99,7 +99,7 @@ class BatchContext:
     emit: Emit
 
 
-def find_tool(tools: List[AgentTool], name: str) -> Optional[AgentTool]:
+def find_tool(tools: list[AgentTool], name: str) -> Optional[AgentTool]:
     for tool in tools:
         if tool.name == name:
             return tool
@@ -127,14 +127,16 @@ def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
     if limit is None or total <= limit:
         return result
     budget = limit
-    kept: List[Any] = []
+    kept: list[Any] = []
     for block in content:
         if not isinstance(block, TextContent):
             kept.append(block)
         elif budget > 0:
             kept.append(TextContent(block.text[:budget], block.text_signature))
             budget -= min(budget, len(block.text))
-    note = f"\n\n[Output truncated: {total - limit:,} of {total:,} characters omitted (max_tool_result_chars={limit:,})]"
+    note = (
+        f"\n\n[Output truncated: {total - limit:,} of {total:,} characters omitted (max_tool_result_chars={limit:,})]"
+    )
     texts = [index for index, block in enumerate(kept) if isinstance(block, TextContent)]
     if texts:
         last = kept[texts[-1]]
@@ -214,7 +216,7 @@ def result_message(outcome: Outcome) -> ToolResultMessage:
     )
 
 
-def emit_result_messages(batch: BatchContext, outcomes: List[Outcome]) -> List[ToolResultMessage]:
+def emit_result_messages(batch: BatchContext, outcomes: list[Outcome]) -> list[ToolResultMessage]:
     messages = []
     for outcome in outcomes:
         message = result_message(outcome)
@@ -228,11 +230,11 @@ def emit_result_messages(batch: BatchContext, outcomes: List[Outcome]) -> List[T
 class ToolBatch:
     """The result messages of a batch, in call order, and whether the batch asks to stop."""
 
-    messages: List[ToolResultMessage]
+    messages: list[ToolResultMessage]
     terminate: bool
 
 
-def batch_terminates(outcomes: List[Outcome]) -> bool:
+def batch_terminates(outcomes: list[Outcome]) -> bool:
     """True iff there is an outcome and every one has ``terminate`` set (spec §4.8)."""
     return bool(outcomes) and all(o.result.terminate is True for o in outcomes)
 
@@ -249,7 +251,7 @@ class Notifications:
     """
 
     def __init__(self) -> None:
-        self._queue: "queue.SimpleQueue[Tuple[str, Prepared, Any, bool]]" = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, Prepared, Any, bool]] = queue.SimpleQueue()
 
     def on_update_for(self, job: Prepared) -> Callable[[AgentToolResult], None]:
         def on_update(partial: AgentToolResult) -> None:
@@ -281,7 +283,7 @@ class Notifications:
             job.settled = True
             self._queue.put(("done", job, result, is_error))
 
-    def get(self, timeout: Optional[float]) -> Optional[Tuple[str, Prepared, Any, bool]]:
+    def get(self, timeout: Optional[float]) -> Optional[tuple[str, Prepared, Any, bool]]:
         """The next note, or None after ``timeout`` seconds (sooner on the main thread)."""
         if threading.current_thread() is threading.main_thread():
             # A SIGINT landing just before a blocking wait is only seen when the wait ends, so
@@ -293,7 +295,7 @@ class Notifications:
             return None
 
 
-def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> Tuple[AgentToolResult, bool]:
+def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tuple[AgentToolResult, bool]:
     """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result."""
     try:
         result = job.tool.execute(job.call.id, job.args, job.controller.signal, on_update)
@@ -340,7 +342,7 @@ def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:
     return signal.add_listener(lambda: job.controller.abort(signal.reason))
 
 
-def time_out(job: Prepared) -> Tuple[AgentToolResult, bool]:
+def time_out(job: Prepared) -> tuple[AgentToolResult, bool]:
     """Give up on a call past its deadline: abort its signal, count and log the thread left behind."""
     global _abandoned
     job.settled = True
@@ -358,7 +360,7 @@ def time_out(job: Prepared) -> Tuple[AgentToolResult, bool]:
     return error_result(f"Tool {job.call.name} timed out after {job.timeout:g} seconds"), True
 
 
-def collect(batch: BatchContext, notes: Notifications, jobs: Dict[int, Prepared], finished: Dict[int, Outcome]) -> None:
+def collect(batch: BatchContext, notes: Notifications, jobs: dict[int, Prepared], finished: dict[int, Outcome]) -> None:
     """On the run thread: deliver updates and finalise calls as they finish, until none is left.
 
     ``tool_execution_end`` is emitted in completion order; ``finished`` maps index -> outcome.
@@ -387,7 +389,9 @@ def collect(batch: BatchContext, notes: Notifications, jobs: Dict[int, Prepared]
             _finish(batch, job, payload, is_error, finished)
 
 
-def _finish(batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool, finished: Dict[int, Outcome]) -> None:
+def _finish(
+    batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool, finished: dict[int, Outcome]
+) -> None:
     outcome = finalize(batch, job, result, is_error)
     finished[job.index] = outcome
     emit_end(batch, outcome)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from .._threads import run_in_thread
 from ..ai.types import ToolCall
@@ -35,9 +35,9 @@ from ._common import (
 __all__ = ["run_parallel"]
 
 
-def run_parallel(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
-    outcomes: Dict[int, Outcome] = {}
-    jobs: Dict[int, Prepared] = {}
+def run_parallel(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
+    outcomes: dict[int, Outcome] = {}
+    jobs: dict[int, Prepared] = {}
     for index, call in enumerate(calls):
         emit_start(batch, call)
         prepared = prepare(batch, index, call)
@@ -54,7 +54,7 @@ def run_parallel(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
     return ToolBatch(emit_result_messages(batch, ordered), batch_terminates(ordered))
 
 
-def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int, Outcome]) -> None:
+def _run_jobs(batch: BatchContext, jobs: dict[int, Prepared], outcomes: dict[int, Outcome]) -> None:
     notes = Notifications()
     executor: Optional[Executor] = batch.config.executor
     submit: Callable[..., Any] = run_in_thread if executor is None else executor.submit
@@ -66,7 +66,7 @@ def _run_jobs(batch: BatchContext, jobs: Dict[int, Prepared], outcomes: Dict[int
     cap = batch.config.max_workers
     if executor is None and cap and cap < sum(1 for job in jobs.values() if job.timeout is None):
         own_pool = ThreadPoolExecutor(max(1, cap), thread_name_prefix="piagent-tool")
-    links: List[Tuple[Prepared, Callable[[], None]]] = []
+    links: list[tuple[Prepared, Callable[[], None]]] = []
     try:
         for job in jobs.values():
             links.append((job, link_signal(job, batch.signal)))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import Dict, List
 
 from .._threads import run_in_thread
 from ..ai.types import ToolCall
@@ -35,9 +34,9 @@ from ._common import (
 __all__ = ["run_sequential"]
 
 
-def run_sequential(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
+def run_sequential(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
     """Run ``calls`` in source order; stops visiting calls once the run is aborted."""
-    outcomes: List[Outcome] = []
+    outcomes: list[Outcome] = []
     messages = []
     for index, call in enumerate(calls):
         emit_start(batch, call)
@@ -56,7 +55,7 @@ def run_sequential(batch: BatchContext, calls: List[ToolCall]) -> ToolBatch:
 
 def _run_one(batch: BatchContext, job: Prepared) -> Outcome:
     notes = Notifications()
-    finished: Dict[int, Outcome] = {}
+    finished: dict[int, Outcome] = {}
     unlink = link_signal(job, batch.signal)
     try:
         if job.timeout is not None:  # on another thread, so that the batch can go on when it expires

@@ -13,9 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Any, Callable, Dict, Union
-
-from typing_extensions import Annotated
+from typing import Annotated, Any, Callable, Union
 
 from ..decorator import tool
 from ..types import AgentTool
@@ -28,7 +26,7 @@ MAX_EXPRESSION_LENGTH = 1000
 MAX_EXPONENT = 10_000
 MAX_INT_BITS = 10_000
 
-_BINARY: Dict[type, Callable[[Any, Any], Any]] = {
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -36,13 +34,29 @@ _BINARY: Dict[type, Callable[[Any, Any], Any]] = {
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
 }
-_UNARY: Dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_CONSTANTS: Dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
-_FUNCTIONS: Dict[str, Callable[..., Any]] = {
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
     name: getattr(math, name)
-    for name in (
-        "sqrt exp log log2 log10 sin cos tan asin acos atan atan2 degrees radians hypot floor ceil"
-    ).split()
+    for name in [
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "degrees",
+        "radians",
+        "hypot",
+        "floor",
+        "ceil",
+    ]
 }
 _FUNCTIONS.update({"abs": abs, "round": round, "min": min, "max": max})
 
@@ -100,7 +114,9 @@ def _eval(node: ast.AST) -> Number:
         raise CalculatorError(f"unknown name {node.id!r}; constants: {', '.join(_CONSTANTS)}")
     if isinstance(node, ast.Call):
         return _call(node)
-    raise CalculatorError(f"{type(node).__name__} expressions are not allowed; use numbers, operators and math functions")
+    raise CalculatorError(
+        f"{type(node).__name__} expressions are not allowed; use numbers, operators and math functions"
+    )
 
 
 def _call(node: ast.Call) -> Number:

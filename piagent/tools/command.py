@@ -13,9 +13,7 @@ import os
 import signal as signals
 import subprocess
 import threading
-from typing import IO, Dict, Optional
-
-from typing_extensions import Annotated
+from typing import IO, Annotated, Optional
 
 from ..abort import AbortSignal
 from ..decorator import tool
@@ -30,11 +28,11 @@ may hold it open; they are killed after that)."""
 
 
 def run_command(
-    cwd: "os.PathLike[str] | str | None" = None,
+    cwd: os.PathLike[str] | str | None = None,
     *,
     timeout: float = 120.0,
     max_output_bytes: int = 50_000,
-    env: Optional[Dict[str, str]] = None,
+    env: Optional[dict[str, str]] = None,
 ) -> AgentTool:
     """A ``run_command`` tool running ``/bin/sh -c <command>`` in ``cwd``.
 
@@ -90,7 +88,7 @@ class _Tail:
 def _run(
     command: str,
     cwd: Optional[str],
-    env: Optional[Dict[str, str]],
+    env: Optional[dict[str, str]],
     timeout: float,
     limit: int,
     signal: AbortSignal,
@@ -133,7 +131,7 @@ def _run(
     return text
 
 
-def _kill_group(process: "subprocess.Popen[bytes]") -> None:
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the command's process group (the process alone where groups do not exist)."""
     try:
         if hasattr(os, "killpg"):

@@ -10,9 +10,7 @@ a process that swaps symlinks while a call runs.
 from __future__ import annotations
 
 import os
-from typing import List, Optional
-
-from typing_extensions import Annotated
+from typing import Annotated, Optional
 
 from ..decorator import tool
 from ..types import AgentTool
@@ -22,7 +20,7 @@ __all__ = ["confine", "file_tools", "list_dir", "read_file", "write_file"]
 _BINARY_PROBE = 8192
 
 
-def _root(root: "os.PathLike[str] | str") -> str:
+def _root(root: os.PathLike[str] | str) -> str:
     real = os.path.realpath(os.fspath(root))
     if not os.path.isdir(real):
         raise ValueError(f"root {os.fspath(root)!r} is not an existing directory")
@@ -46,7 +44,7 @@ def _display(root: str, resolved: str) -> str:
     return os.path.relpath(resolved, root)
 
 
-def read_file(root: "os.PathLike[str] | str", *, max_bytes: int = 50_000) -> AgentTool:
+def read_file(root: os.PathLike[str] | str, *, max_bytes: int = 50_000) -> AgentTool:
     """A ``read_file`` tool for text files under ``root``; output is cut at ``max_bytes``."""
     base = _root(root)
 
@@ -76,7 +74,7 @@ def read_file(root: "os.PathLike[str] | str", *, max_bytes: int = 50_000) -> Age
 
 
 def _read_lines(resolved: str, path: str, offset: int, limit: Optional[int], max_bytes: int) -> str:
-    chosen: List[str] = []
+    chosen: list[str] = []
     used = 0
     total = 0
     truncated = False
@@ -106,7 +104,7 @@ def _read_lines(resolved: str, path: str, offset: int, limit: Optional[int], max
     return text
 
 
-def write_file(root: "os.PathLike[str] | str") -> AgentTool:
+def write_file(root: os.PathLike[str] | str) -> AgentTool:
     """A ``write_file`` tool: create or overwrite a text file under ``root`` (parents are created)."""
     base = _root(root)
 
@@ -129,7 +127,7 @@ def write_file(root: "os.PathLike[str] | str") -> AgentTool:
     return write
 
 
-def list_dir(root: "os.PathLike[str] | str", *, max_entries: int = 500) -> AgentTool:
+def list_dir(root: os.PathLike[str] | str, *, max_entries: int = 500) -> AgentTool:
     """A ``list_dir`` tool: the entries of a directory under ``root``, directories ending in ``/``."""
     base = _root(root)
 
@@ -154,7 +152,7 @@ def list_dir(root: "os.PathLike[str] | str", *, max_entries: int = 500) -> Agent
     return listing
 
 
-def file_tools(root: "os.PathLike[str] | str", *, read_only: bool = False) -> List[AgentTool]:
+def file_tools(root: os.PathLike[str] | str, *, read_only: bool = False) -> list[AgentTool]:
     """``[read_file, list_dir, write_file]`` under ``root`` (without ``write_file`` if ``read_only``)."""
     tools = [read_file(root), list_dir(root)]
     if not read_only:

@@ -25,7 +25,11 @@ def test_user_text_is_escaped_never_interpreted():
 
 def test_assistant_shows_model_stop_reason_text_thinking_and_tool_calls_escaped():
     message = AssistantMessage(
-        [ThinkingContent("let me <think>"), TextContent("Checking <now>."), ToolCall("c1", "get_<weather>", {"city": "<Paris>"})],
+        [
+            ThinkingContent("let me <think>"),
+            TextContent("Checking <now>."),
+            ToolCall("c1", "get_<weather>", {"city": "<Paris>"}),
+        ],
         model="m-1",
         stop_reason="toolUse",
     )
@@ -42,7 +46,9 @@ def test_assistant_error_message_is_shown_and_escaped():
 
 
 def test_tool_result_names_the_tool_marks_errors_and_names_images():
-    ok = ToolResultMessage("c1", "read_file", [TextContent("line <1>"), ImageContent("aGk=", "image/png")])._repr_html_()
+    ok = ToolResultMessage(
+        "c1", "read_file", [TextContent("line <1>"), ImageContent("aGk=", "image/png")]
+    )._repr_html_()
     assert "← read_file" in ok and "line &lt;1&gt;" in ok and "[image image/png]" in ok and "aGk=" not in ok
     failed = ToolResultMessage("c1", "read_file", [TextContent("no such file")], is_error=True)._repr_html_()
     assert "<small>(error)</small>" in failed and display._COLORS["error"] in failed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from types import SimpleNamespace
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 
@@ -21,7 +21,7 @@ def call(arguments: Any) -> Any:
     return SimpleNamespace(id="call-1", name="calc", arguments=arguments)
 
 
-def validate(prop_schema: Dict[str, Any], value: Any) -> Any:
+def validate(prop_schema: dict[str, Any], value: Any) -> Any:
     """Validate ``{"v": value}`` against an object schema whose property ``v`` is ``prop_schema``."""
     schema = {"type": "object", "properties": {"v": prop_schema}, "required": ["v"]}
     return validate_tool_arguments(tool(schema), call({"v": value}))["v"]
@@ -123,8 +123,19 @@ def test_boolean_coercion_accepts_only_exact_spellings_and_one_or_zero(given):
 
 @pytest.mark.parametrize(
     "given, expected",
-    [(1.0, "1"), (1.5, "1.5"), (100, "100"), (-0.0, "0"), (1e21, "1e+21"), (1e20, "100000000000000000000"),
-     (1e-7, "1e-7"), (1.5e-7, "1.5e-7"), (0.000001, "0.000001"), (False, "false"), (0.1 + 0.2, "0.30000000000000004")],
+    [
+        (1.0, "1"),
+        (1.5, "1.5"),
+        (100, "100"),
+        (-0.0, "0"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (False, "false"),
+        (0.1 + 0.2, "0.30000000000000004"),
+    ],
 )
 def test_string_coercion_uses_javascript_spelling(given, expected):
     assert validate({"type": "string"}, given) == expected
@@ -372,7 +383,10 @@ def test_error_path_of_nested_missing_property_is_dotted():
 
 
 def test_error_path_includes_array_indices():
-    schema = {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object", "required": ["id"]}}}}
+    schema = {
+        "type": "object",
+        "properties": {"rows": {"type": "array", "items": {"type": "object", "required": ["id"]}}},
+    }
     with pytest.raises(ToolArgumentsError) as info:
         validate_tool_arguments(tool(schema), call({"rows": [{"id": 1}, {}]}))
     assert "\n  - rows.1.id: 'id' is a required property\n" in str(info.value)
@@ -417,7 +431,9 @@ def test_received_arguments_are_the_original_uncoerced_ones_with_non_ascii_kept(
 
 def test_unknown_validation_error_when_validator_gives_no_details():
     message = validation._failure_message("calc", [], {"a": 1})
-    assert message == 'Validation failed for tool "calc":\nUnknown validation error\n\nReceived arguments:\n{\n  "a": 1\n}'
+    assert (
+        message == 'Validation failed for tool "calc":\nUnknown validation error\n\nReceived arguments:\n{\n  "a": 1\n}'
+    )
 
 
 # --------------------------------------------------------------------------- validators

@@ -10,8 +10,9 @@ import io
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any
 
 import pytest
 
@@ -45,10 +46,12 @@ def answer_with_the_tool_result(context: Any, options: Any, state: Any, model: A
 @pytest.fixture
 def faux() -> Iterator[Any]:
     provider = register_faux_provider()
-    provider.set_responses([
-        faux_message([faux_tool_call("search_books", {"query": "Tolkien"})]),
-        answer_with_the_tool_result,
-    ])
+    provider.set_responses(
+        [
+            faux_message([faux_tool_call("search_books", {"query": "Tolkien"})]),
+            answer_with_the_tool_result,
+        ]
+    )
     yield provider
     provider.unregister()
 
@@ -76,7 +79,7 @@ def test_another_thread_does_not_see_the_uncommitted_row(django_project: None) -
     from catalog.tools import search_books
     from django.db import connection, transaction
 
-    seen: List[str] = []
+    seen: list[str] = []
 
     def search_in_another_thread() -> None:
         try:

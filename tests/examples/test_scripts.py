@@ -25,10 +25,12 @@ def load(name: str) -> ModuleType:
 
 
 def test_script_streams_the_answer_after_its_tool_result(faux: Any, capsys: pytest.CaptureFixture) -> None:
-    faux.set_responses([
-        faux_message([faux_tool_call("country_facts", {"country": "Japan"})]),
-        faux_message([faux_text("About 124.5 million people live in Japan.")]),
-    ])
+    faux.set_responses(
+        [
+            faux_message([faux_tool_call("country_facts", {"country": "Japan"})]),
+            faux_message([faux_text("About 124.5 million people live in Japan.")]),
+        ]
+    )
     result = load("script").main("How many people live in Japan?", model=faux.get_model())
     assert result.stop_reason == "stop" and result.text == "About 124.5 million people live in Japan."
     out = capsys.readouterr().out
@@ -41,7 +43,9 @@ def test_script_streams_the_answer_after_its_tool_result(faux: Any, capsys: pyte
 
 
 def test_script_tool_error_reaches_the_model_as_an_error_result(faux: Any) -> None:
-    faux.set_responses([faux_message([faux_tool_call("country_facts", {"country": "Atlantis"})]), faux_message("Unknown.")])
+    faux.set_responses(
+        [faux_message([faux_tool_call("country_facts", {"country": "Atlantis"})]), faux_message("Unknown.")]
+    )
     result = load("script").main("Atlantis?", model=faux.get_model())
     (tool_result,) = [m for m in result.messages if m.role == "toolResult"]
     assert tool_result.is_error and "No facts about 'Atlantis'" in tool_result.content[0].text

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import FrozenSet, Iterator, List
 
 import pytest
 
@@ -40,15 +40,15 @@ def _is_test_server_thread(thread: threading.Thread) -> bool:
 
 @dataclass(frozen=True)
 class ThreadSnapshot:
-    threads: FrozenSet[threading.Thread]
-    idle_workers: FrozenSet[threading.Thread]
+    threads: frozenset[threading.Thread]
+    idle_workers: frozenset[threading.Thread]
 
 
 def threads_now() -> ThreadSnapshot:
     return ThreadSnapshot(frozenset(threading.enumerate()), idle_threads())
 
 
-def leftover_threads(before: ThreadSnapshot, timeout: float = 5.0) -> List[str]:
+def leftover_threads(before: ThreadSnapshot, timeout: float = 5.0) -> list[str]:
     """Names of threads still busy after a bounded wait: those started since ``before``, and
     piagent's reusable workers that were idle then (a test's job may have run on one).
 

@@ -12,7 +12,7 @@ import os
 import signal as signals
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -68,7 +68,9 @@ def test_abort_while_the_answer_streams_keeps_the_partial(server, wire):
     gate = threading.Event()
     server.reply(wire.head() + [Wait(gate)] + wire.tail())
     streamed = threading.Event()
-    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    agent.subscribe(
+        lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set()
+    )
     future = agent.prompt("hi", wait=False)
     try:
         assert streamed.wait(WAIT)
@@ -87,7 +89,7 @@ def test_abort_while_the_answer_streams_keeps_the_partial(server, wire):
 # --------------------------------------------------------------------------- tools, hooks, listeners
 
 
-def cooperative_tool(name: str, observed: Dict[str, float], started: threading.Barrier) -> AgentTool:
+def cooperative_tool(name: str, observed: dict[str, float], started: threading.Barrier) -> AgentTool:
     """Waits for its signal, records when it saw it, then raises as a cancelled tool should."""
 
     def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
@@ -103,12 +105,12 @@ def cooperative_tool(name: str, observed: Dict[str, float], started: threading.B
 
 def test_abort_during_a_parallel_tool_batch_ends_the_run_right_after_the_tools_stop(faux):
     before = threads_now()
-    observed: Dict[str, float] = {}
+    observed: dict[str, float] = {}
     started = threading.Barrier(4)  # three tools and the test
     tools = [cooperative_tool(name, observed, started) for name in ("a", "b", "c")]
     faux.set_responses([faux_message([faux_tool_call(t.name, {}) for t in tools]), faux_message("unused")])
     agent = Agent(model=faux.get_model(), tools=tools)
-    ended: List[float] = []
+    ended: list[float] = []
     agent.subscribe(lambda e: e.type == "agent_end" and ended.append(time.monotonic()))
     future = agent.prompt("go", wait=False)
     started.wait(WAIT)
@@ -121,7 +123,10 @@ def test_abort_during_a_parallel_tool_batch_ends_the_run_right_after_the_tools_s
     assert result.stop_reason == "aborted"
     results = [m for m in agent.state.messages if m.role == "toolResult"]
     assert [(m.tool_name, m.is_error, m.content[0].text) for m in results] == [
-        ("a", True, "stop now"), ("b", True, "stop now"), ("c", True, "stop now")]
+        ("a", True, "stop now"),
+        ("b", True, "stop now"),
+        ("c", True, "stop now"),
+    ]
     assert_settled(agent, "aborted")
     assert leftover_threads(before) == []
     faux.set_responses([faux_message("next")])
@@ -130,7 +135,7 @@ def test_abort_during_a_parallel_tool_batch_ends_the_run_right_after_the_tools_s
 
 def test_abort_during_a_before_tool_call_hook(faux):
     in_hook = threading.Event()
-    ran: List[str] = []
+    ran: list[str] = []
 
     def hook(context: Any, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
         in_hook.set()
@@ -156,7 +161,7 @@ def test_abort_during_a_before_tool_call_hook(faux):
 def test_abort_during_a_transform_context_hook(faux):
     in_hook = threading.Event()
 
-    def transform(messages: List[Any], signal: AbortSignal) -> List[Any]:
+    def transform(messages: list[Any], signal: AbortSignal) -> list[Any]:
         in_hook.set()
         signal.wait(WAIT)
         return messages
@@ -181,7 +186,7 @@ def test_abort_during_a_listener(faux):
             in_listener.set()
             signal.wait(WAIT)
 
-    ran: List[str] = []
+    ran: list[str] = []
     tool = AgentTool("t", "", EMPTY, lambda *a: ran.append("t") or AgentToolResult([TextContent("ran")]))
     faux.set_responses([faux_message([faux_tool_call("t", {})]), faux_message("unused")])
     agent = Agent(model=faux.get_model(), tools=[tool])
@@ -234,7 +239,9 @@ def test_ctrl_c_that_lands_just_before_a_blocking_read_is_still_seen_at_once(ser
     agent = real_agent(server, wire)
     gate, streamed = threading.Event(), threading.Event()
     server.reply(wire.head() + [Wait(gate, timeout=4 * GENEROUS)] + wire.tail())
-    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    agent.subscribe(
+        lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set()
+    )
     # created before SIGINT is blocked on the main thread, so this thread can receive it
     kill = threading.Thread(target=lambda: streamed.wait(WAIT) and os.kill(os.getpid(), signals.SIGINT))
     kill.start()
@@ -259,7 +266,9 @@ def test_ctrl_c_while_the_answer_streams_leaves_the_agent_usable(server, wire, a
     agent = real_agent(server, wire)
     gate, streamed = threading.Event(), threading.Event()
     server.reply(wire.head() + [Wait(gate, timeout=2 * GENEROUS)] + wire.tail())
-    agent.subscribe(lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set())
+    agent.subscribe(
+        lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set()
+    )
     interrupter = interrupt_main_when(streamed)
     started = time.monotonic()
     try:
@@ -299,7 +308,7 @@ def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
 def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request_repairs(server, wire):
     before = threads_now()
     started, finished = threading.Event(), threading.Event()
-    stopped: List[bool] = []
+    stopped: list[bool] = []
 
     def slow(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
         started.set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable
 
 import pytest
 
@@ -28,7 +28,7 @@ JSON = {"Content-Type": "application/json"}
 
 
 def echo_tool() -> AgentTool:
-    def execute(tool_call_id: str, args: Dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
         return AgentToolResult([TextContent(f"echo {args['text']}")])
 
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -36,11 +36,16 @@ def echo_tool() -> AgentTool:
 
 
 def make_agent(server: ScriptedServer, wire: Wire, timeout_ms: int = 5000) -> Agent:
-    return Agent(model=wire.model(server.url), tools=[echo_tool()], get_api_key=lambda provider: KEY,
-                 max_retry_delay_ms=20, timeout_ms=timeout_ms)
+    return Agent(
+        model=wire.model(server.url),
+        tools=[echo_tool()],
+        get_api_key=lambda provider: KEY,
+        max_retry_delay_ms=20,
+        timeout_ms=timeout_ms,
+    )
 
 
-def first_exchange(server: ScriptedServer, wire: Wire, agent: Agent) -> List[Any]:
+def first_exchange(server: ScriptedServer, wire: Wire, agent: Agent) -> list[Any]:
     server.reply(wire.tool_call("call_1", "echo", {"text": "one"}))
     server.reply(wire.text("Done."))
     result = agent.prompt("first")
@@ -69,33 +74,67 @@ class Fault:
 def _times(n: int, status: int, **headers: str) -> Script:
     def script(server: ScriptedServer, wire: Wire, streamed: threading.Event) -> None:
         for _ in range(n):
-            server.reply([wire.error_body(status, "Slow down" if status == 429 else "Upstream trouble")], status,
-                         headers={**JSON, **headers})
+            server.reply(
+                [wire.error_body(status, "Slow down" if status == 429 else "Upstream trouble")],
+                status,
+                headers={**JSON, **headers},
+            )
+
     return script
 
 
 FAULTS = [
     Fault("429 exhausting the retries", _times(3, 429), lambda m: m == "HTTP 429: Slow down"),
-    Fault("429 asking to wait beyond max_retry_delay_ms", _times(1, 429, **{"Retry-After": "30"}),
-          lambda m: m.startswith("HTTP 429: Slow down (the server asked to retry after 30s")),
+    Fault(
+        "429 asking to wait beyond max_retry_delay_ms",
+        _times(1, 429, **{"Retry-After": "30"}),
+        lambda m: m.startswith("HTTP 429: Slow down (the server asked to retry after 30s"),
+    ),
     Fault("500 exhausting the retries", _times(3, 500), lambda m: m == "HTTP 500: Upstream trouble"),
     Fault("502 exhausting the retries", _times(3, 502), lambda m: m == "HTTP 502: Upstream trouble"),
     Fault("503 exhausting the retries", _times(3, 503), lambda m: m == "HTTP 503: Upstream trouble"),
-    Fault("reset before headers, every try", lambda s, w, e: [s.reply([], before_headers=RESET) for _ in range(3)],
-          lambda m: m == "Connection error: [Errno 104] Connection reset by peer"),
-    Fault("reset mid-stream", lambda s, w, e: s.reply(w.head() + [Wait(e), RESET]),
-          lambda m: m == "Connection lost while streaming the response: [Errno 104] Connection reset by peer", "Hel"),
-    Fault("server stops sending mid-stream", lambda s, w, e: s.reply(w.head() + [STALL]),
-          lambda m: m == "Read timed out: the server stopped sending data", "Hel", timeout_ms=200),
-    Fault("server never sends headers", lambda s, w, e: s.reply([], before_headers=STALL),
-          lambda m: m == "Read timed out: the server stopped sending data", timeout_ms=200),
-    Fault("invalid JSON chunk", lambda s, w, e: s.reply(w.head() + [b"data: {oops\n\n"]),
-          lambda m: m.startswith("Invalid JSON in stream event"), "Hel"),
+    Fault(
+        "reset before headers, every try",
+        lambda s, w, e: [s.reply([], before_headers=RESET) for _ in range(3)],
+        lambda m: m == "Connection error: [Errno 104] Connection reset by peer",
+    ),
+    Fault(
+        "reset mid-stream",
+        lambda s, w, e: s.reply(w.head() + [Wait(e), RESET]),
+        lambda m: m == "Connection lost while streaming the response: [Errno 104] Connection reset by peer",
+        "Hel",
+    ),
+    Fault(
+        "server stops sending mid-stream",
+        lambda s, w, e: s.reply(w.head() + [STALL]),
+        lambda m: m == "Read timed out: the server stopped sending data",
+        "Hel",
+        timeout_ms=200,
+    ),
+    Fault(
+        "server never sends headers",
+        lambda s, w, e: s.reply([], before_headers=STALL),
+        lambda m: m == "Read timed out: the server stopped sending data",
+        timeout_ms=200,
+    ),
+    Fault(
+        "invalid JSON chunk",
+        lambda s, w, e: s.reply(w.head() + [b"data: {oops\n\n"]),
+        lambda m: m.startswith("Invalid JSON in stream event"),
+        "Hel",
+    ),
     Fault("empty 200 body", lambda s, w, e: s.reply([]), lambda m: m.startswith("The stream ended before")),
-    Fault("truncated before the terminal event", lambda s, w, e: s.reply(w.head()),
-          lambda m: m.startswith("The stream ended before"), "Hel"),
-    Fault("reset while a tool call streams", lambda s, w, e: s.reply(w.call_head() + [Wait(e), RESET]),
-          lambda m: m.startswith("Connection lost while streaming the response")),
+    Fault(
+        "truncated before the terminal event",
+        lambda s, w, e: s.reply(w.head()),
+        lambda m: m.startswith("The stream ended before"),
+        "Hel",
+    ),
+    Fault(
+        "reset while a tool call streams",
+        lambda s, w, e: s.reply(w.call_head() + [Wait(e), RESET]),
+        lambda m: m.startswith("Connection lost while streaming the response"),
+    ),
 ]
 
 
@@ -106,14 +145,19 @@ def test_a_fault_ends_the_run_in_the_transcript_and_the_agent_retries_and_goes_o
     history = first_exchange(server, wire, agent)
 
     streamed = threading.Event()
-    agent.subscribe(lambda event: event.type == "message_update"
-                    and event.assistant_message_event.type in ("text_delta", "toolcall_start") and streamed.set())
+    agent.subscribe(
+        lambda event: (
+            event.type == "message_update"
+            and event.assistant_message_event.type in ("text_delta", "toolcall_start")
+            and streamed.set()
+        )
+    )
     fault.script(server, wire, streamed)
     failed = agent.prompt("second")
     assert failed.stop_reason == "error" and fault.message(failed.error_message), failed.error_message
     messages = agent.state.messages
     assert messages[: len(history)] == history and all(a is b for a, b in zip(messages, history))  # nothing lost
-    assert [m.role for m in messages[len(history):]] == ["user", "assistant"]
+    assert [m.role for m in messages[len(history) :]] == ["user", "assistant"]
     error = messages[-1]
     assert (error.stop_reason, error.error_message, error.text) == ("error", failed.error_message, fault.partial)
     if "tool call" in fault.name:  # the half-streamed call is kept in the failed message, never run

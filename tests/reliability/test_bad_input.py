@@ -11,15 +11,15 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable
 
 import pytest
 
 from piagent import (
+    AfterToolCallResult,
     Agent,
     AgentTool,
     AgentToolResult,
-    AfterToolCallResult,
     ModelNotFoundError,
     UserMessage,
     message_from_dict,
@@ -28,7 +28,6 @@ from piagent import (
 from piagent.ai import Context, ImageContent, StreamOptions, TextContent, stream
 from piagent.ai.transform import IMAGE_PLACEHOLDER, NO_RESULT_TEXT
 from piagent.testing import faux_message, faux_tool_call
-
 from tests.support.loop import echo_tool
 
 pytestmark = pytest.mark.timeout(20)
@@ -45,16 +44,16 @@ def agent_with_history(faux: Any, **options: Any) -> Agent:
     return agent
 
 
-def assert_kept(before: List[Any], agent: Agent) -> None:
+def assert_kept(before: list[Any], agent: Agent) -> None:
     after = agent.state.messages
     assert len(after) > len(before) and all(a is b for a, b in zip(after, before))
 
 
-def tool_results(agent: Agent) -> List[Any]:
+def tool_results(agent: Agent) -> list[Any]:
     return [m for m in agent.state.messages if m.role == "toolResult"]
 
 
-def run_tool_call(faux: Any, agent: Agent, name: str, args: Dict[str, Any]) -> Any:
+def run_tool_call(faux: Any, agent: Agent, name: str, args: dict[str, Any]) -> Any:
     """One model turn calling ``name``; the model then answers "after"."""
     faux.set_responses([faux_message([faux_tool_call(name, args)]), faux_message("after")])
     result = agent.prompt("call it")
@@ -65,10 +64,13 @@ def run_tool_call(faux: Any, agent: Agent, name: str, args: Dict[str, Any]) -> A
 # --------------------------------------------------------------------------- tools
 
 
-@pytest.mark.parametrize("args, detail", [
-    ({}, "  - value: 'value' is a required property"),
-    ({"value": ["a", "list"]}, "  - value: ['a', 'list'] is not of type 'string'"),
-])
+@pytest.mark.parametrize(
+    "args, detail",
+    [
+        ({}, "  - value: 'value' is a required property"),
+        ({"value": ["a", "list"]}, "  - value: ['a', 'list'] is not of type 'string'"),
+    ],
+)
 def test_arguments_failing_the_schema_are_an_error_result_naming_the_problem(faux, args, detail):
     agent = agent_with_history(faux, tools=[echo_tool()])
     before = list(agent.state.messages)
@@ -104,16 +106,29 @@ def unserialisable() -> object:
     return object()
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda: unserialisable, "Tool unserialisable returned a value of type object that cannot be sent to the model"),
-    (lambda: AgentTool("t", "", EMPTY, lambda *a: 42), "Tool t returned int, expected AgentToolResult"),
-    (lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult("a plain string")),
-     "Tool t returned invalid content: expected a list of TextContent/ImageContent blocks, got str"),
-    (lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult([{"type": "text", "text": "x"}])),
-     "Tool t returned invalid content: expected TextContent/ImageContent blocks, got dict"),
-    (lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult([TextContent(b"bytes")])),
-     "Tool t returned invalid content: expected TextContent/ImageContent blocks, got TextContent with text of type bytes"),
-], ids=["@tool-object", "int", "str-content", "dict-blocks", "bytes-text"])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (
+            lambda: unserialisable,
+            "Tool unserialisable returned a value of type object that cannot be sent to the model",
+        ),
+        (lambda: AgentTool("t", "", EMPTY, lambda *a: 42), "Tool t returned int, expected AgentToolResult"),
+        (
+            lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult("a plain string")),
+            "Tool t returned invalid content: expected a list of TextContent/ImageContent blocks, got str",
+        ),
+        (
+            lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult([{"type": "text", "text": "x"}])),
+            "Tool t returned invalid content: expected TextContent/ImageContent blocks, got dict",
+        ),
+        (
+            lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult([TextContent(b"bytes")])),
+            "Tool t returned invalid content: expected TextContent/ImageContent blocks, got TextContent with text of type bytes",
+        ),
+    ],
+    ids=["@tool-object", "int", "str-content", "dict-blocks", "bytes-text"],
+)
 def test_a_result_that_cannot_be_sent_is_an_error_result_and_never_enters_the_transcript(faux, make, expected):
     agent = agent_with_history(faux, tools=[make()])
     before = list(agent.state.messages)
@@ -128,11 +143,15 @@ def test_a_result_that_cannot_be_sent_is_an_error_result_and_never_enters_the_tr
 def test_a_huge_output_is_cut_with_a_note_saying_how_much(faux):
     huge = "x" * 5_000_000
 
-    agent = agent_with_history(faux, tools=[AgentTool("dump", "", EMPTY, lambda *a: AgentToolResult([TextContent(huge)]))])
+    agent = agent_with_history(
+        faux, tools=[AgentTool("dump", "", EMPTY, lambda *a: AgentToolResult([TextContent(huge)]))]
+    )
     result = run_tool_call(faux, agent, "dump", {})
     text = result.content[0].text
     assert not result.is_error and text.startswith("x" * 100_000)
-    assert text.endswith("\n\n[Output truncated: 4,900,000 of 5,000,000 characters omitted (max_tool_result_chars=100,000)]")
+    assert text.endswith(
+        "\n\n[Output truncated: 4,900,000 of 5,000,000 characters omitted (max_tool_result_chars=100,000)]"
+    )
     assert len(text) < 100_200
 
 
@@ -143,7 +162,8 @@ def test_a_huge_error_message_is_cut_too_and_the_bound_is_an_option(faux):
     agent = agent_with_history(faux, tools=[AgentTool("explode", "", EMPTY, explode)], max_tool_result_chars=1_000)
     result = run_tool_call(faux, agent, "explode", {})
     assert result.is_error and result.content[0].text == "e" * 1_000 + (
-        "\n\n[Output truncated: 9,000 of 10,000 characters omitted (max_tool_result_chars=1,000)]")
+        "\n\n[Output truncated: 9,000 of 10,000 characters omitted (max_tool_result_chars=1,000)]"
+    )
 
 
 # --------------------------------------------------------------------------- hooks and listeners
@@ -162,6 +182,7 @@ def test_hooks_returning_the_wrong_type_are_error_results(faux):
 def _raise(message: str) -> Callable[..., Any]:
     def hook(*args: Any) -> Any:
         raise RuntimeError(message)
+
     return hook
 
 
@@ -174,9 +195,16 @@ def test_a_raising_tool_hook_is_an_error_result(faux, hook):
     assert_kept(before, agent)
 
 
-@pytest.mark.parametrize("hook", [
-    "transform_context", "convert_to_llm", "get_api_key", "prepare_next_turn", "should_stop_after_turn",
-])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "transform_context",
+        "convert_to_llm",
+        "get_api_key",
+        "prepare_next_turn",
+        "should_stop_after_turn",
+    ],
+)
 def test_a_raising_loop_hook_ends_the_run_as_an_error_message(faux, hook):
     agent = agent_with_history(faux)
     before = list(agent.state.messages)
@@ -196,7 +224,7 @@ def test_a_raising_listener_ends_the_run_as_an_error_message(faux, event_type):
     agent = agent_with_history(faux, tools=[echo_tool()])
     before = list(agent.state.messages)
 
-    raised: List[str] = []
+    raised: list[str] = []
 
     def listener(event: Any) -> None:
         if event.type == event_type and not raised:
@@ -278,7 +306,7 @@ class Note:
 def test_messages_with_unknown_roles_pass_through_the_loop_and_are_not_sent(server, wire):
     agent = Agent(model=wire.model(server.url), get_api_key=lambda p: KEY)
     note = Note("user switched project")
-    seen: List[Any] = []
+    seen: list[Any] = []
     agent.subscribe(lambda e: e.type == "message_end" and seen.append(e.message))
     server.reply(wire.text("ok"))
     result = agent.prompt([note, UserMessage("hi")])
@@ -289,30 +317,42 @@ def test_messages_with_unknown_roles_pass_through_the_loop_and_are_not_sent(serv
 
 def test_a_provider_given_an_unknown_role_directly_leaves_it_out(server, wire):
     server.reply(wire.text("ok"))
-    events = stream(wire.model(server.url), Context("", [Note("secret note"), UserMessage("hi")]), StreamOptions(api_key=KEY))
+    events = stream(
+        wire.model(server.url), Context("", [Note("secret note"), UserMessage("hi")]), StreamOptions(api_key=KEY)
+    )
     assert events.result(timeout=10).text == "ok"
     assert wire.history(server.requests[0].json) == ["user:hi"]
 
 
-@pytest.mark.parametrize("data, error, text", [
-    ({"role": "notification", "text": "x"}, ValueError, "Unknown message role: 'notification'"),
-    ({"content": "x"}, ValueError, "Unknown message role: None"),
-    ({"role": "toolResult", "content": []}, ValueError, "a toolResult message needs 'toolCallId'; got keys ['content', 'role']"),
-    ({"role": "user", "content": [{"type": "image", "data": "x"}]}, ValueError, "an image block needs 'mimeType'"),
-    ({"role": "user", "content": 5}, ValueError, "'content' must be a string or a list of blocks, got int"),
-    ("user: hi", TypeError, "a message must be a dict (its to_dict() form), got str"),
-])
+@pytest.mark.parametrize(
+    "data, error, text",
+    [
+        ({"role": "notification", "text": "x"}, ValueError, "Unknown message role: 'notification'"),
+        ({"content": "x"}, ValueError, "Unknown message role: None"),
+        (
+            {"role": "toolResult", "content": []},
+            ValueError,
+            "a toolResult message needs 'toolCallId'; got keys ['content', 'role']",
+        ),
+        ({"role": "user", "content": [{"type": "image", "data": "x"}]}, ValueError, "an image block needs 'mimeType'"),
+        ({"role": "user", "content": 5}, ValueError, "'content' must be a string or a list of blocks, got int"),
+        ("user: hi", TypeError, "a message must be a dict (its to_dict() form), got str"),
+    ],
+)
 def test_message_from_dict_raises_a_clear_error(data, error, text):
     with pytest.raises(error) as info:
         message_from_dict(data)
     assert str(info.value).startswith(text)
 
 
-@pytest.mark.parametrize("spec, text", [
-    ("no-such-provider:model", "Unknown provider 'no-such-provider'. Known providers: "),
-    ("gpt-4o", "Invalid model reference 'gpt-4o': use 'provider:model-id' (e.g. 'openai:gpt-4.1')"),
-    ("openai:gpt-nope", "Unknown model openai:gpt-nope."),
-])
+@pytest.mark.parametrize(
+    "spec, text",
+    [
+        ("no-such-provider:model", "Unknown provider 'no-such-provider'. Known providers: "),
+        ("gpt-4o", "Invalid model reference 'gpt-4o': use 'provider:model-id' (e.g. 'openai:gpt-4.1')"),
+        ("openai:gpt-nope", "Unknown model openai:gpt-nope."),
+    ],
+)
 def test_an_invalid_model_string_raises_model_not_found_and_changes_nothing(faux, spec, text):
     with pytest.raises(ModelNotFoundError) as info:
         Agent(model=spec)
@@ -333,7 +373,9 @@ def test_a_missing_api_key_ends_the_run_naming_the_variable_then_the_key_is_pick
     first = agent.prompt("hi")
     variables = "GEMINI_API_KEY or GOOGLE_API_KEY" if wire.provider == "google" else wire.env_var
     assert (first.stop_reason, first.error_message) == (
-        "error", f"No API key for provider {wire.provider}: set {variables} or pass api_key")
+        "error",
+        f"No API key for provider {wire.provider}: set {variables} or pass api_key",
+    )
     assert [m.role for m in agent.state.messages] == ["user", "assistant"] and server.requests == []
     before = list(agent.state.messages)
 

@@ -13,7 +13,7 @@ import json
 import threading
 import tracemalloc
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -27,17 +27,17 @@ ECHO_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "r
 
 
 def echo_tool() -> AgentTool:
-    def execute(tool_call_id: str, args: Dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
         return AgentToolResult([TextContent("echoed " + args["value"])])
 
     return AgentTool("echo", "Echo the value", ECHO_SCHEMA, execute)
 
 
-def last_messages(messages: List[Any], signal: Any) -> List[Any]:
+def last_messages(messages: list[Any], signal: Any) -> list[Any]:
     return messages[-4:]
 
 
-def transcript_bytes(messages: List[Any]) -> int:
+def transcript_bytes(messages: list[Any]) -> int:
     return len(json.dumps([m.to_dict() for m in messages]))
 
 
@@ -53,7 +53,7 @@ def test_a_thousand_turn_run_grows_memory_only_with_its_transcript(faux):
 
     faux.set_responses([respond] * turns)
     agent = Agent(model=faux.get_model(), tools=[echo_tool()], transform_context=last_messages)
-    marks: Dict[int, Tuple[int, int]] = {}
+    marks: dict[int, tuple[int, int]] = {}
     ended = [0]
 
     def on_turn_end(event: Any) -> None:
@@ -138,8 +138,8 @@ def test_thirty_two_agents_in_thirty_two_threads_keep_their_conversations_apart(
 
     faux.set_responses([respond] * (agents * prompts * 2))
     start = threading.Barrier(agents)
-    transcripts: Dict[int, List[str]] = {}
-    failures: List[BaseException] = []
+    transcripts: dict[int, list[str]] = {}
+    failures: list[BaseException] = []
     before = threads_now()
 
     def converse(index: int) -> None:
@@ -148,8 +148,9 @@ def test_thirty_two_agents_in_thirty_two_threads_keep_their_conversations_apart(
             start.wait(WAIT)
             for k in range(prompts):
                 agent.prompt(f"a{index}-p{k}")
-            transcripts[index] = [m.content[0].text if m.role != "assistant" or m.text else "call"
-                                  for m in agent.state.messages]
+            transcripts[index] = [
+                m.content[0].text if m.role != "assistant" or m.text else "call" for m in agent.state.messages
+            ]
         except BaseException as exc:  # reported below, never lost in a thread
             failures.append(exc)
 
@@ -161,7 +162,7 @@ def test_thirty_two_agents_in_thirty_two_threads_keep_their_conversations_apart(
     assert failures == []
     assert sorted(transcripts) == list(range(agents))
     for index, transcript in transcripts.items():
-        expected: List[str] = []
+        expected: list[str] = []
         for k in range(prompts):
             text = f"a{index}-p{k}"
             expected += [text, "call", f"echoed {text}", f"answer to echoed {text}"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -25,7 +25,7 @@ KEY = "sk-reliability-0123456789abcdef"
 JSON = {"Content-Type": "application/json"}
 
 
-def call(server: ScriptedServer, wire: Wire, **options: Any) -> Tuple[List[str], AssistantMessage]:
+def call(server: ScriptedServer, wire: Wire, **options: Any) -> tuple[list[str], AssistantMessage]:
     options.setdefault("api_key", KEY)
     options.setdefault("max_retry_delay_ms", 20)
     events = stream(wire.model(server.url), Context("sys", [UserMessage("Hi")]), StreamOptions(**options))
@@ -33,16 +33,20 @@ def call(server: ScriptedServer, wire: Wire, **options: Any) -> Tuple[List[str],
     return types, events.result(timeout=10)
 
 
-def assert_failed(types: List[str], message: AssistantMessage, text: str = "") -> None:
+def assert_failed(types: list[str], message: AssistantMessage, text: str = "") -> None:
     """One terminal ``error`` event, last; the message is an error keeping ``text``."""
     assert types[-1] == "error" and types.count("error") == 1 and "done" not in types
     assert message.stop_reason == "error" and message.error_message
     assert message.text == text
 
 
-def retry_delays(caplog: pytest.LogCaptureFixture) -> List[float]:
+def retry_delays(caplog: pytest.LogCaptureFixture) -> list[float]:
     """The waits the HTTP layer logged before each retry (its own record arguments)."""
-    return [r.args[2] for r in caplog.records if r.name == "piagent" and r.getMessage().startswith("retrying") and "HTTP" in r.msg]
+    return [
+        r.args[2]
+        for r in caplog.records
+        if r.name == "piagent" and r.getMessage().startswith("retrying") and "HTTP" in r.msg
+    ]
 
 
 # --------------------------------------------------------------------------- rate limits and 5xx
@@ -208,8 +212,9 @@ def test_abort_mid_stream_keeps_the_partial_content(server, wire):
     gate = threading.Event()
     server.reply(wire.head() + [Wait(gate)] + wire.tail())
     controller = AbortController()
-    events = stream(wire.model(server.url), Context("", [UserMessage("Hi")]),
-                    StreamOptions(api_key=KEY, signal=controller.signal))
+    events = stream(
+        wire.model(server.url), Context("", [UserMessage("Hi")]), StreamOptions(api_key=KEY, signal=controller.signal)
+    )
     types = []
     for event in events:
         types.append(event.type)

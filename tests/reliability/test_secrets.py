@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -27,7 +27,7 @@ JSON = {"Content-Type": "application/json"}
 SOURCES = ["options", "get_api_key", "environment", "model_headers"]
 
 
-def auth_headers(wire: Wire, key: str) -> Dict[str, str]:
+def auth_headers(wire: Wire, key: str) -> dict[str, str]:
     """The header each API takes its key in, as a user would put it in ``Model.headers``."""
     if wire.key_header == "authorization":
         return {"Authorization": f"Bearer {key}"}
@@ -41,9 +41,13 @@ def script_leaky_server(server: ScriptedServer, wire: Wire) -> None:
     server.reply(wire.text("Fine."))
 
 
-def run_three_prompts(source: str, server: ScriptedServer, wire: Wire, monkeypatch: pytest.MonkeyPatch) -> Tuple[List[Any], List[Any]]:
+def run_three_prompts(
+    source: str, server: ScriptedServer, wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Any], list[Any]]:
     """Three prompts with the key from ``source``; returns (transcript, things to repr)."""
-    model = wire.model(server.url, provider="vendor", headers=auth_headers(wire, KEY) if source == "model_headers" else None)
+    model = wire.model(
+        server.url, provider="vendor", headers=auth_headers(wire, KEY) if source == "model_headers" else None
+    )
     if source == "options":  # the low-level loop takes the key as an option
         config = AgentLoopConfig(model=model, api_key=KEY, max_retries=0)
         context = AgentContext()
@@ -102,8 +106,11 @@ def test_a_malformed_key_in_model_headers_is_redacted_from_the_client_error(wire
 def test_connection_errors_never_carry_the_key(wire, caplog):
     caplog.set_level(logging.DEBUG, logger="urllib3")
     caplog.set_level(logging.DEBUG, logger="piagent")
-    message = complete(wire.model("http://127.0.0.1:9"), Context("", [UserMessage("hi")]),
-                       StreamOptions(api_key=KEY, max_retries=1, max_retry_delay_ms=1))
+    message = complete(
+        wire.model("http://127.0.0.1:9"),
+        Context("", [UserMessage("hi")]),
+        StreamOptions(api_key=KEY, max_retries=1, max_retry_delay_ms=1),
+    )
     assert message.error_message.startswith("Connection error: HTTPConnection(host='127.0.0.1', port=9)")
     assert KEY not in message.error_message
     assert all(KEY not in record.getMessage() for record in caplog.records)

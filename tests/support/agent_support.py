@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
 
 from piagent.ai import AssistantMessageEventStream, MessageBuilder, Model, StreamOptions
 from piagent.ai.types import Context
-
 from tests.support.loop import echo_tool, kinds, of_type, roles, user
 from tests.support.waits import WAIT
 
@@ -31,8 +31,8 @@ class Recorder:
     """A two-argument listener: records ``(event, signal)``; ``on_event(event)`` runs after recording."""
 
     def __init__(self, on_event: Optional[Callable[[Any], None]] = None) -> None:
-        self.events: List[Any] = []
-        self.signals: List[Any] = []
+        self.events: list[Any] = []
+        self.signals: list[Any] = []
         self.on_event = on_event
 
     def __call__(self, event: Any, signal: Any) -> None:
@@ -42,10 +42,10 @@ class Recorder:
             self.on_event(event)
 
     @property
-    def types(self) -> List[str]:
+    def types(self) -> list[str]:
         return kinds(self.events)
 
-    def of_type(self, kind: str) -> List[Any]:
+    def of_type(self, kind: str) -> list[Any]:
         return of_type(self.events, kind)
 
 
@@ -60,7 +60,7 @@ class GatedStream:
         self.text = text
         self.started = threading.Event()
         self.release = threading.Event()
-        self.calls: List[StreamOptions] = []
+        self.calls: list[StreamOptions] = []
 
     def __call__(self, model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
         self.calls.append(options)

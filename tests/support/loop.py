@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Union
 
 from piagent import (
     AgentLoopConfig,
@@ -28,7 +29,6 @@ from piagent import (
 )
 from piagent.ai import AssistantMessageEvent, AssistantMessageEventStream, Context, Model, StreamOptions
 from piagent.ai.types import ThinkingContent
-
 from tests.support.waits import WAIT
 
 MODEL = Model(id="mock", api="openai-responses", provider="openai")
@@ -42,13 +42,20 @@ def user(text: str) -> UserMessage:
     return UserMessage([TextContent(text)])
 
 
-def assistant(content: Union[str, Sequence[Any]] = "", stop_reason: Optional[str] = None, **fields: Any) -> AssistantMessage:
+def assistant(
+    content: Union[str, Sequence[Any]] = "", stop_reason: Optional[str] = None, **fields: Any
+) -> AssistantMessage:
     blocks = [TextContent(content)] if isinstance(content, str) else list(content)
     if stop_reason is None:
         stop_reason = "toolUse" if any(b.type == "toolCall" for b in blocks) else "stop"
     return AssistantMessage(
-        content=blocks, api=MODEL.api, provider=MODEL.provider, model=MODEL.id, usage=Usage(),
-        stop_reason=stop_reason, **fields,  # type: ignore[arg-type]
+        content=blocks,
+        api=MODEL.api,
+        provider=MODEL.provider,
+        model=MODEL.id,
+        usage=Usage(),
+        stop_reason=stop_reason,
+        **fields,  # type: ignore[arg-type]
     )
 
 
@@ -86,10 +93,15 @@ class Custom:
 # --------------------------------------------------------------------------- stream events
 
 
-def _partial(message: AssistantMessage, content: List[Any]) -> AssistantMessage:
+def _partial(message: AssistantMessage, content: list[Any]) -> AssistantMessage:
     return AssistantMessage(
-        content=list(content), api=message.api, provider=message.provider, model=message.model,
-        usage=message.usage, stop_reason=message.stop_reason, timestamp=message.timestamp,
+        content=list(content),
+        api=message.api,
+        provider=message.provider,
+        model=message.model,
+        usage=message.usage,
+        stop_reason=message.stop_reason,
+        timestamp=message.timestamp,
     )
 
 
@@ -99,23 +111,30 @@ def terminal(message: AssistantMessage) -> AssistantMessageEvent:
     return AssistantMessageEvent("done", reason=message.stop_reason, message=message)
 
 
-def block_events(message: AssistantMessage) -> List[AssistantMessageEvent]:
+def block_events(message: AssistantMessage) -> list[AssistantMessageEvent]:
     """``start`` and the start/delta/end events of every block, each with a fresh partial.
 
     Text is sent in two deltas (split in the middle), thinking in one, tool-call JSON in two.
     """
     events = [AssistantMessageEvent("start", _partial(message, []))]
-    content: List[Any] = []
+    content: list[Any] = []
     for index, block in enumerate(message.content):
         if block.type == "text":
             kind, pieces = "text", _halves(block.text)
-            grow: Callable[[str], Any] = lambda sofar: TextContent(sofar)
+
+            def grow(sofar: str) -> Any:
+                return TextContent(sofar)
         elif block.type == "thinking":
             kind, pieces = "thinking", [block.thinking]
-            grow = lambda sofar: ThinkingContent(sofar)
+
+            def grow(sofar):
+                return ThinkingContent(sofar)
         else:
             kind, pieces = "toolcall", _halves(json.dumps(block.arguments))
-            grow = lambda sofar, b=block: ToolCall(b.id, b.name, {})
+
+            def grow(sofar, b=block):
+                return ToolCall(b.id, b.name, {})
+
         content.append(grow(""))
         events.append(AssistantMessageEvent(f"{kind}_start", _partial(message, content), index))
         sofar = ""
@@ -133,17 +152,19 @@ def block_events(message: AssistantMessage) -> List[AssistantMessageEvent]:
     return events
 
 
-def _halves(text: str) -> List[str]:
+def _halves(text: str) -> list[str]:
     middle = len(text) // 2
     return [text[:middle], text[middle:]]
 
 
-def events_for(message: AssistantMessage, streamed: bool = False) -> List[AssistantMessageEvent]:
+def events_for(message: AssistantMessage, streamed: bool = False) -> list[AssistantMessageEvent]:
     """The events a provider sends for ``message``: only the terminal one, or the whole stream."""
     return (block_events(message) if streamed else []) + [terminal(message)]
 
 
-def push_stream(events: Sequence[Any], end: bool = True, gate: Optional[threading.Event] = None) -> AssistantMessageEventStream:
+def push_stream(
+    events: Sequence[Any], end: bool = True, gate: Optional[threading.Event] = None
+) -> AssistantMessageEventStream:
     """A stream fed from another thread: ``push`` each event (after ``gate``), then ``end()``."""
     stream = AssistantMessageEventStream()
 
@@ -163,8 +184,7 @@ def pull_stream(events: Sequence[Any]) -> AssistantMessageEventStream:
     """A stream whose events a generator produces on the consuming thread."""
 
     def source() -> Iterator[Any]:
-        for event in events:
-            yield event
+        yield from events
 
     return AssistantMessageEventStream(source=source())
 
@@ -180,7 +200,7 @@ class Request:
     options: StreamOptions
 
 
-Response = Union[AssistantMessage, List[AssistantMessageEvent], Callable[[Context, StreamOptions], Any]]
+Response = Union[AssistantMessage, list[AssistantMessageEvent], Callable[[Context, StreamOptions], Any]]
 
 
 class ScriptedStream:
@@ -195,7 +215,7 @@ class ScriptedStream:
         self.responses = list(responses)
         self.mode = mode
         self.streamed = streamed
-        self.requests: List[Request] = []
+        self.requests: list[Request] = []
         self._lock = threading.Lock()
 
     @property
@@ -217,11 +237,11 @@ class ScriptedStream:
 # --------------------------------------------------------------------------- events
 
 
-def kinds(events: Sequence[Any]) -> List[str]:
+def kinds(events: Sequence[Any]) -> list[str]:
     return [event.type for event in events]
 
 
-def of_type(events: Sequence[Any], kind: str) -> List[Any]:
+def of_type(events: Sequence[Any], kind: str) -> list[Any]:
     return [event for event in events if event.type == kind]
 
 
@@ -235,7 +255,7 @@ _ABBREVIATIONS = {
 }
 
 
-def short(events: Sequence[Any]) -> List[str]:
+def short(events: Sequence[Any]) -> list[str]:
     """Events in the spec's §3.5 shorthand: ``ms(U:Hello)``, ``me(A:text)``, ``tee(tool-1)``, ``mu``."""
     out = []
     for event in events:
@@ -261,7 +281,7 @@ def _tag(message: Any) -> str:
     return str(message.role)
 
 
-def roles(messages: Sequence[Any]) -> List[str]:
+def roles(messages: Sequence[Any]) -> list[str]:
     return [m.role for m in messages]
 
 
@@ -278,7 +298,7 @@ class Polls:
         with self._lock:
             self.queue.append(message)
 
-    def __call__(self) -> List[Any]:
+    def __call__(self) -> list[Any]:
         with self._lock:
             self.count += 1
             if self.mode == "all":

@@ -19,9 +19,10 @@ import json
 import socket
 import struct
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 
 @dataclass
@@ -37,9 +38,9 @@ Step = Union[bytes, Wait, object]
 
 @dataclass
 class Reply:
-    steps: List[Step] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     status: int = 200
-    headers: Dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
     before_headers: Optional[Step] = None  # Wait, RESET or STALL
     received: threading.Event = field(default_factory=threading.Event)  # set when its request arrived
 
@@ -48,16 +49,16 @@ class Reply:
 class RecordedRequest:
     method: str
     path: str
-    headers: Dict[str, str]
+    headers: dict[str, str]
     body: bytes
-    peer: Tuple[str, int] = ("", 0)  # the client's address: the same for requests on one connection
+    peer: tuple[str, int] = ("", 0)  # the client's address: the same for requests on one connection
 
     @property
     def json(self) -> Any:
         return json.loads(self.body)
 
 
-def sse(*events: Any, event_names: Optional[Iterable[Optional[str]]] = None) -> List[bytes]:
+def sse(*events: Any, event_names: Optional[Iterable[Optional[str]]] = None) -> list[bytes]:
     """Encode each JSON-able event (or a ready string such as "[DONE]") as one SSE frame."""
     names = list(event_names) if event_names is not None else [None] * len(events)
     frames = []
@@ -84,9 +85,9 @@ class _NamedThreadsServer(ThreadingHTTPServer):
 
 class ScriptedServer:
     def __init__(self) -> None:
-        self._replies: List[Reply] = []
+        self._replies: list[Reply] = []
         self._lock = threading.Lock()
-        self.requests: List[RecordedRequest] = []
+        self.requests: list[RecordedRequest] = []
         self._stop = threading.Event()
         server = self
 
@@ -108,7 +109,11 @@ class ScriptedServer:
                 with server._lock:
                     server.requests.append(
                         RecordedRequest(
-                            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address
+                            "POST",
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            self.client_address,
                         )
                     )
                     reply = server._replies.pop(0) if server._replies else Reply([b"no scripted reply"], 500)
@@ -120,10 +125,12 @@ class ScriptedServer:
         self._httpd = _NamedThreadsServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True
+        )
         self._thread.start()
 
-    def reply(self, steps: Union[List[Step], bytes] = b"", status: int = 200, **kwargs: Any) -> Reply:
+    def reply(self, steps: Union[list[Step], bytes] = b"", status: int = 200, **kwargs: Any) -> Reply:
         reply = Reply(steps if isinstance(steps, list) else [steps], status, **kwargs)
         with self._lock:
             self._replies.append(reply)
@@ -175,7 +182,7 @@ class ScriptedServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

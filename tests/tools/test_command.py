@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -23,7 +23,6 @@ from piagent import (
 )
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 from piagent.tools import run_command
-
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell and process groups")
@@ -87,7 +86,7 @@ def test_command_outliving_its_timeout_is_killed() -> None:
 def test_abort_kills_the_whole_process_group_promptly(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     controller = AbortController()
-    outcome: List[Any] = []
+    outcome: list[Any] = []
 
     def run() -> None:
         try:
@@ -151,7 +150,7 @@ def test_aborting_the_run_kills_the_command_through_the_loop(tmp_path: Path) -> 
     faux.set_responses(
         [faux_message([faux_tool_call("run_command", {"command": f"sleep 30 & echo $! > {pidfile}; wait"})])]
     )
-    outcome: List[Any] = []
+    outcome: list[Any] = []
 
     def run() -> None:
         outcome.append(

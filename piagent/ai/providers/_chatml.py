@@ -25,7 +25,8 @@ block, holding back only the few characters that could still start the opening t
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from ..types import Context, Tool, ToolCall
 
@@ -89,7 +90,7 @@ def render_prompt(context: Context, show_tools: bool = True) -> str:
     system = context.system_prompt or ""
     if show_tools and context.tools:
         system = (system + "\n\n" if system else "") + _tools_block(context.tools)
-    out: List[str] = [_turn("system", system)] if system else []
+    out: list[str] = [_turn("system", system)] if system else []
     for message in context.messages:
         role = getattr(message, "role", None)
         if role == "user":
@@ -110,7 +111,7 @@ def forced_call_prefix(name: Optional[str] = None) -> str:
     return head if name is None else head + name + '", "arguments": '
 
 
-def parse_tool_call(block: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+def parse_tool_call(block: str) -> Optional[tuple[str, dict[str, Any]]]:
     """``(name, arguments)`` from the inside of a ``<tool_call>`` block, or None if malformed."""
     try:
         value = json.loads(block.strip())
@@ -142,7 +143,7 @@ class ToolCallSplitter:
     def __init__(self) -> None:
         self._held = ""
         self.in_call = False
-        self._call: List[str] = []
+        self._call: list[str] = []
 
     @property
     def closed(self) -> bool:

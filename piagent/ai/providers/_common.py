@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, Optional
 
 from ...exceptions import MissingApiKeyError
 from ..builder import MessageBuilder
@@ -52,7 +53,7 @@ __all__ = [
 logger = logging.getLogger("piagent")
 
 ABORTED_MESSAGE = "Request was aborted"
-DEFAULT_THINKING_BUDGETS: Dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+DEFAULT_THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 MAX_DEFAULT_OUTPUT_TOKENS = 32000
 _SENSITIVE_HEADER_WORDS = ("key", "auth", "token", "secret", "cookie")
 
@@ -88,9 +89,9 @@ def _is_local(base_url: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
-def merge_headers(model: Model, options: StreamOptions, base: Mapping[str, str]) -> Dict[str, str]:
+def merge_headers(model: Model, options: StreamOptions, base: Mapping[str, str]) -> dict[str, str]:
     """``base`` overridden by ``model.headers`` then ``options.headers`` (a None value removes a header)."""
-    merged: Dict[str, str] = dict(base)
+    merged: dict[str, str] = dict(base)
     for extra in (model.headers, options.headers):
         for name, value in (extra or {}).items():
             for existing in [k for k in merged if k.lower() == name.lower()]:
@@ -100,7 +101,7 @@ def merge_headers(model: Model, options: StreamOptions, base: Mapping[str, str])
     return merged
 
 
-def secrets_of(model: Model, options: StreamOptions) -> List[str]:
+def secrets_of(model: Model, options: StreamOptions) -> list[str]:
     """Every value that must never appear in an error message: keys and credential headers."""
     found = [options.api_key or "", get_env_api_key(model.provider) or ""]
     for headers in (model.headers, options.headers):
@@ -113,7 +114,7 @@ def secrets_of(model: Model, options: StreamOptions) -> List[str]:
 
 
 def open_request(
-    model: Model, options: StreamOptions, url: str, payload: Any, key_headers: Callable[[str], Dict[str, str]]
+    model: Model, options: StreamOptions, url: str, payload: Any, key_headers: Callable[[str], dict[str, str]]
 ) -> HttpStream:
     """POST a provider's request: the key is resolved, ``on_payload`` sees the body, the headers
     are ``key_headers(key)`` overridden by ``model.headers`` then ``options.headers``, and every
@@ -151,7 +152,7 @@ def reasoning_budget(level: str, options: StreamOptions, model: Model) -> int:
     return int(budgets[level])
 
 
-def max_tokens_with_budget(options: StreamOptions, model: Model, budget: int) -> Tuple[int, int]:
+def max_tokens_with_budget(options: StreamOptions, model: Model, budget: int) -> tuple[int, int]:
     """``(max_tokens, budget)`` for an API whose output limit includes the thinking budget.
 
     The answer keeps room for ``options.max_tokens`` (or the default) on top of the budget,
@@ -218,7 +219,7 @@ def parse_event_json(data: bytes) -> Any:
         raise ProviderStreamError(f"Invalid JSON in stream event: {_excerpt(data)!r} ({exc})") from None
 
 
-def parse_event_object(data: bytes) -> Dict[str, Any]:
+def parse_event_object(data: bytes) -> dict[str, Any]:
     """:func:`parse_event_json` for APIs whose every event is a JSON object; anything else raises."""
     value = parse_event_json(data)
     if not isinstance(value, dict):

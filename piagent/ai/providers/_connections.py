@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import socket
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Optional
 
 import requests
 import requests.adapters
@@ -41,7 +42,7 @@ class Tracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._connections: List[Any] = []
+        self._connections: list[Any] = []
         self._cancelled = False
 
     def register(self, connection: Any) -> None:
@@ -75,10 +76,8 @@ class Tracker:
 
 def shut_socket(sock: Any) -> None:
     if isinstance(sock, socket.socket):
-        try:
+        with suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class _Tracked:

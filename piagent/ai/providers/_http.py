@@ -24,6 +24,7 @@ while the body streams a watcher shuts the socket on SIGINT (:class:`_InterruptW
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import logging
@@ -33,7 +34,8 @@ import signal as signals
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Optional
 
 import requests
 import urllib3.exceptions
@@ -221,7 +223,7 @@ class _InterruptWatch:
         run_in_thread(self._watch)
 
     @classmethod
-    def start(cls, response: requests.Response) -> "Optional[_InterruptWatch]":
+    def start(cls, response: requests.Response) -> Optional[_InterruptWatch]:
         """A watch for ``response`` when on the main thread (where Ctrl-C lands), else None."""
         if not _on_main_thread():
             return None
@@ -237,10 +239,8 @@ class _InterruptWatch:
                 if not data:
                     return  # stop() closed the write end
                 if self._previous >= 0:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.write(self._previous, data)
-                    except OSError:
-                        pass
                 if _SIGINT in data:
                     _shut(self._response)
         finally:
@@ -305,10 +305,8 @@ class HttpStream:
         except Exception:  # a timeout or a broken connection: close() drops the connection
             return
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 sock.settimeout(previous)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self._remove_listener()
@@ -317,7 +315,7 @@ class HttpStream:
             self._watch = None
         self.response.close()
 
-    def __enter__(self) -> "HttpStream":
+    def __enter__(self) -> HttpStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -325,13 +323,13 @@ class HttpStream:
 
 
 def _send(
-    url: str, headers: Dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal]
+    url: str, headers: dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal]
 ) -> requests.Response:
     """POST, on a worker thread when an abort (or, on the main thread, a Ctrl-C) may have to
     stop the wait for the connection and the headers; the request is then ended too."""
     if signal is None and not _on_main_thread():
         return session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
-    box: List[Any] = []
+    box: list[Any] = []
     done = threading.Event()
     tracker = Tracker()
     abandoned = threading.Event()
@@ -387,7 +385,7 @@ def _pause(seconds: float, signal: Optional[AbortSignal]) -> bool:
 
 def open_stream(
     url: str,
-    headers: Dict[str, str],
+    headers: dict[str, str],
     payload: Any,
     options: StreamOptions,
     model: Model,
@@ -439,7 +437,11 @@ def open_stream(
             backoff = BASE_BACKOFF * 2**attempt * (0.75 + random.random() / 2)
             delay = requested if requested is not None else min(backoff, max_delay)
             logger.info(
-                "retrying %s after HTTP %d in %.2fs (attempt %d)", model.provider, response.status_code, delay, attempt + 1
+                "retrying %s after HTTP %d in %.2fs (attempt %d)",
+                model.provider,
+                response.status_code,
+                delay,
+                attempt + 1,
             )
         attempt += 1
         if _pause(delay, signal):

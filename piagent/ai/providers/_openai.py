@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from ..types import ImageContent, Model, StreamOptions, ToolResultMessage
 from ._common import default_max_tokens
@@ -33,7 +33,7 @@ def is_openai_host(base_url: str) -> bool:
     return "api.openai.com" in base_url
 
 
-def bearer_headers(api_key: str) -> Dict[str, str]:
+def bearer_headers(api_key: str) -> dict[str, str]:
     """``Authorization: Bearer <key>``, or nothing for keyless local servers."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
@@ -50,7 +50,7 @@ def reasoning_effort(model: Model, level: Optional[str]) -> Optional[str]:
     """
     if not level or not model.reasoning:
         return None
-    compat: Dict[str, Any] = model.compat or {}
+    compat: dict[str, Any] = model.compat or {}
     if level == "xhigh" and not compat.get("supports_xhigh", False):
         return "high"
     if level == "minimal" and not compat.get("supports_minimal", model.id.startswith("gpt-5")):
@@ -67,7 +67,7 @@ def safe_call_id(call_id: str, max_length: int) -> str:
     return _UNSAFE_ID_CHARS.sub("_", head)[:max_length] or "call"
 
 
-def tool_result_parts(message: ToolResultMessage) -> Tuple[str, List[ImageContent]]:
+def tool_result_parts(message: ToolResultMessage) -> tuple[str, list[ImageContent]]:
     """The text a tool output carries (never empty) and the images to send after it."""
     images = [block for block in message.content if block.type == "image"]
     return message.text or ("(see attached image)" if images else "(no output)"), images

@@ -8,18 +8,19 @@ delivered. Work is linear in the bytes received.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Optional, Tuple
+from collections.abc import Iterable, Iterator
+from typing import Optional
 
 __all__ = ["iter_sse"]
 
-SseEvent = Tuple[Optional[str], bytes]
+SseEvent = tuple[Optional[str], bytes]
 
 
 def iter_sse(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
     """Yield ``(event name or None, data bytes)`` for every event in ``chunks``."""
-    tail: List[bytes] = []
+    tail: list[bytes] = []
     name: Optional[str] = None
-    data: List[bytes] = []
+    data: list[bytes] = []
     for chunk in chunks:
         if not chunk:
             continue

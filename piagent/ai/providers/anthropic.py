@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..registry import register_api_provider
@@ -79,24 +80,24 @@ def normalize_tool_call_id(tool_call_id: str, *_: Any) -> str:
     return cleaned or "tool_call"
 
 
-def _cache_control(options: StreamOptions) -> Optional[Dict[str, Any]]:
+def _cache_control(options: StreamOptions) -> Optional[dict[str, Any]]:
     retention = options.cache_retention or "short"
     if retention == "none":
         return None
-    control: Dict[str, Any] = {"type": "ephemeral"}
+    control: dict[str, Any] = {"type": "ephemeral"}
     if retention == "long":
         control["ttl"] = "1h"
     return control
 
 
-def _image_block(block: Any) -> Dict[str, Any]:
+def _image_block(block: Any) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": block.data}}
 
 
-def _user_blocks(content: Any) -> List[Dict[str, Any]]:
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    blocks: List[Dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":
             if block.text:
@@ -106,8 +107,8 @@ def _user_blocks(content: Any) -> List[Dict[str, Any]]:
     return blocks
 
 
-def _assistant_blocks(message: AssistantMessage) -> List[Dict[str, Any]]:
-    blocks: List[Dict[str, Any]] = []
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
     for block in message.content:
         if block.type == "text":
             if block.text:
@@ -126,8 +127,8 @@ def _assistant_blocks(message: AssistantMessage) -> List[Dict[str, Any]]:
     return blocks
 
 
-def _tool_result_block(message: ToolResultMessage) -> Dict[str, Any]:
-    result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
     content = _user_blocks(message.content)
     if content:
         result["content"] = content
@@ -136,9 +137,9 @@ def _tool_result_block(message: ToolResultMessage) -> Dict[str, Any]:
     return result
 
 
-def convert_messages(messages: List[Any]) -> List[Dict[str, Any]]:
+def convert_messages(messages: list[Any]) -> list[dict[str, Any]]:
     """Already-transformed messages as Anthropic ``messages`` (tool results merged per turn)."""
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "user":
             blocks = _user_blocks(message.content)
@@ -163,7 +164,7 @@ def convert_messages(messages: List[Any]) -> List[Dict[str, Any]]:
     return out
 
 
-def _tool_choice(choice: Any) -> Optional[Dict[str, Any]]:
+def _tool_choice(choice: Any) -> Optional[dict[str, Any]]:
     """``options.tool_choice`` in Anthropic's form; raises ``ValueError`` for an unknown one."""
     name = tool_choice_name(choice)
     if name is not None:
@@ -173,7 +174,7 @@ def _tool_choice(choice: Any) -> Optional[Dict[str, Any]]:
     return {"type": "any" if choice == "required" else choice}
 
 
-def build_request(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+def build_request(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of a streaming Messages request for ``context`` (before ``on_payload``)."""
     cache = _cache_control(options)
     messages = convert_messages(transform_messages(context.messages, model, normalize_tool_call_id))
@@ -186,9 +187,9 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Dic
                 break
 
     max_tokens = options.max_tokens or default_max_tokens(model)
-    payload: Dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    payload: dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens, "stream": True}
     if context.system_prompt:
-        system: Dict[str, Any] = {"type": "text", "text": context.system_prompt}
+        system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache is not None:
             system["cache_control"] = cache
         payload["system"] = [system]
@@ -211,7 +212,7 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Dic
     return payload
 
 
-def _key_headers(api_key: str) -> Dict[str, str]:
+def _key_headers(api_key: str) -> dict[str, str]:
     return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
 
 
@@ -228,11 +229,11 @@ class AnthropicStreamMapper:
 
     def __init__(self, builder: MessageBuilder) -> None:
         self.builder = builder
-        self._blocks: Dict[int, int] = {}  # wire index -> content index
+        self._blocks: dict[int, int] = {}  # wire index -> content index
         self._stop_reason: Optional[str] = None
         self.stopped = False
 
-    def _read_usage(self, usage: Dict[str, Any]) -> None:
+    def _read_usage(self, usage: dict[str, Any]) -> None:
         target = self.builder.message.usage
         if usage.get("input_tokens") is not None:
             target.input = usage["input_tokens"]
@@ -244,7 +245,7 @@ class AnthropicStreamMapper:
             target.cache_write = usage["cache_creation_input_tokens"]
         target.compute_cost(self.builder.model)
 
-    def feed(self, event: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def feed(self, event: dict[str, Any]) -> list[AssistantMessageEvent]:
         kind = event.get("type")
         builder = self.builder
         if kind == "message_start":
@@ -276,7 +277,7 @@ class AnthropicStreamMapper:
             raise ProviderStreamError(f"{label}: {message}" if label else message)
         return []  # ping and event types added later carry nothing we use
 
-    def _block_start(self, wire_index: int, block: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def _block_start(self, wire_index: int, block: dict[str, Any]) -> list[AssistantMessageEvent]:
         """Open the block; content the start event already carries becomes its first delta."""
         builder = self.builder
         kind = block.get("type")
@@ -297,7 +298,7 @@ class AnthropicStreamMapper:
         self._blocks[wire_index] = index
         return [event, add(index, first)] if first else [event]
 
-    def _block_delta(self, wire_index: int, delta: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def _block_delta(self, wire_index: int, delta: dict[str, Any]) -> list[AssistantMessageEvent]:
         index = self._blocks.get(wire_index)
         if index is None:
             return []
@@ -314,7 +315,7 @@ class AnthropicStreamMapper:
             return [builder.toolcall_delta(index, delta["partial_json"])]
         return []
 
-    def finish(self) -> List[AssistantMessageEvent]:
+    def finish(self) -> list[AssistantMessageEvent]:
         """Close open blocks and return them plus the terminal ``done`` event."""
         if not self.stopped:
             raise ProviderStreamError("The stream ended before message_stop")

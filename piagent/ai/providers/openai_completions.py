@@ -34,7 +34,8 @@ import hashlib
 import json
 import re
 import uuid
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..registry import register_api_provider
@@ -71,12 +72,12 @@ _STOP_REASONS = {"stop": "stop", "end": "stop", "length": "length", "tool_calls"
 # --------------------------------------------------------------------------- compat
 
 
-def resolve_compat(model: Model) -> Dict[str, Any]:
+def resolve_compat(model: Model) -> dict[str, Any]:
     """The server differences for ``model``: detected from ``base_url``, overridden by ``model.compat``."""
     url = model.base_url.lower()
     openai = is_openai_host(url)
     mistral = "mistral.ai" in url
-    compat: Dict[str, Any] = {
+    compat: dict[str, Any] = {
         "max_tokens_field": "max_completion_tokens" if openai or "openai.azure.com" in url else "max_tokens",
         "supports_developer_role": openai,
         "supports_usage_in_streaming": True,
@@ -98,7 +99,7 @@ def _mistral_id(call_id: str) -> str:
     return (alnum + hashlib.sha1(call_id.encode()).hexdigest())[:9]
 
 
-def _normalizer(compat: Dict[str, Any]) -> Any:
+def _normalizer(compat: dict[str, Any]) -> Any:
     if compat["tool_call_ids"] == "mistral":
         return lambda call_id, model, source: _mistral_id(call_id)
     return lambda call_id, model, source: safe_call_id(call_id, 40)
@@ -110,7 +111,7 @@ def _normalizer(compat: Dict[str, Any]) -> Any:
 def _user_content(content: Any) -> Any:
     if isinstance(content, str):
         return content
-    parts: List[Dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":
             parts.append({"type": "text", "text": block.text})
@@ -119,9 +120,9 @@ def _user_content(content: Any) -> Any:
     return parts
 
 
-def _assistant_entry(message: AssistantMessage, model: Model, compat: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _assistant_entry(message: AssistantMessage, model: Model, compat: dict[str, Any]) -> Optional[dict[str, Any]]:
     text = "".join(block.text for block in message.content if block.type == "text")
-    entry: Dict[str, Any] = {"role": "assistant", "content": text or (None if compat["supports_null_content"] else "")}
+    entry: dict[str, Any] = {"role": "assistant", "content": text or (None if compat["supports_null_content"] else "")}
     thinking = [block for block in message.content if block.type == "thinking" and block.thinking]
     if thinking and compat["send_reasoning_back"] and is_same_model(message, model):
         field = thinking[0].thinking_signature
@@ -137,12 +138,12 @@ def _assistant_entry(message: AssistantMessage, model: Model, compat: Dict[str, 
     return entry
 
 
-def _messages(model: Model, context: Context, compat: Dict[str, Any]) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
+def _messages(model: Model, context: Context, compat: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     if context.system_prompt:
         developer = model.reasoning and compat["supports_developer_role"]
         out.append({"role": "developer" if developer else "system", "content": context.system_prompt})
-    images: List[Dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
 
     def flush_images() -> None:
         if images:
@@ -175,10 +176,10 @@ def _tool_choice(choice: Any) -> Any:
     return {"type": "function", "function": {"name": name}} if name else choice
 
 
-def build_payload(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body for ``POST /chat/completions`` (before ``on_payload``)."""
     compat = resolve_compat(model)
-    payload: Dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": True}
+    payload: dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": True}
     if compat["supports_usage_in_streaming"]:
         payload["stream_options"] = {"include_usage": True}
     if options.max_tokens:
@@ -210,13 +211,13 @@ class _Chunks:
         self.builder = builder
         self.text: Optional[int] = None
         self.thinking: Optional[int] = None
-        self.calls: Dict[int, int] = {}  # wire index -> content index
+        self.calls: dict[int, int] = {}  # wire index -> content index
         self.finish_reason: Optional[str] = None
-        self.usage: Optional[Dict[str, Any]] = None
+        self.usage: Optional[dict[str, Any]] = None
 
-    def feed(self, chunk: Dict[str, Any]) -> List[AssistantMessageEvent]:
+    def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         """The events for one chunk (a list: this runs once per streamed delta)."""
-        out: List[AssistantMessageEvent] = []
+        out: list[AssistantMessageEvent] = []
         error = chunk.get("error")
         if error:
             message = error.get("message") if isinstance(error, dict) else str(error)
@@ -245,7 +246,7 @@ class _Chunks:
                 self.finish_reason = choice["finish_reason"]
         return out
 
-    def _text(self, delta: str, out: List[AssistantMessageEvent]) -> None:
+    def _text(self, delta: str, out: list[AssistantMessageEvent]) -> None:
         if self.thinking is not None:
             out.append(self.builder.thinking_end(self.thinking))
             self.thinking = None
@@ -255,7 +256,7 @@ class _Chunks:
             out.append(event)
         out.append(self.builder.text_delta(self.text, delta))
 
-    def _thinking(self, delta: str, field: str, out: List[AssistantMessageEvent]) -> None:
+    def _thinking(self, delta: str, field: str, out: list[AssistantMessageEvent]) -> None:
         if self.text is not None:
             out.append(self.builder.text_end(self.text))
             self.text = None
@@ -265,7 +266,7 @@ class _Chunks:
             out.append(event)
         out.append(self.builder.thinking_delta(self.thinking, delta))
 
-    def _tool_call(self, call: Dict[str, Any], position: int, out: List[AssistantMessageEvent]) -> None:
+    def _tool_call(self, call: dict[str, Any], position: int, out: list[AssistantMessageEvent]) -> None:
         wire_index = call.get("index", position)
         function = call.get("function") or {}
         call_id, name = call.get("id") or "", function.get("name") or ""
@@ -304,13 +305,15 @@ class _Chunks:
         yield self.builder.done(mapped)
 
 
-def _usage(raw: Optional[Dict[str, Any]], model: Model) -> Any:
+def _usage(raw: Optional[dict[str, Any]], model: Model) -> Any:
     raw = raw or {}
     cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
     return usage_with_cached_prompt(model, raw.get("prompt_tokens"), cached, raw.get("completion_tokens"))
 
 
-def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+def _body(
+    model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
+) -> Iterator[AssistantMessageEvent]:
     url = model.base_url.rstrip("/") + "/chat/completions"
     with open_request(model, options, url, build_payload(model, context, options), bearer_headers) as http:
         yield builder.start()

@@ -21,7 +21,8 @@ terminal event is an error.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..json_stream import parse_streaming_json
@@ -56,15 +57,15 @@ API = "openai-responses"
 # --------------------------------------------------------------------------- request
 
 
-def _split_id(tool_call_id: str) -> List[str]:
+def _split_id(tool_call_id: str) -> list[str]:
     call_id, _, item_id = tool_call_id.partition("|")
     return [call_id, item_id]
 
 
-def _user_item(content: Any) -> Dict[str, Any]:
+def _user_item(content: Any) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "user", "content": [{"type": "input_text", "text": content}]}
-    parts: List[Dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":
             parts.append({"type": "input_text", "text": block.text})
@@ -73,9 +74,9 @@ def _user_item(content: Any) -> Dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
-def _assistant_items(message: AssistantMessage, model: Model) -> List[Dict[str, Any]]:
+def _assistant_items(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
     same = is_same_model(message, model)
-    items: List[Dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
     for block in message.content:
         if block.type == "thinking":
             if same and block.thinking_signature:
@@ -102,16 +103,21 @@ def _assistant_items(message: AssistantMessage, model: Model) -> List[Dict[str, 
                 items.append({"role": "assistant", "content": block.text})
         elif block.type == "toolCall":
             call_id, item_id = _split_id(block.id)
-            item = {"type": "function_call", "call_id": call_id, "name": block.name, "arguments": json.dumps(block.arguments)}
+            item = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": block.name,
+                "arguments": json.dumps(block.arguments),
+            }
             if same and item_id:
                 item["id"] = item_id
             items.append(item)
     return items
 
 
-def _input(model: Model, context: Context) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
-    images: List[Dict[str, Any]] = []
+def _input(model: Model, context: Context) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
 
     def flush_images() -> None:
         if images:
@@ -140,9 +146,9 @@ def _tool_choice(choice: Any) -> Any:
     return {"type": "function", "name": name} if name else choice
 
 
-def build_payload(model: Model, context: Context, options: StreamOptions) -> Dict[str, Any]:
+def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body for ``POST /responses`` (before ``on_payload``)."""
-    payload: Dict[str, Any] = {"model": model.id, "input": _input(model, context), "stream": True, "store": False}
+    payload: dict[str, Any] = {"model": model.id, "input": _input(model, context), "stream": True, "store": False}
     if context.system_prompt:
         payload["instructions"] = context.system_prompt
     if options.max_tokens:
@@ -151,7 +157,13 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> Dic
         payload["temperature"] = options.temperature
     if context.tools:
         payload["tools"] = [
-            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": False,
+            }
             for t in context.tools
         ]
     if options.tool_choice is not None:
@@ -185,15 +197,15 @@ class _Events:
     def __init__(self, builder: MessageBuilder, model: Model) -> None:
         self.builder = builder
         self.model = model
-        self.blocks: Dict[Any, int] = {}  # output_index -> content index of its open block
-        self.arguments: Dict[int, str] = {}  # content index -> final argument text
+        self.blocks: dict[Any, int] = {}  # output_index -> content index of its open block
+        self.arguments: dict[int, str] = {}  # content index -> final argument text
         self.finished = False
 
-    def _index(self, event: Dict[str, Any]) -> Optional[int]:
+    def _index(self, event: dict[str, Any]) -> Optional[int]:
         """The content index of the still-open block of this output item, if any."""
         return self.blocks.get(event.get("output_index"))
 
-    def feed(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def feed(self, event: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         kind = event.get("type", "")
         b = self.builder
         if kind in ("response.created", "response.in_progress"):
@@ -222,12 +234,19 @@ class _Events:
             response = event.get("response") or {}
             error = response.get("error") or {}
             self._record_usage(response)
-            raise ProviderStreamError(f"Provider error: {error.get('message') or error.get('code') or 'response failed'}")
+            raise ProviderStreamError(
+                f"Provider error: {error.get('message') or error.get('code') or 'response failed'}"
+            )
         elif kind == "error":
-            detail = event.get("message") or (event.get("error") or {}).get("message") or event.get("code") or "unknown error"
+            detail = (
+                event.get("message")
+                or (event.get("error") or {}).get("message")
+                or event.get("code")
+                or "unknown error"
+            )
             raise ProviderStreamError(f"Provider error: {detail}")
 
-    def _item_added(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _item_added(self, event: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         item = event.get("item") or {}
         kind = item.get("type")
         if kind == "message":
@@ -235,7 +254,9 @@ class _Events:
         elif kind == "reasoning":
             started = self.builder.thinking_start()
         elif kind == "function_call":
-            started = self.builder.toolcall_start(f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", ""))
+            started = self.builder.toolcall_start(
+                f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", "")
+            )
             if item.get("arguments"):
                 self.blocks[event.get("output_index")] = started.content_index
                 yield started
@@ -246,7 +267,7 @@ class _Events:
         self.blocks[event.get("output_index")] = started.content_index
         yield started
 
-    def _item_done(self, event: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _item_done(self, event: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         index = self.blocks.pop(event.get("output_index"), None)
         if index is None:
             return
@@ -262,9 +283,7 @@ class _Events:
             yield b.thinking_end(index, thinking_signature=json.dumps(item, separators=(",", ":")))
         elif kind == "message":
             if not block.text:
-                text = "".join(
-                    part.get("text") or part.get("refusal") or "" for part in item.get("content") or []
-                )
+                text = "".join(part.get("text") or part.get("refusal") or "" for part in item.get("content") or [])
                 if text:
                     yield b.text_delta(index, text)
             yield b.text_end(index, text_signature=item.get("id"))
@@ -275,14 +294,14 @@ class _Events:
         else:
             yield b.end_block(index)
 
-    def _record_usage(self, response: Dict[str, Any]) -> None:
+    def _record_usage(self, response: dict[str, Any]) -> None:
         usage = response.get("usage") or {}
         cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
         self.builder.message.usage = usage_with_cached_prompt(
             self.model, usage.get("input_tokens"), cached, usage.get("output_tokens")
         )
 
-    def _completed(self, response: Dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _completed(self, response: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         if response.get("id"):
             self.builder.message.response_id = str(response["id"])
         self._record_usage(response)
@@ -301,7 +320,9 @@ class _Events:
         yield self.builder.done(reason)
 
 
-def _body(model: Model, context: Context, options: StreamOptions, builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
+def _body(
+    model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
+) -> Iterator[AssistantMessageEvent]:
     url = model.base_url.rstrip("/") + "/responses"
     with open_request(model, options, url, build_payload(model, context, options), bearer_headers) as http:
         yield builder.start()
@@ -326,7 +347,9 @@ def stream_openai_responses(model: Model, context: Context, options: StreamOptio
     return stream_events(model, options, lambda builder: _body(model, context, options, builder))
 
 
-def stream_simple_openai_responses(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+def stream_simple_openai_responses(
+    model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
     """:func:`stream_openai_responses` with ``max_tokens`` defaulting to ``min(model.max_tokens, 32000)``."""
     return stream_openai_responses(model, context, with_default_max_tokens(model, options))
 

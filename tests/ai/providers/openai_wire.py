@@ -8,7 +8,8 @@ Responses: named events (``event: response.output_text.delta``) whose data repea
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from tests.support.scripted_server import sse
 
@@ -19,26 +20,28 @@ CREATED = 1764000000
 
 
 def chunk(
-    delta: Optional[Dict[str, Any]] = None,
+    delta: Optional[dict[str, Any]] = None,
     finish_reason: Optional[str] = None,
-    usage: Optional[Dict[str, Any]] = None,
+    usage: Optional[dict[str, Any]] = None,
     choices: bool = True,
     id: str = "chatcmpl-A1",
-) -> Dict[str, Any]:
-    body: Dict[str, Any] = {
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "id": id,
         "object": "chat.completion.chunk",
         "created": CREATED,
         "model": "gpt-test-2025-01-01",
         "system_fingerprint": "fp_test",
-        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}] if choices else [],
+        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}]
+        if choices
+        else [],
     }
     if usage is not None or not choices:
         body["usage"] = usage
     return body
 
 
-def usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> Dict[str, Any]:
+def usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -48,22 +51,22 @@ def usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> 
     }
 
 
-def chat_stream(*chunks: Any, done: bool = True) -> List[bytes]:
+def chat_stream(*chunks: Any, done: bool = True) -> list[bytes]:
     return sse(*chunks, *(["[DONE]"] if done else []))
 
 
-def chat_text(*parts: str, finish: str = "stop", usage_: Optional[Dict[str, Any]] = None) -> List[bytes]:
+def chat_text(*parts: str, finish: str = "stop", usage_: Optional[dict[str, Any]] = None) -> list[bytes]:
     first = [chunk({"role": "assistant", "content": "", "refusal": None})]
     deltas = [chunk({"content": p}) for p in parts]
     return chat_stream(*first, *deltas, chunk({}, finish), chunk(choices=False, usage=usage_ or usage(12, len(parts))))
 
 
-def tool_delta(index: int, id: Optional[str] = None, name: Optional[str] = None, arguments: str = "") -> Dict[str, Any]:
-    call: Dict[str, Any] = {"index": index}
+def tool_delta(index: int, id: Optional[str] = None, name: Optional[str] = None, arguments: str = "") -> dict[str, Any]:
+    call: dict[str, Any] = {"index": index}
     if id is not None:
         call["id"] = id
         call["type"] = "function"
-    function: Dict[str, Any] = {"arguments": arguments}
+    function: dict[str, Any] = {"arguments": arguments}
     if name is not None:
         function["name"] = name
     call["function"] = function
@@ -78,14 +81,14 @@ class ResponsesStream:
 
     def __init__(self, response_id: str = "resp_01") -> None:
         self.response_id = response_id
-        self.events: List[Dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
         self._seq = itertools.count()
 
-    def add(self, type: str, **fields: Any) -> "ResponsesStream":
+    def add(self, type: str, **fields: Any) -> ResponsesStream:
         self.events.append({"type": type, "sequence_number": next(self._seq), **fields})
         return self
 
-    def response(self, status: str, output: Iterable[Dict[str, Any]] = (), **extra: Any) -> Dict[str, Any]:
+    def response(self, status: str, output: Iterable[dict[str, Any]] = (), **extra: Any) -> dict[str, Any]:
         body = {
             "id": self.response_id,
             "object": "response",
@@ -100,52 +103,107 @@ class ResponsesStream:
         body.update(extra)
         return body
 
-    def created(self) -> "ResponsesStream":
+    def created(self) -> ResponsesStream:
         self.add("response.created", response=self.response("in_progress"))
         return self.add("response.in_progress", response=self.response("in_progress"))
 
-    def message(self, output_index: int, item_id: str, *parts: str) -> "ResponsesStream":
+    def message(self, output_index: int, item_id: str, *parts: str) -> ResponsesStream:
         item = {"id": item_id, "type": "message", "status": "in_progress", "content": [], "role": "assistant"}
         self.add("response.output_item.added", output_index=output_index, item=item)
         part = {"type": "output_text", "annotations": [], "text": ""}
         self.add("response.content_part.added", item_id=item_id, output_index=output_index, content_index=0, part=part)
         for p in parts:
-            self.add("response.output_text.delta", item_id=item_id, output_index=output_index, content_index=0, delta=p, logprobs=[])
+            self.add(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=output_index,
+                content_index=0,
+                delta=p,
+                logprobs=[],
+            )
         text = "".join(parts)
-        self.add("response.output_text.done", item_id=item_id, output_index=output_index, content_index=0, text=text, logprobs=[])
+        self.add(
+            "response.output_text.done",
+            item_id=item_id,
+            output_index=output_index,
+            content_index=0,
+            text=text,
+            logprobs=[],
+        )
         done_part = {"type": "output_text", "annotations": [], "text": text}
-        self.add("response.content_part.done", item_id=item_id, output_index=output_index, content_index=0, part=done_part)
+        self.add(
+            "response.content_part.done", item_id=item_id, output_index=output_index, content_index=0, part=done_part
+        )
         done_item = dict(item, status="completed", content=[done_part])
         return self.add("response.output_item.done", output_index=output_index, item=done_item)
 
-    def reasoning(self, output_index: int, item_id: str, summaries: List[List[str]], encrypted: str) -> "ResponsesStream":
+    def reasoning(self, output_index: int, item_id: str, summaries: list[list[str]], encrypted: str) -> ResponsesStream:
         item = {"id": item_id, "type": "reasoning", "encrypted_content": encrypted, "summary": []}
         self.add("response.output_item.added", output_index=output_index, item=item)
         for s_index, parts in enumerate(summaries):
-            self.add("response.reasoning_summary_part.added", item_id=item_id, output_index=output_index,
-                     summary_index=s_index, part={"type": "summary_text", "text": ""})
+            self.add(
+                "response.reasoning_summary_part.added",
+                item_id=item_id,
+                output_index=output_index,
+                summary_index=s_index,
+                part={"type": "summary_text", "text": ""},
+            )
             for p in parts:
-                self.add("response.reasoning_summary_text.delta", item_id=item_id, output_index=output_index,
-                         summary_index=s_index, delta=p)
-            self.add("response.reasoning_summary_text.done", item_id=item_id, output_index=output_index,
-                     summary_index=s_index, text="".join(parts))
+                self.add(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item_id,
+                    output_index=output_index,
+                    summary_index=s_index,
+                    delta=p,
+                )
+            self.add(
+                "response.reasoning_summary_text.done",
+                item_id=item_id,
+                output_index=output_index,
+                summary_index=s_index,
+                text="".join(parts),
+            )
         summary = [{"type": "summary_text", "text": "".join(parts)} for parts in summaries]
         return self.add("response.output_item.done", output_index=output_index, item=dict(item, summary=summary))
 
-    def call_added(self, output_index: int, item_id: str, call_id: str, name: str) -> "ResponsesStream":
-        item = {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": call_id, "name": name}
+    def call_added(self, output_index: int, item_id: str, call_id: str, name: str) -> ResponsesStream:
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": call_id,
+            "name": name,
+        }
         return self.add("response.output_item.added", output_index=output_index, item=item)
 
-    def call_delta(self, output_index: int, item_id: str, delta: str) -> "ResponsesStream":
-        return self.add("response.function_call_arguments.delta", item_id=item_id, output_index=output_index, delta=delta)
+    def call_delta(self, output_index: int, item_id: str, delta: str) -> ResponsesStream:
+        return self.add(
+            "response.function_call_arguments.delta", item_id=item_id, output_index=output_index, delta=delta
+        )
 
-    def call_done(self, output_index: int, item_id: str, call_id: str, name: str, arguments: str) -> "ResponsesStream":
-        self.add("response.function_call_arguments.done", item_id=item_id, output_index=output_index, arguments=arguments)
-        item = {"id": item_id, "type": "function_call", "status": "completed", "arguments": arguments, "call_id": call_id, "name": name}
+    def call_done(self, output_index: int, item_id: str, call_id: str, name: str, arguments: str) -> ResponsesStream:
+        self.add(
+            "response.function_call_arguments.done", item_id=item_id, output_index=output_index, arguments=arguments
+        )
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "completed",
+            "arguments": arguments,
+            "call_id": call_id,
+            "name": name,
+        }
         return self.add("response.output_item.done", output_index=output_index, item=item)
 
-    def completed(self, input_tokens: int = 20, output_tokens: int = 5, cached: int = 0, status: str = "completed",
-                  incomplete_reason: Optional[str] = None) -> "ResponsesStream":
+    def completed(
+        self,
+        input_tokens: int = 20,
+        output_tokens: int = 5,
+        cached: int = 0,
+        status: str = "completed",
+        incomplete_reason: Optional[str] = None,
+    ) -> ResponsesStream:
         usage = {
             "input_tokens": input_tokens,
             "input_tokens_details": {"cached_tokens": cached},
@@ -157,10 +215,9 @@ class ResponsesStream:
         name = "response.completed" if status == "completed" else "response.incomplete"
         return self.add(name, response=self.response(status, usage=usage, incomplete_details=details))
 
-    def frames(self) -> List[bytes]:
+    def frames(self) -> list[bytes]:
         return sse(*self.events, event_names=[e["type"] for e in self.events])
 
 
-def responses_text(*parts: str) -> List[bytes]:
+def responses_text(*parts: str) -> list[bytes]:
     return ResponsesStream().created().message(0, "msg_01", *parts).completed().frames()
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Dict, List
+from typing import Any
 
 from piagent import Agent, AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
 from piagent.ai import Cost, Model, TextContent
@@ -14,44 +14,63 @@ from tests.support.scripted_server import RESET, ScriptedServer, Wait
 KEY = "test-key-0123456789abcdef"
 
 
-def add_tool(calls: List[Dict[str, Any]]) -> AgentTool:
-    def execute(tool_call_id: str, args: Dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+def add_tool(calls: list[dict[str, Any]]) -> AgentTool:
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
         calls.append(args)
         return AgentToolResult([TextContent(str(args["a"] + args["b"]))])
 
-    schema = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    }
     return AgentTool("add", "Add two numbers", schema, execute)
 
 
-def converse(model: Model, server: ScriptedServer, calls: List[Dict[str, Any]]) -> List[List[Any]]:
+def converse(model: Model, server: ScriptedServer, calls: list[dict[str, Any]]) -> list[list[Any]]:
     """Two prompts in one conversation: the first needs the tool, the second does not."""
     config = AgentLoopConfig(model=model, api_key=KEY, max_retry_delay_ms=20)
     context = AgentContext("You add numbers.", [], [add_tool(calls)])
     runs = []
     for prompt in ("What is 2 + 3?", "Thanks!"):
-        events: List[Any] = []
+        events: list[Any] = []
         new = run_agent_loop([UserMessage(prompt)], context, config, events.append)
         context.messages.extend(new)
         runs.append(new)
     return runs
 
 
-def agent_for(model: Model, calls: List[Dict[str, Any]], **options: Any) -> Agent:
-    return Agent(system_prompt="You add numbers.", model=model, tools=[add_tool(calls)],
-                 get_api_key=lambda provider: KEY, **options)
+def agent_for(model: Model, calls: list[dict[str, Any]], **options: Any) -> Agent:
+    return Agent(
+        system_prompt="You add numbers.",
+        model=model,
+        tools=[add_tool(calls)],
+        get_api_key=lambda provider: KEY,
+        **options,
+    )
 
 
 # --------------------------------------------------------------------------- Anthropic
 
 
-def anthropic_frames(*events: Dict[str, Any]) -> List[bytes]:
+def anthropic_frames(*events: dict[str, Any]) -> list[bytes]:
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 
-def anthropic_reply(blocks: List[List[Dict[str, Any]]], stop_reason: str) -> List[bytes]:
-    events: List[Dict[str, Any]] = [{"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-test-4",
-        "usage": {"input_tokens": 20, "output_tokens": 1}}}]
+def anthropic_reply(blocks: list[list[dict[str, Any]]], stop_reason: str) -> list[bytes]:
+    events: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": "claude-test-4",
+                "usage": {"input_tokens": 20, "output_tokens": 1},
+            },
+        }
+    ]
     for index, (start, *deltas) in enumerate(blocks):
         events.append({"type": "content_block_start", "index": index, "content_block": start})
         events.extend({"type": "content_block_delta", "index": index, "delta": d} for d in deltas)
@@ -62,27 +81,50 @@ def anthropic_reply(blocks: List[List[Dict[str, Any]]], stop_reason: str) -> Lis
 
 
 def anthropic_model() -> Model:
-    return Model("claude-test-4", api="anthropic-messages", provider="anthropic", reasoning=True,
-                 cost=Cost(3.0, 15.0, 0.3, 3.75), max_tokens=64000)
+    return Model(
+        "claude-test-4",
+        api="anthropic-messages",
+        provider="anthropic",
+        reasoning=True,
+        cost=Cost(3.0, 15.0, 0.3, 3.75),
+        max_tokens=64000,
+    )
 
 
-def anthropic_text(text: str) -> List[bytes]:
+def anthropic_text(text: str) -> list[bytes]:
     return anthropic_reply([[{"type": "text", "text": ""}, {"type": "text_delta", "text": text}]], "end_turn")
 
 
 def test_anthropic_tool_conversation_over_two_prompts():
     model = anthropic_model()
-    calls: List[Dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     with ScriptedServer() as server:
         model.base_url = server.url
-        server.reply(anthropic_reply([
-            [{"type": "thinking", "thinking": "", "signature": ""},
-             {"type": "thinking_delta", "thinking": "Use the tool."}, {"type": "signature_delta", "signature": "SIG"}],
-            [{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}},
-             {"type": "input_json_delta", "partial_json": '{"a": 2, '}, {"type": "input_json_delta", "partial_json": '"b": 3}'}],
-        ], "tool_use"))
-        server.reply(anthropic_reply([[{"type": "text", "text": ""}, {"type": "text_delta", "text": "2 + 3 = 5."}]], "end_turn"))
-        server.reply(anthropic_reply([[{"type": "text", "text": ""}, {"type": "text_delta", "text": "You're welcome."}]], "end_turn"))
+        server.reply(
+            anthropic_reply(
+                [
+                    [
+                        {"type": "thinking", "thinking": "", "signature": ""},
+                        {"type": "thinking_delta", "thinking": "Use the tool."},
+                        {"type": "signature_delta", "signature": "SIG"},
+                    ],
+                    [
+                        {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}},
+                        {"type": "input_json_delta", "partial_json": '{"a": 2, '},
+                        {"type": "input_json_delta", "partial_json": '"b": 3}'},
+                    ],
+                ],
+                "tool_use",
+            )
+        )
+        server.reply(
+            anthropic_reply([[{"type": "text", "text": ""}, {"type": "text_delta", "text": "2 + 3 = 5."}]], "end_turn")
+        )
+        server.reply(
+            anthropic_reply(
+                [[{"type": "text", "text": ""}, {"type": "text_delta", "text": "You're welcome."}]], "end_turn"
+            )
+        )
         first, second = converse(model, server, calls)
         bodies = [r.json for r in server.requests]
 
@@ -96,10 +138,17 @@ def test_anthropic_tool_conversation_over_two_prompts():
         {"type": "thinking", "thinking": "Use the tool.", "signature": "SIG"},
         {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 2, "b": 3}},
     ]
-    assert bodies[1]["messages"][2] == {"role": "user", "content": [{
-        "type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "5"}],
-        "cache_control": {"type": "ephemeral"},
-    }]}
+    assert bodies[1]["messages"][2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [{"type": "text", "text": "5"}],
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+    }
     # the third carries the whole conversation
     assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
     assert bodies[2]["tools"][0]["name"] == "add"
@@ -108,19 +157,30 @@ def test_anthropic_tool_conversation_over_two_prompts():
 # --------------------------------------------------------------------------- Google
 
 
-def google_reply(*parts: Dict[str, Any]) -> List[bytes]:
-    chunk = {"candidates": [{"content": {"role": "model", "parts": list(parts)}, "finishReason": "STOP"}],
-             "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 8}, "responseId": "r1"}
+def google_reply(*parts: dict[str, Any]) -> list[bytes]:
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": list(parts)}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 8},
+        "responseId": "r1",
+    }
     return [f"data: {json.dumps(chunk)}\r\n\r\n".encode()]
 
 
 def test_google_tool_conversation_over_two_prompts():
-    model = Model("gemini-2.5-flash", api="google-generative-ai", provider="google", reasoning=True,
-                  cost=Cost(0.3, 2.5, 0.075, 0.0), max_tokens=65536)
-    calls: List[Dict[str, Any]] = []
+    model = Model(
+        "gemini-2.5-flash",
+        api="google-generative-ai",
+        provider="google",
+        reasoning=True,
+        cost=Cost(0.3, 2.5, 0.075, 0.0),
+        max_tokens=65536,
+    )
+    calls: list[dict[str, Any]] = []
     with ScriptedServer() as server:
         model.base_url = server.url + "/v1beta"
-        server.reply(google_reply({"functionCall": {"name": "add", "args": {"a": 2, "b": 3}}, "thoughtSignature": "SIG"}))
+        server.reply(
+            google_reply({"functionCall": {"name": "add", "args": {"a": 2, "b": 3}}, "thoughtSignature": "SIG"})
+        )
         server.reply(google_reply({"text": "2 + 3 = 5."}))
         server.reply(google_reply({"text": "You're welcome."}))
         first, second = converse(model, server, calls)
@@ -131,7 +191,10 @@ def test_google_tool_conversation_over_two_prompts():
     assert first[1].stop_reason == "toolUse" and first[3].text == "2 + 3 = 5."
     assert second[-1].text == "You're welcome."
     assert bodies[1]["contents"][1:] == [
-        {"role": "model", "parts": [{"functionCall": {"name": "add", "args": {"a": 2, "b": 3}}, "thoughtSignature": "SIG"}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "add", "args": {"a": 2, "b": 3}}, "thoughtSignature": "SIG"}],
+        },
         {"role": "user", "parts": [{"functionResponse": {"name": "add", "response": {"output": "5"}}}]},
     ]
     assert [c["role"] for c in bodies[2]["contents"]] == ["user", "model", "user", "model", "user"]
@@ -139,15 +202,25 @@ def test_google_tool_conversation_over_two_prompts():
 
 def test_anthropic_tool_conversation_through_agent_with_thinking():
     model = anthropic_model()
-    calls: List[Dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     with ScriptedServer() as server:
         model.base_url = server.url
-        server.reply(anthropic_reply([
-            [{"type": "thinking", "thinking": "", "signature": ""},
-             {"type": "thinking_delta", "thinking": "Add them."}, {"type": "signature_delta", "signature": "SIG"}],
-            [{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}},
-             {"type": "input_json_delta", "partial_json": '{"a": 2, "b": 3}'}],
-        ], "tool_use"))
+        server.reply(
+            anthropic_reply(
+                [
+                    [
+                        {"type": "thinking", "thinking": "", "signature": ""},
+                        {"type": "thinking_delta", "thinking": "Add them."},
+                        {"type": "signature_delta", "signature": "SIG"},
+                    ],
+                    [
+                        {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}},
+                        {"type": "input_json_delta", "partial_json": '{"a": 2, "b": 3}'},
+                    ],
+                ],
+                "tool_use",
+            )
+        )
         server.reply(anthropic_text("5."))
         server.reply(anthropic_text("Bye."))
         agent = agent_for(model, calls, thinking_level="low")
@@ -161,7 +234,12 @@ def test_anthropic_tool_conversation_through_agent_with_thinking():
     assert all(b["thinking"] == {"type": "enabled", "budget_tokens": 2048} for b in bodies)
     assert bodies[0]["system"][0]["text"] == "You add numbers."
     assert [m.role for m in agent.state.messages] == [
-        "user", "assistant", "toolResult", "assistant", "user", "assistant",
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+        "user",
+        "assistant",
     ]
 
 
@@ -201,13 +279,19 @@ def test_anthropic_abort_mid_stream_through_agent_keeps_partial_and_agent_usable
 
 
 def google_model() -> Model:
-    return Model("gemini-2.5-flash", api="google-generative-ai", provider="google", reasoning=True,
-                 cost=Cost(0.3, 2.5, 0.075, 0.0), max_tokens=65536)
+    return Model(
+        "gemini-2.5-flash",
+        api="google-generative-ai",
+        provider="google",
+        reasoning=True,
+        cost=Cost(0.3, 2.5, 0.075, 0.0),
+        max_tokens=65536,
+    )
 
 
 def test_google_tool_conversation_through_agent():
     model = google_model()
-    calls: List[Dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     with ScriptedServer() as server:
         model.base_url = server.url + "/v1beta"
         server.reply(google_reply({"functionCall": {"name": "add", "args": {"a": 4, "b": 5}}}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -31,7 +31,7 @@ KEY = "sk-ant-test-key-0123456789abcdef"
 
 
 def make_model(base_url: str = "http://127.0.0.1:9", **overrides: Any) -> Model:
-    fields: Dict[str, Any] = dict(
+    fields: dict[str, Any] = dict(
         id="claude-test-4",
         api="anthropic-messages",
         provider="anthropic",
@@ -47,17 +47,17 @@ def make_model(base_url: str = "http://127.0.0.1:9", **overrides: Any) -> Model:
 
 
 def options(**overrides: Any) -> StreamOptions:
-    values: Dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
+    values: dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
     values.update(overrides)
     return StreamOptions(**values)
 
 
-def frames(*events: Dict[str, Any]) -> List[bytes]:
+def frames(*events: dict[str, Any]) -> list[bytes]:
     """Each event as the API sends it: ``event: <type>`` then ``data: <json>``."""
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 
-def message_start(input_tokens: int = 12, **usage: int) -> Dict[str, Any]:
+def message_start(input_tokens: int = 12, **usage: int) -> dict[str, Any]:
     return {
         "type": "message_start",
         "message": {
@@ -73,19 +73,19 @@ def message_start(input_tokens: int = 12, **usage: int) -> Dict[str, Any]:
     }
 
 
-def block_start(index: int, block: Dict[str, Any]) -> Dict[str, Any]:
+def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
     return {"type": "content_block_start", "index": index, "content_block": block}
 
 
-def delta(index: int, **d: Any) -> Dict[str, Any]:
+def delta(index: int, **d: Any) -> dict[str, Any]:
     return {"type": "content_block_delta", "index": index, "delta": d}
 
 
-def block_stop(index: int) -> Dict[str, Any]:
+def block_stop(index: int) -> dict[str, Any]:
     return {"type": "content_block_stop", "index": index}
 
 
-def message_delta(stop_reason: str, output_tokens: int) -> Dict[str, Any]:
+def message_delta(stop_reason: str, output_tokens: int) -> dict[str, Any]:
     return {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason, "stop_sequence": None},
@@ -97,7 +97,7 @@ STOP = {"type": "message_stop"}
 PING = {"type": "ping"}
 
 
-def text_stream(*pieces: str, stop_reason: str = "end_turn") -> List[Dict[str, Any]]:
+def text_stream(*pieces: str, stop_reason: str = "end_turn") -> list[dict[str, Any]]:
     return [
         message_start(),
         block_start(0, {"type": "text", "text": ""}),
@@ -113,13 +113,13 @@ def hello() -> Context:
     return Context(system_prompt="Be brief.", messages=[UserMessage("Hi", timestamp=1)])
 
 
-def run(server: ScriptedServer, context: Context = None, **opts: Any) -> Tuple[List[Any], AssistantMessage]:
+def run(server: ScriptedServer, context: Context = None, **opts: Any) -> tuple[list[Any], AssistantMessage]:
     stream = stream_anthropic(make_model(server.url), context or hello(), options(**opts))
     events = list(stream)
     return events, stream.result(timeout=10)
 
 
-def types(events: List[Any]) -> List[str]:
+def types(events: list[Any]) -> list[str]:
     return [e.type for e in events]
 
 
@@ -130,7 +130,13 @@ def test_text_stream_builds_message_and_exact_event_sequence(server):
     server.reply(frames(*text_stream("Hello", " there", "!")))
     events, message = run(server)
     assert types(events) == [
-        "start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done",
+        "start",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert [e.delta for e in events if e.type == "text_delta"] == ["Hello", " there", "!"]
     assert events[5].content == "Hello there!" and events[5].content_index == 0
@@ -183,8 +189,15 @@ def test_thinking_then_text_keeps_concatenated_signature(server):
     )
     events, message = run(server, reasoning="low")
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
-        "text_start", "text_delta", "text_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert events[4].content == "Let me think."
     assert message.content == [ThinkingContent("Let me think.", "EqQBCkYIARgC+more=="), TextContent("Answer.")]
@@ -227,14 +240,24 @@ def test_content_carried_by_a_block_start_is_its_first_delta(server):
     )
     events, message = run(server)
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_delta",
-        "text_end", "toolcall_start", "toolcall_delta", "toolcall_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+        "done",
     ]
     assert [e.delta for e in events if e.type.endswith("_delta")] == ["Hm.", "Hi", "!", '{"a": 1}']
     assert message.content == [ThinkingContent("Hm.", "SIG"), TextContent("Hi!"), ToolCall("toolu_X", "f", {"a": 1})]
 
 
-def tool_stream() -> List[Dict[str, Any]]:
+def tool_stream() -> list[dict[str, Any]]:
     return [
         message_start(),
         block_start(0, {"type": "text", "text": ""}),
@@ -268,9 +291,21 @@ def test_two_tool_calls_with_arguments_split_across_chunks(server):
             partial_args.append(dict(event.partial.content[event.content_index].arguments))
     message = stream.result(timeout=10)
     assert types(events) == [
-        "start", "text_start", "text_delta", "text_end",
-        "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_delta", "toolcall_delta", "toolcall_end",
-        "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_delta", "toolcall_end",
+        "start",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
         "done",
     ]  # empty partial_json deltas carry nothing and are not emitted
     assert partial_args[0] == {} and partial_args[1] == {"location": "Pa"}
@@ -300,7 +335,8 @@ def test_usage_with_cache_tokens_gives_cost_from_model_prices(server):
 
 
 @pytest.mark.parametrize(
-    "stop_reason, expected", [("end_turn", "stop"), ("pause_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length")]
+    "stop_reason, expected",
+    [("end_turn", "stop"), ("pause_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length")],
 )
 def test_stop_reasons_map_to_pi_reasons(server, stop_reason, expected):
     server.reply(frames(*text_stream("x", stop_reason=stop_reason)))
@@ -427,7 +463,7 @@ def test_in_stream_error_event_becomes_error_message(server):
 
 
 def consume_in_thread(stream):
-    seen: List[Any] = []
+    seen: list[Any] = []
     first_delta = threading.Event()
 
     def consume() -> None:
@@ -492,7 +528,10 @@ def test_history_maps_to_messages_with_merged_tool_results_and_images():
             ToolCall("toolu_1", "read", {"path": "a.png"}),
             ToolCall("toolu_2", "read", {"path": "b.txt"}),
         ],
-        api=model.api, provider=model.provider, model=model.id, stop_reason="toolUse",
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="toolUse",
     )
     context = Context(
         messages=[
@@ -506,30 +545,50 @@ def test_history_maps_to_messages_with_merged_tool_results_and_images():
     )
     body = build_request(model, context, StreamOptions(cache_retention="none"))
     assert body["messages"] == [
-        {"role": "user", "content": [
-            {"type": "text", "text": "Look"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aW1n"}},
-        ]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "hmm", "signature": "SIG1"},
-            {"type": "redacted_thinking", "data": "REDACTED1"},
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.png"}},
-            {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {"path": "b.txt"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
-                {"type": "text", "text": "an image:"},
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "cG5n"}},
-            ]},
-            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "no such file"}],
-             "is_error": True},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Look"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aW1n"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "SIG1"},
+                {"type": "redacted_thinking", "data": "REDACTED1"},
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.png"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {"path": "b.txt"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [
+                        {"type": "text", "text": "an image:"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "cG5n"}},
+                    ],
+                },
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": [{"type": "text", "text": "no such file"}],
+                    "is_error": True,
+                },
+            ],
+        },
         {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
     ]
     assert body["tools"] == [
-        {"name": "read", "description": "Read a file",
-         "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+        {
+            "name": "read",
+            "description": "Read a file",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+        }
     ]
     assert "system" not in body
 
@@ -537,16 +596,21 @@ def test_history_maps_to_messages_with_merged_tool_results_and_images():
 def test_cache_control_marks_last_user_message_and_long_retention_asks_one_hour():
     context = Context(
         system_prompt="sys",
-        messages=[UserMessage("one"), AssistantMessage([TextContent("two")], api="anthropic-messages",
-                                                       provider="anthropic", model="claude-test-4"),
-                  UserMessage([TextContent("three"), TextContent("four")])],
+        messages=[
+            UserMessage("one"),
+            AssistantMessage(
+                [TextContent("two")], api="anthropic-messages", provider="anthropic", model="claude-test-4"
+            ),
+            UserMessage([TextContent("three"), TextContent("four")]),
+        ],
     )
     body = build_request(make_model(), context, StreamOptions(cache_retention="long"))
     control = {"type": "ephemeral", "ttl": "1h"}
     assert body["system"][0]["cache_control"] == control
     assert body["messages"][0]["content"] == [{"type": "text", "text": "one"}]
     assert body["messages"][2]["content"] == [
-        {"type": "text", "text": "three"}, {"type": "text", "text": "four", "cache_control": control}
+        {"type": "text", "text": "three"},
+        {"type": "text", "text": "four", "cache_control": control},
     ]
     none = build_request(make_model(), context, StreamOptions(cache_retention="none"))
     assert "cache_control" not in json.dumps(none)
@@ -555,9 +619,14 @@ def test_cache_control_marks_last_user_message_and_long_retention_asks_one_hour(
 def test_thinking_from_another_model_becomes_text_and_tool_ids_are_normalized():
     other = AssistantMessage(
         content=[ThinkingContent("deep thought", "OTHER-SIG"), ToolCall("call|abc.def/1", "echo", {"v": 1})],
-        api="openai-responses", provider="openai", model="gpt-x", stop_reason="toolUse",
+        api="openai-responses",
+        provider="openai",
+        model="gpt-x",
+        stop_reason="toolUse",
     )
-    context = Context(messages=[UserMessage("go"), other, ToolResultMessage("call|abc.def/1", "echo", [TextContent("1")])])
+    context = Context(
+        messages=[UserMessage("go"), other, ToolResultMessage("call|abc.def/1", "echo", [TextContent("1")])]
+    )
     body = build_request(make_model(), context, StreamOptions(cache_retention="none"))
     assistant, results = body["messages"][1]["content"], body["messages"][2]["content"]
     assert assistant[0] == {"type": "text", "text": "deep thought"}
@@ -570,19 +639,36 @@ def test_normalized_tool_call_ids_fit_anthropic_pattern():
 
 
 def test_unanswered_tool_call_gets_a_synthetic_error_result():
-    call = AssistantMessage([ToolCall("toolu_9", "echo", {})], api="anthropic-messages", provider="anthropic",
-                           model="claude-test-4", stop_reason="toolUse")
-    body = build_request(make_model(), Context(messages=[UserMessage("go"), call, UserMessage("next")]),
-                         StreamOptions(cache_retention="none"))
+    call = AssistantMessage(
+        [ToolCall("toolu_9", "echo", {})],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-test-4",
+        stop_reason="toolUse",
+    )
+    body = build_request(
+        make_model(),
+        Context(messages=[UserMessage("go"), call, UserMessage("next")]),
+        StreamOptions(cache_retention="none"),
+    )
     result = body["messages"][2]["content"][0]
     assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_9" and result["is_error"] is True
 
 
 def test_errored_assistant_messages_are_left_out():
-    failed = AssistantMessage([TextContent("half")], api="anthropic-messages", provider="anthropic",
-                             model="claude-test-4", stop_reason="error", error_message="boom")
-    body = build_request(make_model(), Context(messages=[UserMessage("a"), failed, UserMessage("b")]),
-                         StreamOptions(cache_retention="none"))
+    failed = AssistantMessage(
+        [TextContent("half")],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-test-4",
+        stop_reason="error",
+        error_message="boom",
+    )
+    body = build_request(
+        make_model(),
+        Context(messages=[UserMessage("a"), failed, UserMessage("b")]),
+        StreamOptions(cache_retention="none"),
+    )
     assert [m["role"] for m in body["messages"]] == ["user", "user"]
 
 
@@ -619,22 +705,25 @@ def test_temperature_is_sent_without_thinking_and_dropped_with_it():
 
 def test_thinking_budget_overrides_and_model_limit():
     model = make_model(max_tokens=10_000)
-    body = build_request(model, Context(messages=[UserMessage("x")]),
-                         StreamOptions(reasoning="xhigh", thinking_budgets={"high": 9_500}))
+    body = build_request(
+        model, Context(messages=[UserMessage("x")]), StreamOptions(reasoning="xhigh", thinking_budgets={"high": 9_500})
+    )
     assert body["max_tokens"] == 10_000
     assert body["thinking"]["budget_tokens"] < body["max_tokens"]
 
 
 def test_reasoning_is_ignored_for_a_model_without_it():
-    body = build_request(make_model(reasoning=False), Context(messages=[UserMessage("x")]), StreamOptions(reasoning="high"))
+    body = build_request(
+        make_model(reasoning=False), Context(messages=[UserMessage("x")]), StreamOptions(reasoning="high")
+    )
     assert "thinking" not in body
 
 
 def test_metadata_user_id_and_on_payload_replacement(server):
     server.reply(frames(*text_stream("ok")))
-    seen: List[Any] = []
+    seen: list[Any] = []
 
-    def on_payload(payload: Dict[str, Any], model: Model) -> Dict[str, Any]:
+    def on_payload(payload: dict[str, Any], model: Model) -> dict[str, Any]:
         seen.append(payload)
         return {**payload, "top_k": 5}
 

@@ -8,6 +8,7 @@ import requests
 from piagent.abort import AbortController
 from piagent.ai.providers._common import (
     ABORTED_MESSAGE,
+    ProviderStreamError,
     apply_on_payload,
     default_max_tokens,
     make_usage,
@@ -15,7 +16,6 @@ from piagent.ai.providers._common import (
     merge_headers,
     parse_event_json,
     parse_event_object,
-    ProviderStreamError,
     reasoning_budget,
     resolve_api_key,
     stream_events,
@@ -26,8 +26,14 @@ from piagent.ai.providers._http import AbortedRequest, HttpStatusError
 from piagent.ai.types import Cost, Model, StreamOptions
 from piagent.exceptions import MissingApiKeyError
 
-MODEL = Model("m", api="openai-completions", provider="openai", base_url="https://api.openai.com/v1",
-              cost=Cost(2.0, 8.0, 0.5, 1.0), max_tokens=100_000)
+MODEL = Model(
+    "m",
+    api="openai-completions",
+    provider="openai",
+    base_url="https://api.openai.com/v1",
+    cost=Cost(2.0, 8.0, 0.5, 1.0),
+    max_tokens=100_000,
+)
 
 
 def test_explicit_key_wins_over_environment(monkeypatch):
@@ -60,7 +66,11 @@ def test_on_payload_may_replace_the_payload():
 def test_default_budgets_and_xhigh_clamps_to_high():
     options = StreamOptions()
     assert [reasoning_budget(level, options, MODEL) for level in ("minimal", "low", "medium", "high", "xhigh")] == [
-        1024, 2048, 8192, 16384, 16384,
+        1024,
+        2048,
+        8192,
+        16384,
+        16384,
     ]
 
 

@@ -7,7 +7,7 @@ every model call would open a new one. ``HttpStream.release()`` reads the little
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable
 
 import pytest
 
@@ -18,7 +18,7 @@ from tests.ai.providers import test_openai_responses as responses
 from tests.ai.providers.openai_wire import chat_text, responses_text
 from tests.support.scripted_server import STALL, ScriptedServer
 
-Setup = Tuple[Callable[[ScriptedServer], Any], str, Callable[[str], List[bytes]]]
+Setup = tuple[Callable[[ScriptedServer], Any], str, Callable[[str], list[bytes]]]
 
 PROVIDERS = {
     "openai-completions": (completions.model_for, completions.KEY, lambda text: chat_text(text)),

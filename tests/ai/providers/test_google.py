@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 import pytest
 
@@ -30,7 +30,7 @@ KEY = "AIzaSy-test-key-0123456789abcdef"
 
 
 def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) -> Model:
-    fields: Dict[str, Any] = dict(
+    fields: dict[str, Any] = dict(
         id="gemini-2.5-flash",
         api="google-generative-ai",
         provider="google",
@@ -46,12 +46,12 @@ def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) ->
 
 
 def options(**overrides: Any) -> StreamOptions:
-    values: Dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
+    values: dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
     values.update(overrides)
     return StreamOptions(**values)
 
 
-def frames(*chunks: Dict[str, Any]) -> List[bytes]:
+def frames(*chunks: dict[str, Any]) -> list[bytes]:
     """Each chunk as the Gemini API sends it with ``alt=sse``: one ``data:`` line, CRLF endings."""
     return [f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks]
 
@@ -59,8 +59,10 @@ def frames(*chunks: Dict[str, Any]) -> List[bytes]:
 USAGE = {"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14}
 
 
-def chunk(*parts: Dict[str, Any], finish: Optional[str] = None, usage: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    candidate: Dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
+def chunk(
+    *parts: dict[str, Any], finish: Optional[str] = None, usage: Optional[dict[str, Any]] = None
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
     if finish:
         candidate["finishReason"] = finish
     return {
@@ -71,7 +73,7 @@ def chunk(*parts: Dict[str, Any], finish: Optional[str] = None, usage: Optional[
     }
 
 
-def text_stream(*pieces: str, finish: str = "STOP") -> List[Dict[str, Any]]:
+def text_stream(*pieces: str, finish: str = "STOP") -> list[dict[str, Any]]:
     chunks = [chunk({"text": p}) for p in pieces]
     chunks[-1]["candidates"][0]["finishReason"] = finish
     return chunks
@@ -81,14 +83,15 @@ def hello() -> Context:
     return Context(system_prompt="Be brief.", messages=[UserMessage("Hi", timestamp=1)])
 
 
-def run(server: ScriptedServer, context: Optional[Context] = None, model: Optional[Model] = None,
-        **opts: Any) -> Tuple[List[Any], AssistantMessage]:
+def run(
+    server: ScriptedServer, context: Optional[Context] = None, model: Optional[Model] = None, **opts: Any
+) -> tuple[list[Any], AssistantMessage]:
     stream = stream_google(model or make_model(server.url + "/v1beta"), context or hello(), options(**opts))
     events = list(stream)
     return events, stream.result(timeout=10)
 
 
-def types(events: List[Any]) -> List[str]:
+def types(events: list[Any]) -> list[str]:
     return [e.type for e in events]
 
 
@@ -99,7 +102,13 @@ def test_text_stream_builds_message_and_exact_event_sequence(server):
     server.reply(frames(*text_stream("Hello", " there", "!")))
     events, message = run(server)
     assert types(events) == [
-        "start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done",
+        "start",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert [e.delta for e in events if e.type == "text_delta"] == ["Hello", " there", "!"]
     assert events[5].content == "Hello there!"
@@ -120,7 +129,9 @@ def test_request_goes_to_stream_endpoint_with_key_header_and_config(server):
     assert body["contents"] == [{"role": "user", "parts": [{"text": "Hi"}]}]
     assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
     assert body["generationConfig"] == {
-        "maxOutputTokens": 500, "temperature": 0.2, "thinkingConfig": {"thinkingBudget": 0},
+        "maxOutputTokens": 500,
+        "temperature": 0.2,
+        "thinkingConfig": {"thinkingBudget": 0},
     }
 
 
@@ -135,8 +146,15 @@ def test_thinking_then_text_keeps_thought_signatures(server):
     )
     events, message = run(server, reasoning="medium")
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
-        "text_start", "text_delta", "text_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert events[4].content == "Counting the letters."
     assert message.content == [
@@ -152,8 +170,10 @@ def test_two_function_calls_arrive_whole_with_one_delta_each(server):
         frames(
             chunk({"text": "Checking."}),
             chunk(
-                {"functionCall": {"name": "get_weather", "args": {"city": "Paris", "days": 3}},
-                 "thoughtSignature": "CALL-SIG"},
+                {
+                    "functionCall": {"name": "get_weather", "args": {"city": "Paris", "days": 3}},
+                    "thoughtSignature": "CALL-SIG",
+                },
                 {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}},
                 finish="STOP",
             ),
@@ -161,15 +181,26 @@ def test_two_function_calls_arrive_whole_with_one_delta_each(server):
     )
     events, message = run(server)
     assert types(events) == [
-        "start", "text_start", "text_delta", "text_end",
-        "toolcall_start", "toolcall_delta", "toolcall_end",
-        "toolcall_start", "toolcall_delta", "toolcall_end",
+        "start",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
         "done",
     ]
     assert json.loads(events[5].delta) == {"city": "Paris", "days": 3}
     assert events[5].partial.content[1].arguments == {"city": "Paris", "days": 3}
     first, second = message.tool_calls
-    assert (first.name, first.arguments, first.thought_signature) == ("get_weather", {"city": "Paris", "days": 3}, "CALL-SIG")
+    assert (first.name, first.arguments, first.thought_signature) == (
+        "get_weather",
+        {"city": "Paris", "days": 3},
+        "CALL-SIG",
+    )
     assert (second.arguments, second.thought_signature) == ({"city": "Rome"}, None)
     assert first.id and second.id and first.id != second.id  # generated, unique in the message
     assert message.stop_reason == "toolUse" and events[-1].reason == "toolUse"
@@ -182,8 +213,13 @@ def test_function_call_id_from_the_api_is_kept(server):
 
 
 def test_usage_with_cached_and_thought_tokens_gives_cost(server):
-    usage = {"promptTokenCount": 1200, "cachedContentTokenCount": 1000, "candidatesTokenCount": 40,
-             "thoughtsTokenCount": 60, "totalTokenCount": 1300}
+    usage = {
+        "promptTokenCount": 1200,
+        "cachedContentTokenCount": 1000,
+        "candidatesTokenCount": 40,
+        "thoughtsTokenCount": 60,
+        "totalTokenCount": 1300,
+    }
     server.reply(frames(chunk({"text": "a"}), chunk({"text": "b"}, finish="STOP", usage=usage)))
     _, message = run(server)
     u = message.usage
@@ -309,14 +345,16 @@ def test_invalid_json_chunk_is_an_error_keeping_partial_content(server):
 
 
 def test_in_stream_error_chunk_becomes_error_message(server):
-    server.reply(frames(chunk({"text": "so far"}), {"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}}))
+    server.reply(
+        frames(chunk({"text": "so far"}), {"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}})
+    )
     _, message = run(server)
     assert message.stop_reason == "error" and "Internal error" in message.error_message
     assert message.content == [TextContent("so far")]
 
 
 def consume_in_thread(stream):
-    seen: List[Any] = []
+    seen: list[Any] = []
     first_delta = threading.Event()
 
     def consume() -> None:
@@ -368,7 +406,7 @@ def test_abort_mid_stream_returns_aborted_with_partial_content(server):
 # --------------------------------------------------------------------------- request building
 
 
-def own(content: List[Any], model: Model, stop_reason: str = "toolUse") -> AssistantMessage:
+def own(content: list[Any], model: Model, stop_reason: str = "toolUse") -> AssistantMessage:
     return AssistantMessage(content, api=model.api, provider=model.provider, model=model.id, stop_reason=stop_reason)
 
 
@@ -377,43 +415,79 @@ def test_history_maps_to_contents_with_merged_function_responses_and_images():
     context = Context(
         messages=[
             UserMessage([TextContent("Look"), ImageContent("aW1n", "image/png")]),
-            own([ThinkingContent("hmm", "T-SIG"), TextContent("Reading.", "X-SIG"),
-                 ToolCall("c1", "read", {"path": "a.png"}, thought_signature="C-SIG"),
-                 ToolCall("c2", "read", {"path": "b.txt"})], model),
+            own(
+                [
+                    ThinkingContent("hmm", "T-SIG"),
+                    TextContent("Reading.", "X-SIG"),
+                    ToolCall("c1", "read", {"path": "a.png"}, thought_signature="C-SIG"),
+                    ToolCall("c2", "read", {"path": "b.txt"}),
+                ],
+                model,
+            ),
             ToolResultMessage("c1", "read", [TextContent("an image:"), ImageContent("cG5n", "image/png")]),
             ToolResultMessage("c2", "read", [TextContent("no such file")], is_error=True),
             UserMessage("thanks"),
         ],
-        tools=[Tool("read", "Read a file", {"$schema": "https://json-schema.org/draft/2020-12/schema",
-                                            "type": "object", "additionalProperties": False,
-                                            "properties": {"path": {"type": "string", "default": "."}}})],
+        tools=[
+            Tool(
+                "read",
+                "Read a file",
+                {
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"path": {"type": "string", "default": "."}},
+                },
+            )
+        ],
     )
     body = build_request(model, context, StreamOptions())
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "Look"}, {"inlineData": {"mimeType": "image/png", "data": "aW1n"}}]},
-        {"role": "model", "parts": [
-            {"text": "hmm", "thought": True, "thoughtSignature": "T-SIG"},
-            {"text": "Reading.", "thoughtSignature": "X-SIG"},
-            {"functionCall": {"name": "read", "args": {"path": "a.png"}}, "thoughtSignature": "C-SIG"},
-            {"functionCall": {"name": "read", "args": {"path": "b.txt"}}},
-        ]},
-        {"role": "user", "parts": [
-            {"functionResponse": {"name": "read", "response": {"output": "an image:"}}},
-            {"inlineData": {"mimeType": "image/png", "data": "cG5n"}},
-            {"functionResponse": {"name": "read", "response": {"error": "no such file"}}},
-        ]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "hmm", "thought": True, "thoughtSignature": "T-SIG"},
+                {"text": "Reading.", "thoughtSignature": "X-SIG"},
+                {"functionCall": {"name": "read", "args": {"path": "a.png"}}, "thoughtSignature": "C-SIG"},
+                {"functionCall": {"name": "read", "args": {"path": "b.txt"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "read", "response": {"output": "an image:"}}},
+                {"inlineData": {"mimeType": "image/png", "data": "cG5n"}},
+                {"functionResponse": {"name": "read", "response": {"error": "no such file"}}},
+            ],
+        },
         {"role": "user", "parts": [{"text": "thanks"}]},
     ]
-    assert body["tools"] == [{"functionDeclarations": [{
-        "name": "read", "description": "Read a file",
-        "parametersJsonSchema": {"type": "object", "additionalProperties": False,
-                                 "properties": {"path": {"type": "string", "default": "."}}},
-    }]}]
+    assert body["tools"] == [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "read",
+                    "description": "Read a file",
+                    "parametersJsonSchema": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"path": {"type": "string", "default": "."}},
+                    },
+                }
+            ]
+        }
+    ]
 
 
 def test_foreign_history_loses_signatures_and_gemini_3_calls_get_the_skip_marker():
-    other = AssistantMessage([ThinkingContent("deep", "SIG"), ToolCall("call_1", "echo", {"v": 1})],
-                             api="anthropic-messages", provider="anthropic", model="claude-x", stop_reason="toolUse")
+    other = AssistantMessage(
+        [ThinkingContent("deep", "SIG"), ToolCall("call_1", "echo", {"v": 1})],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-x",
+        stop_reason="toolUse",
+    )
     context = Context(messages=[UserMessage("go"), other, ToolResultMessage("call_1", "echo", [TextContent("1")])])
     parts = build_request(make_model(), context, StreamOptions())["contents"][1]["parts"]
     assert parts == [{"text": "deep"}, {"functionCall": {"name": "echo", "args": {"v": 1}}}]

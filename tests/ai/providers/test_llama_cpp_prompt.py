@@ -55,7 +55,11 @@ def test_tools_are_described_in_the_system_turn_unless_hidden():
     system = shown.split("<|im_end|>")[0]
     assert system.startswith("<|im_start|>system\nBe brief.\n\n")
     tools_json = system.split("<tools>\n")[1].split("\n</tools>")[0]
-    assert json.loads(tools_json) == {"name": "get_weather", "description": "Weather of a city.", "parameters": WEATHER.parameters}
+    assert json.loads(tools_json) == {
+        "name": "get_weather",
+        "description": "Weather of a city.",
+        "parameters": WEATHER.parameters,
+    }
     hidden = _chatml.render_prompt(context, show_tools=False)
     assert "<tools>" not in hidden and hidden.startswith("<|im_start|>system\nBe brief.<|im_end|>")
 

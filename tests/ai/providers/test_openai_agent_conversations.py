@@ -4,7 +4,7 @@ against a local server replaying that API's wire format."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any
 
 from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
 from piagent.ai import Cost, Model, TextContent
@@ -14,18 +14,22 @@ from tests.support.scripted_server import ScriptedServer
 KEY = "sk-e2e-0123456789abcdef"
 
 
-def add_tool(calls: List[Dict[str, Any]]) -> AgentTool:
-    def execute(tool_call_id: str, args: Dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+def add_tool(calls: list[dict[str, Any]]) -> AgentTool:
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
         calls.append(args)
         return AgentToolResult([TextContent(str(args["a"] + args["b"]))])
 
-    schema = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    }
     return AgentTool("add", "Add two numbers", schema, execute)
 
 
-def converse(model: Model) -> List[List[Any]]:
+def converse(model: Model) -> list[list[Any]]:
     """Two prompts in one conversation: the first needs two parallel tool calls, the second none."""
-    calls: List[Dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     config = AgentLoopConfig(model=model, api_key=KEY, max_retry_delay_ms=20)
     context = AgentContext("You add numbers.", [], [add_tool(calls)])
     runs = []
@@ -39,16 +43,25 @@ def converse(model: Model) -> List[List[Any]]:
 
 def test_chat_completions_tool_conversation_over_two_prompts():
     with ScriptedServer() as server:
-        model = Model("deepseek-test", api="openai-completions", provider="deepseek", base_url=server.url,
-                      reasoning=True, cost=Cost(0.28, 0.42, 0.028), max_tokens=8192)
-        server.reply(chat_stream(
-            chunk({"role": "assistant", "content": None, "reasoning_content": "Two sums."}),
-            tool_delta(0, "call_1", "add", '{"a": 2,'),
-            tool_delta(1, "call_2", "add", '{"a": 4,'),
-            tool_delta(0, arguments=' "b": 3}'),
-            tool_delta(1, arguments=' "b": 5}'),
-            chunk({}, "tool_calls", usage=usage(50, 30, cached=32)),
-        ))
+        model = Model(
+            "deepseek-test",
+            api="openai-completions",
+            provider="deepseek",
+            base_url=server.url,
+            reasoning=True,
+            cost=Cost(0.28, 0.42, 0.028),
+            max_tokens=8192,
+        )
+        server.reply(
+            chat_stream(
+                chunk({"role": "assistant", "content": None, "reasoning_content": "Two sums."}),
+                tool_delta(0, "call_1", "add", '{"a": 2,'),
+                tool_delta(1, "call_2", "add", '{"a": 4,'),
+                tool_delta(0, arguments=' "b": 3}'),
+                tool_delta(1, arguments=' "b": 5}'),
+                chunk({}, "tool_calls", usage=usage(50, 30, cached=32)),
+            )
+        )
         server.reply(chat_text("5 and 9."))
         server.reply(chat_text("You're welcome."))
         first, second = converse(model)
@@ -60,20 +73,41 @@ def test_chat_completions_tool_conversation_over_two_prompts():
     assert second[-1].text == "You're welcome."
     # the second request answers both calls and replays the thinking in the field it came in
     assert bodies[1]["messages"][2:] == [
-        {"role": "assistant", "content": None, "reasoning_content": "Two sums.", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": '{"a": 4, "b": 5}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "Two sums.",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}},
+                {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": '{"a": 4, "b": 5}'}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "5"},
         {"role": "tool", "tool_call_id": "call_2", "content": "9"},
     ]
-    assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
+    assert [m["role"] for m in bodies[2]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+    ]
     assert bodies[2]["tools"][0]["function"]["name"] == "add"
 
 
 def test_responses_tool_conversation_over_two_prompts():
     with ScriptedServer() as server:
-        model = Model("gpt-5-test", api="openai-responses", provider="openai", base_url=server.url + "/v1",
-                      reasoning=True, cost=Cost(1.25, 10.0, 0.125), max_tokens=128000)
+        model = Model(
+            "gpt-5-test",
+            api="openai-responses",
+            provider="openai",
+            base_url=server.url + "/v1",
+            reasoning=True,
+            cost=Cost(1.25, 10.0, 0.125),
+            max_tokens=128000,
+        )
         s = ResponsesStream("resp_1").created()
         s.reasoning(0, "rs_1", [["Two sums."]], encrypted="ENC-1")
         s.call_added(1, "fc_1", "call_1", "add").call_delta(1, "fc_1", '{"a": 2,').call_delta(1, "fc_1", ' "b": 3}')
@@ -98,7 +132,10 @@ def test_responses_tool_conversation_over_two_prompts():
         {"type": "function_call_output", "call_id": "call_2", "output": "9"},
     ]
     third = bodies[2]["input"]
-    assert third[-2]["id"] == "msg_2" and third[-1] == {"role": "user", "content": [{"type": "input_text", "text": "Thanks!"}]}
+    assert third[-2]["id"] == "msg_2" and third[-1] == {
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Thanks!"}],
+    }
     assert json.dumps(bodies[2]).count("ENC-1") == 1
 
 
@@ -109,7 +146,7 @@ def test_agent_talks_to_a_local_openai_compatible_server_by_model_string():
     from piagent import Agent
     from piagent.ai.models import custom_model, unregister_model
 
-    calls: List[Dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     with ScriptedServer() as server:
         custom_model("llama-e2e:8b", base_url=server.url + "/v1", provider="ollama")
         try:
@@ -126,8 +163,22 @@ def test_agent_talks_to_a_local_openai_compatible_server_by_model_string():
     assert calls == [{"a": 2, "b": 3}]
     assert (first.text, first.stop_reason, second.text) == ("5.", "stop", "Bye.")
     assert all("authorization" not in r.headers for r in requests)  # a local server needs no key
-    assert [m["role"] for m in requests[2].json["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]
-    assert [m.role for m in agent.state.messages] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    assert [m["role"] for m in requests[2].json["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert [m.role for m in agent.state.messages] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 def test_agent_abort_mid_stream_over_responses_then_the_next_prompt_works():
@@ -141,8 +192,11 @@ def test_agent_abort_mid_stream_over_responses_then_the_next_prompt_works():
     with ScriptedServer() as server:
         model = Model("gpt-5-test", api="openai-responses", provider="openai", base_url=server.url + "/v1")
         head = ResponsesStream().created()
-        head.add("response.output_item.added", output_index=0,
-                 item={"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"})
+        head.add(
+            "response.output_item.added",
+            output_index=0,
+            item={"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+        )
         head.add("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0, delta="Once upon")
         server.reply(head.frames() + [Wait(gate)])
         server.reply(ResponsesStream("resp_2").created().message(0, "msg_2", "Short answer.").completed().frames())

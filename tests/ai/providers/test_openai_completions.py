@@ -29,8 +29,14 @@ WEATHER = Tool("get_weather", "Weather for a city", {"type": "object", "properti
 
 def model_for(server, **fields) -> Model:
     values = dict(
-        id="gpt-test", api="openai-completions", provider="openai", base_url=server.url + "/v1",
-        cost=Cost(2.0, 8.0, 0.5, 0.0), context_window=128000, max_tokens=16384, input=["text", "image"],
+        id="gpt-test",
+        api="openai-completions",
+        provider="openai",
+        base_url=server.url + "/v1",
+        cost=Cost(2.0, 8.0, 0.5, 0.0),
+        context_window=128000,
+        max_tokens=16384,
+        input=["text", "image"],
     )
     values.update(fields)
     return Model(**values)
@@ -80,8 +86,12 @@ def test_request_carries_bearer_key_and_openai_fields(server):
 
 def test_openai_host_differences_come_from_compat(server):
     server.reply(chat_text("ok"))
-    compat = {"max_tokens_field": "max_completion_tokens", "supports_developer_role": True,
-              "supports_prompt_cache_key": True, "supports_usage_in_streaming": False}
+    compat = {
+        "max_tokens_field": "max_completion_tokens",
+        "supports_developer_role": True,
+        "supports_prompt_cache_key": True,
+        "supports_usage_in_streaming": False,
+    }
     model = model_for(server, reasoning=True, compat=compat)
     run(model, ctx(), max_tokens=50, reasoning="xhigh", session_id="sess-1")
     body = server.requests[0].json
@@ -107,18 +117,28 @@ def test_stream_simple_defaults_max_tokens(server):
 
 
 def test_reasoning_content_becomes_a_thinking_block_before_the_text(server):
-    server.reply(chat_stream(
-        chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
-        chunk({"content": None, "reasoning_content": "The user"}),
-        chunk({"content": None, "reasoning_content": " greets."}),
-        chunk({"content": "Hi", "reasoning_content": None}),
-        chunk({"content": " there"}),
-        chunk({"content": ""}, "stop", usage=usage(10, 7, reasoning=4)),
-    ))
+    server.reply(
+        chat_stream(
+            chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
+            chunk({"content": None, "reasoning_content": "The user"}),
+            chunk({"content": None, "reasoning_content": " greets."}),
+            chunk({"content": "Hi", "reasoning_content": None}),
+            chunk({"content": " there"}),
+            chunk({"content": ""}, "stop", usage=usage(10, 7, reasoning=4)),
+        )
+    )
     events, message = run(model_for(server, reasoning=True), ctx())
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
-        "text_start", "text_delta", "text_delta", "text_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert message.content == [ThinkingContent("The user greets.", "reasoning_content"), TextContent("Hi there")]
     assert message.usage.output == 7
@@ -155,8 +175,17 @@ def test_parallel_tool_calls_with_split_arguments(server, repeat):
     server.reply(_parallel_calls(repeat))
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
     assert types(events) == [
-        "start", "toolcall_start", "toolcall_delta", "toolcall_start", "toolcall_delta", "toolcall_delta",
-        "toolcall_delta", "toolcall_delta", "toolcall_end", "toolcall_end", "done",
+        "start",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
+        "toolcall_end",
+        "done",
     ]
     assert [e.content_index for e in events if e.type == "toolcall_delta"] == [0, 0, 1, 0, 1]
     assert message.content == [
@@ -165,22 +194,34 @@ def test_parallel_tool_calls_with_split_arguments(server, repeat):
     ]
     assert [e.tool_call.id for e in events if e.type == "toolcall_end"] == ["call_A", "call_B"]
     assert message.stop_reason == "toolUse"
-    partial_args = [e.partial.content[0].arguments for e in events if e.type == "toolcall_delta" and e.content_index == 0]
+    partial_args = [
+        e.partial.content[0].arguments for e in events if e.type == "toolcall_delta" and e.content_index == 0
+    ]
     assert isinstance(partial_args[0], dict)
 
 
 def test_text_and_tool_call_blocks_interleave_and_close_in_content_order(server):
-    server.reply(chat_stream(
-        chunk({"content": "Let me check"}),
-        tool_delta(0, "call_1", "get_weather", '{"city":'),
-        chunk({"content": "."}),
-        tool_delta(0, arguments='"Rome"}'),
-        chunk({}, "tool_calls"),
-    ))
+    server.reply(
+        chat_stream(
+            chunk({"content": "Let me check"}),
+            tool_delta(0, "call_1", "get_weather", '{"city":'),
+            chunk({"content": "."}),
+            tool_delta(0, arguments='"Rome"}'),
+            chunk({}, "tool_calls"),
+        )
+    )
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
     assert types(events) == [
-        "start", "text_start", "text_delta", "toolcall_start", "toolcall_delta", "text_delta", "toolcall_delta",
-        "text_end", "toolcall_end", "done",
+        "start",
+        "text_start",
+        "text_delta",
+        "toolcall_start",
+        "toolcall_delta",
+        "text_delta",
+        "toolcall_delta",
+        "text_end",
+        "toolcall_end",
+        "done",
     ]
     assert message.content == [TextContent("Let me check."), ToolCall("call_1", "get_weather", {"city": "Rome"})]
 
@@ -236,9 +277,16 @@ def test_history_is_serialised_in_chat_format(server):
     model = model_for(server)
     image = ImageContent("aW1n", "image/png")
     assistant = AssistantMessage(
-        [ThinkingContent("plan", "reasoning_content"), TextContent("Checking."),
-         ToolCall("call_1", "get_weather", {"city": "Paris"}), ToolCall("call_2", "get_weather", {"city": "Oslo"})],
-        api=model.api, provider=model.provider, model=model.id, stop_reason="toolUse",
+        [
+            ThinkingContent("plan", "reasoning_content"),
+            TextContent("Checking."),
+            ToolCall("call_1", "get_weather", {"city": "Paris"}),
+            ToolCall("call_2", "get_weather", {"city": "Oslo"}),
+        ],
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="toolUse",
     )
     history = [
         UserMessage([TextContent("Weather?"), image]),
@@ -251,19 +299,44 @@ def test_history_is_serialised_in_chat_format(server):
     body = server.requests[0].json
     data_url = "data:image/png;base64,aW1n"
     assert body["messages"][1:] == [
-        {"role": "user", "content": [{"type": "text", "text": "Weather?"}, {"type": "image_url", "image_url": {"url": data_url}}]},
-        {"role": "assistant", "content": "Checking.", "reasoning_content": "plan", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
-        ]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Weather?"}, {"type": "image_url", "image_url": {"url": data_url}}],
+        },
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "reasoning_content": "plan",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
         {"role": "tool", "tool_call_id": "call_2", "content": "boom"},
-        {"role": "user", "content": [{"type": "text", "text": "Attached image(s) from tool result:"},
-                                     {"type": "image_url", "image_url": {"url": data_url}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Attached image(s) from tool result:"},
+                {"type": "image_url", "image_url": {"url": data_url}},
+            ],
+        },
         {"role": "user", "content": "thanks"},
     ]
-    assert body["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "description": "Weather for a city", "parameters": WEATHER.parameters}}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "Weather for a city", "parameters": WEATHER.parameters},
+        }
+    ]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
 
 
@@ -271,8 +344,13 @@ def test_history_is_serialised_in_chat_format(server):
 def test_an_assistant_message_with_only_tool_calls_has_null_or_empty_content(server, null_ok, content):
     server.reply(chat_text("done"))
     model = model_for(server, compat={"supports_null_content": null_ok})
-    call = AssistantMessage([ToolCall("call_1", "get_weather", {"city": "Paris"})], api=model.api,
-                            provider=model.provider, model=model.id, stop_reason="toolUse")
+    call = AssistantMessage(
+        [ToolCall("call_1", "get_weather", {"city": "Paris"})],
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="toolUse",
+    )
     run(model, ctx(UserMessage("Weather?"), call, ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])))
     assert server.requests[0].json["messages"][2]["content"] == content
 
@@ -281,13 +359,19 @@ def test_foreign_history_is_normalised_for_this_api(server):
     server.reply(chat_text("ok"))
     foreign = AssistantMessage(
         [ThinkingContent("I think", "sig"), ToolCall("call_x|fc_yyy", "get_weather", {}, thought_signature="t")],
-        api="openai-responses", provider="openai", model="gpt-5", stop_reason="toolUse",
+        api="openai-responses",
+        provider="openai",
+        model="gpt-5",
+        stop_reason="toolUse",
     )
     history = [UserMessage("q"), foreign, ToolResultMessage("call_x|fc_yyy", "get_weather", [TextContent("r")])]
     run(model_for(server), ctx(*history), tool_choice="required")
     body = server.requests[0].json
-    assert body["messages"][2] == {"role": "assistant", "content": "I think", "tool_calls": [
-        {"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+    assert body["messages"][2] == {
+        "role": "assistant",
+        "content": "I think",
+        "tool_calls": [{"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+    }
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_x", "content": "r"}
     assert body["tool_choice"] == "required"
 
@@ -295,9 +379,17 @@ def test_foreign_history_is_normalised_for_this_api(server):
 def test_mistral_servers_get_nine_character_ids_and_tool_names(server):
     server.reply(chat_text("ok"))
     model = model_for(server, compat={"tool_call_ids": "mistral", "tool_result_name": True})
-    foreign = AssistantMessage([ToolCall("toolu_01ABCDEFGHJK", "get_weather", {})], api="anthropic-messages",
-                               provider="anthropic", model="claude", stop_reason="toolUse")
-    run(model, ctx(UserMessage("q"), foreign, ToolResultMessage("toolu_01ABCDEFGHJK", "get_weather", [TextContent("r")])))
+    foreign = AssistantMessage(
+        [ToolCall("toolu_01ABCDEFGHJK", "get_weather", {})],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude",
+        stop_reason="toolUse",
+    )
+    run(
+        model,
+        ctx(UserMessage("q"), foreign, ToolResultMessage("toolu_01ABCDEFGHJK", "get_weather", [TextContent("r")])),
+    )
     messages = server.requests[0].json["messages"]
     assert messages[2]["tool_calls"][0]["id"] == "1ABCDEFGHJK"[-9:]
     assert messages[3] == {"role": "tool", "tool_call_id": "1ABCDEFGHJK"[-9:], "content": "r", "name": "get_weather"}
@@ -339,6 +431,12 @@ def test_invalid_tool_choice_is_reported_in_the_stream(server):
 def test_json_tool_arguments_survive_a_round_trip(server):
     args = {"city": "Zürich", "nested": {"list": [1, 2.5, None, True]}}
     text = json.dumps(args)
-    server.reply(chat_stream(*[tool_delta(0, "c1", "get_weather", text[:5])] + [tool_delta(0, arguments=text[i:i + 3]) for i in range(5, len(text), 3)], chunk({}, "tool_calls")))
+    server.reply(
+        chat_stream(
+            *[tool_delta(0, "c1", "get_weather", text[:5])]
+            + [tool_delta(0, arguments=text[i : i + 3]) for i in range(5, len(text), 3)],
+            chunk({}, "tool_calls"),
+        )
+    )
     _, message = run(model_for(server), ctx(tools=[WEATHER]))
     assert message.tool_calls[0].arguments == args

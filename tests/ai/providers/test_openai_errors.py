@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable
 
 import pytest
 
@@ -24,29 +24,40 @@ KEY = "sk-proj-SECRET-abcdef0123456789"
 @dataclass
 class Wire:
     api: str
-    text: Callable[..., List[bytes]]  # complete stream of the given text parts
-    head: Callable[[], List[bytes]]  # a response that has streamed the text "Hel" and is still open
-    tail: Callable[[], List[bytes]]  # the rest of it: "lo" and the end
-    error_event: Callable[[], List[bytes]]  # the API's in-stream error after "Hel"
+    text: Callable[..., list[bytes]]  # complete stream of the given text parts
+    head: Callable[[], list[bytes]]  # a response that has streamed the text "Hel" and is still open
+    tail: Callable[[], list[bytes]]  # the rest of it: "lo" and the end
+    error_event: Callable[[], list[bytes]]  # the API's in-stream error after "Hel"
 
 
 def _responses_head() -> ResponsesStream:
     s = ResponsesStream().created()
-    s.add("response.output_item.added", output_index=0,
-          item={"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"})
+    s.add(
+        "response.output_item.added",
+        output_index=0,
+        item={"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+    )
     return s.add("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0, delta="Hel")
 
 
-def _responses_tail() -> List[bytes]:
+def _responses_tail() -> list[bytes]:
     s = ResponsesStream()
     s.add("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0, delta="lo")
-    s.add("response.output_item.done", output_index=0, item={
-        "id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
-        "content": [{"type": "output_text", "text": "Hello", "annotations": []}]})
+    s.add(
+        "response.output_item.done",
+        output_index=0,
+        item={
+            "id": "msg_1",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Hello", "annotations": []}],
+        },
+    )
     return s.completed().frames()
 
 
-def _responses_error() -> List[bytes]:
+def _responses_error() -> list[bytes]:
     return _responses_head().add("error", code="server_error", message="The server had an error", param=None).frames()
 
 
@@ -55,7 +66,9 @@ COMPLETIONS = Wire(
     chat_text,
     lambda: chat_stream(chunk({"role": "assistant", "content": ""}), chunk({"content": "Hel"}), done=False),
     lambda: chat_stream(chunk({"content": "lo"}), chunk({}, "stop")),
-    lambda: chat_stream(chunk({"content": "Hel"}), {"error": {"message": "The server had an error", "type": "server_error"}}, done=False),
+    lambda: chat_stream(
+        chunk({"content": "Hel"}), {"error": {"message": "The server had an error", "type": "server_error"}}, done=False
+    ),
 )
 RESPONSES = Wire(
     "openai-responses",
@@ -89,7 +102,9 @@ def types(events):
 
 
 def error_body(message: str, code: str) -> bytes:
-    return ('{"error": {"message": "%s", "type": "invalid_request_error", "param": null, "code": "%s"}}' % (message, code)).encode()
+    return (
+        f'{{"error": {{"message": "{message}", "type": "invalid_request_error", "param": null, "code": "{code}"}}}}'
+    ).encode()
 
 
 def test_401_ends_with_a_single_error_event_and_the_key_never_leaks(server, wire):
@@ -104,15 +119,22 @@ def test_401_ends_with_a_single_error_event_and_the_key_never_leaks(server, wire
 
 
 def test_400_is_not_retried_and_carries_the_provider_message(server, wire):
-    server.reply([error_body("Invalid value for 'temperature'", "invalid_value")], 400, headers={"Content-Type": "application/json"})
+    server.reply(
+        [error_body("Invalid value for 'temperature'", "invalid_value")],
+        400,
+        headers={"Content-Type": "application/json"},
+    )
     events, message = call(server, wire, max_retries=3)
     assert types(events) == ["error"] and message.error_message == "HTTP 400: Invalid value for 'temperature'"
     assert len(server.requests) == 1
 
 
 def test_429_with_retry_after_is_retried_then_succeeds(server, wire):
-    server.reply([error_body("Rate limit reached", "rate_limit_exceeded")], 429,
-                 headers={"Content-Type": "application/json", "Retry-After": "0"})
+    server.reply(
+        [error_body("Rate limit reached", "rate_limit_exceeded")],
+        429,
+        headers={"Content-Type": "application/json", "Retry-After": "0"},
+    )
     server.reply(wire.text("Hello"))
     events, message = call(server, wire)
     assert message.stop_reason == "stop" and message.text == "Hello"
@@ -122,7 +144,9 @@ def test_429_with_retry_after_is_retried_then_succeeds(server, wire):
 
 def test_429_exhausting_max_retries_fails_with_the_provider_message(server, wire):
     for _ in range(3):
-        server.reply([error_body("Rate limit reached", "rate_limit_exceeded")], 429, headers={"Content-Type": "application/json"})
+        server.reply(
+            [error_body("Rate limit reached", "rate_limit_exceeded")], 429, headers={"Content-Type": "application/json"}
+        )
     events, message = call(server, wire, max_retries=2)
     assert types(events) == ["error"] and message.error_message == "HTTP 429: Rate limit reached"
     assert len(server.requests) == 3
@@ -136,8 +160,11 @@ def test_503_is_retried(server, wire):
 
 
 def test_retry_after_longer_than_max_retry_delay_fails_at_once(server, wire):
-    server.reply([error_body("Rate limit reached", "rate_limit_exceeded")], 429,
-                 headers={"Content-Type": "application/json", "Retry-After": "120"})
+    server.reply(
+        [error_body("Rate limit reached", "rate_limit_exceeded")],
+        429,
+        headers={"Content-Type": "application/json", "Retry-After": "120"},
+    )
     events, message = call(server, wire, max_retry_delay_ms=1000)
     assert types(events) == ["error"]
     assert "retry after 120s" in message.error_message and "max_retry_delay_ms" in message.error_message
@@ -167,7 +194,7 @@ def test_lines_that_are_not_sse_fields_are_ignored(server, wire):
 
 
 def test_invalid_json_chunk_ends_with_an_error_keeping_partial_content(server, wire):
-    server.reply(wire.head() + [b"data: {\"truncated\": \n\n"])
+    server.reply(wire.head() + [b'data: {"truncated": \n\n'])
     events, message = call(server, wire)
     assert types(events)[-1] == "error" and message.text == "Hel"
     assert "Invalid JSON in stream event" in message.error_message
@@ -212,11 +239,14 @@ def test_abort_mid_stream_closes_the_response_and_keeps_partial_content(server, 
     server.reply(wire.head() + [Wait(gate)] + wire.tail())
     controller = AbortController()
     got_text = threading.Event()
-    seen: List[str] = []
+    seen: list[str] = []
 
     def consume():
-        s = stream(model_for(server, wire), Context("sys", [UserMessage("Hi")]),
-                   StreamOptions(api_key=KEY, signal=controller.signal))
+        s = stream(
+            model_for(server, wire),
+            Context("sys", [UserMessage("Hi")]),
+            StreamOptions(api_key=KEY, signal=controller.signal),
+        )
         for event in s:
             seen.append(event.type)
             if event.type == "text_delta":

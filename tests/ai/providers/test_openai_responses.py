@@ -29,8 +29,14 @@ WEATHER = Tool("get_weather", "Weather for a city", {"type": "object", "properti
 
 def model_for(server, **fields) -> Model:
     values = dict(
-        id="gpt-5-test", api="openai-responses", provider="openai", base_url=server.url + "/v1",
-        cost=Cost(1.25, 10.0, 0.125, 0.0), context_window=400000, max_tokens=128000, input=["text", "image"],
+        id="gpt-5-test",
+        api="openai-responses",
+        provider="openai",
+        base_url=server.url + "/v1",
+        cost=Cost(1.25, 10.0, 0.125, 0.0),
+        context_window=400000,
+        max_tokens=128000,
+        input=["text", "image"],
     )
     values.update(fields)
     return Model(**values)
@@ -78,14 +84,26 @@ def test_request_has_instructions_input_items_and_bearer_key(server):
 
 def test_reasoning_models_request_encrypted_reasoning_and_effort(server):
     server.reply(responses_text("ok"))
-    run(model_for(server, reasoning=True), ctx(tools=[WEATHER]), reasoning="minimal", session_id="sess-7",
-        tool_choice={"name": "get_weather"})
+    run(
+        model_for(server, reasoning=True),
+        ctx(tools=[WEATHER]),
+        reasoning="minimal",
+        session_id="sess-7",
+        tool_choice={"name": "get_weather"},
+    )
     body = server.requests[0].json
     assert body["include"] == ["reasoning.encrypted_content"]
     assert body["reasoning"] == {"effort": "minimal", "summary": "auto"}
     assert body["prompt_cache_key"] == "sess-7"
-    assert body["tools"] == [{"type": "function", "name": "get_weather", "description": "Weather for a city",
-                              "parameters": WEATHER.parameters, "strict": False}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": WEATHER.parameters,
+            "strict": False,
+        }
+    ]
     assert body["tool_choice"] == {"type": "function", "name": "get_weather"}
 
 
@@ -109,8 +127,18 @@ def test_reasoning_summary_becomes_thinking_with_the_item_as_signature(server):
     server.reply(s.completed(output_tokens=40).frames())
     events, message = run(model_for(server, reasoning=True), ctx())
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_delta", "thinking_delta",
-        "thinking_delta", "thinking_end", "text_start", "text_delta", "text_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     thinking = message.content[0]
     assert thinking.thinking == "**Plan** first\n\nthen answer"
@@ -133,8 +161,17 @@ def test_parallel_function_calls_with_split_arguments(server):
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
     assert types(events) == [
-        "start", "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_delta", "toolcall_end",
-        "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_end", "done",
+        "start",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
+        "done",
     ]
     assert message.content == [
         ToolCall("call_A|fc_A", "get_weather", {"city": "Paris"}),
@@ -144,7 +181,13 @@ def test_parallel_function_calls_with_split_arguments(server):
 
 
 def test_cached_tokens_are_split_out_and_cost_uses_model_prices(server):
-    server.reply(ResponsesStream().created().message(0, "m", "ok").completed(input_tokens=5000, output_tokens=300, cached=4000).frames())
+    server.reply(
+        ResponsesStream()
+        .created()
+        .message(0, "m", "ok")
+        .completed(input_tokens=5000, output_tokens=300, cached=4000)
+        .frames()
+    )
     _, message = run(model_for(server), ctx())
     u = message.usage
     assert (u.input, u.cache_read, u.output, u.total_tokens) == (1000, 4000, 300, 5300)
@@ -167,7 +210,9 @@ def test_incomplete_for_content_filter_is_an_error(server):
 
 def test_response_failed_is_an_error_with_the_provider_message(server):
     s = ResponsesStream().created().message(0, "m", "part")
-    s.add("response.failed", response=s.response("failed", error={"code": "server_error", "message": "Something broke"}))
+    s.add(
+        "response.failed", response=s.response("failed", error={"code": "server_error", "message": "Something broke"})
+    )
     server.reply(s.frames())
     events, message = run(model_for(server), ctx())
     assert events[-1].type == "error"
@@ -177,13 +222,23 @@ def test_response_failed_is_an_error_with_the_provider_message(server):
 def test_same_model_history_is_replayed_item_for_item(server):
     server.reply(responses_text("ok"))
     model = model_for(server, reasoning=True)
-    reasoning_item = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}],
-                      "encrypted_content": "gAAAA"}
+    reasoning_item = {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "plan"}],
+        "encrypted_content": "gAAAA",
+    }
     image = ImageContent("aW1n", "image/jpeg")
     assistant = AssistantMessage(
-        [ThinkingContent("plan", json.dumps(reasoning_item)), TextContent("Checking.", "msg_1"),
-         ToolCall("call_A|fc_A", "get_weather", {"city": "Paris"})],
-        api=model.api, provider=model.provider, model=model.id, stop_reason="toolUse",
+        [
+            ThinkingContent("plan", json.dumps(reasoning_item)),
+            TextContent("Checking.", "msg_1"),
+            ToolCall("call_A|fc_A", "get_weather", {"city": "Paris"}),
+        ],
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="toolUse",
     )
     history = [
         UserMessage([TextContent("Weather?"), image]),
@@ -193,28 +248,61 @@ def test_same_model_history_is_replayed_item_for_item(server):
     run(model, ctx(*history))
     data_url = "data:image/jpeg;base64,aW1n"
     assert server.requests[0].json["input"] == [
-        {"role": "user", "content": [{"type": "input_text", "text": "Weather?"},
-                                     {"type": "input_image", "image_url": data_url, "detail": "auto"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Weather?"},
+                {"type": "input_image", "image_url": data_url, "detail": "auto"},
+            ],
+        },
         reasoning_item,
-        {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
-         "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
-        {"type": "function_call", "call_id": "call_A", "name": "get_weather", "arguments": '{"city": "Paris"}', "id": "fc_A"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_1",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Checking.", "annotations": []}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_A",
+            "name": "get_weather",
+            "arguments": '{"city": "Paris"}',
+            "id": "fc_A",
+        },
         {"type": "function_call_output", "call_id": "call_A", "output": "Sunny"},
-        {"role": "user", "content": [{"type": "input_text", "text": "Attached image(s) from tool result:"},
-                                     {"type": "input_image", "image_url": data_url, "detail": "auto"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Attached image(s) from tool result:"},
+                {"type": "input_image", "image_url": data_url, "detail": "auto"},
+            ],
+        },
     ]
 
 
 def test_foreign_history_drops_what_only_its_producer_can_read(server):
     server.reply(responses_text("ok"))
     foreign = AssistantMessage(
-        [ThinkingContent("thought", "anthropic-signature"), TextContent("Sure.", "sig"),
-         ToolCall("toolu_01:weird.id", "get_weather", {}, thought_signature="x")],
-        api="anthropic-messages", provider="anthropic", model="claude", stop_reason="toolUse",
+        [
+            ThinkingContent("thought", "anthropic-signature"),
+            TextContent("Sure.", "sig"),
+            ToolCall("toolu_01:weird.id", "get_weather", {}, thought_signature="x"),
+        ],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude",
+        stop_reason="toolUse",
     )
-    aborted = AssistantMessage([TextContent("half")], api="openai-responses", provider="openai",
-                               model="gpt-5-test", stop_reason="aborted")
-    history = [UserMessage("q"), foreign, ToolResultMessage("toolu_01:weird.id", "get_weather", [TextContent("r")]), aborted]
+    aborted = AssistantMessage(
+        [TextContent("half")], api="openai-responses", provider="openai", model="gpt-5-test", stop_reason="aborted"
+    )
+    history = [
+        UserMessage("q"),
+        foreign,
+        ToolResultMessage("toolu_01:weird.id", "get_weather", [TextContent("r")]),
+        aborted,
+    ]
     run(model_for(server), ctx(*history))
     assert server.requests[0].json["input"][1:] == [
         {"role": "assistant", "content": "thought"},
@@ -233,10 +321,22 @@ def test_text_only_model_gets_image_placeholders(server):
 
 def test_text_from_the_done_item_is_used_when_no_delta_arrived(server):
     s = ResponsesStream().created()
-    s.add("response.output_item.added", output_index=0, item={"id": "m", "type": "message", "content": [], "role": "assistant"})
-    s.add("response.output_item.done", output_index=0, item={
-        "id": "m", "type": "message", "role": "assistant", "status": "completed",
-        "content": [{"type": "output_text", "text": "whole", "annotations": []}]})
+    s.add(
+        "response.output_item.added",
+        output_index=0,
+        item={"id": "m", "type": "message", "content": [], "role": "assistant"},
+    )
+    s.add(
+        "response.output_item.done",
+        output_index=0,
+        item={
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "whole", "annotations": []}],
+        },
+    )
     server.reply(s.completed().frames())
     _, message = run(model_for(server), ctx())
     assert message.text == "whole"
@@ -244,8 +344,16 @@ def test_text_from_the_done_item_is_used_when_no_delta_arrived(server):
 
 def test_unknown_output_items_are_skipped(server):
     s = ResponsesStream().created()
-    s.add("response.output_item.added", output_index=0, item={"id": "ws_1", "type": "web_search_call", "status": "in_progress"})
-    s.add("response.output_item.done", output_index=0, item={"id": "ws_1", "type": "web_search_call", "status": "completed"})
+    s.add(
+        "response.output_item.added",
+        output_index=0,
+        item={"id": "ws_1", "type": "web_search_call", "status": "in_progress"},
+    )
+    s.add(
+        "response.output_item.done",
+        output_index=0,
+        item={"id": "ws_1", "type": "web_search_call", "status": "completed"},
+    )
     s.message(1, "m", "found")
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx())
@@ -259,16 +367,36 @@ def test_refusal_and_raw_reasoning_text_deltas_stream_as_text_and_thinking(serve
     s.add("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0, delta="Think")
     s.add("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0, delta="ing.")
     s.add("response.output_item.done", output_index=0, item={"id": "rs", "type": "reasoning", "summary": []})
-    s.add("response.output_item.added", output_index=1, item={"id": "m", "type": "message", "content": [], "role": "assistant"})
+    s.add(
+        "response.output_item.added",
+        output_index=1,
+        item={"id": "m", "type": "message", "content": [], "role": "assistant"},
+    )
     s.add("response.refusal.delta", item_id="m", output_index=1, content_index=0, delta="I can't")
     s.add("response.refusal.delta", item_id="m", output_index=1, content_index=0, delta=" help.")
-    s.add("response.output_item.done", output_index=1, item={
-        "id": "m", "type": "message", "role": "assistant", "status": "completed",
-        "content": [{"type": "refusal", "refusal": "I can't help."}]})
+    s.add(
+        "response.output_item.done",
+        output_index=1,
+        item={
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "refusal", "refusal": "I can't help."}],
+        },
+    )
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx())
     assert types(events) == [
-        "start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
-        "text_start", "text_delta", "text_delta", "text_end", "done",
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
     ]
     assert message.content[0].thinking == "Thinking." and message.text == "I can't help."

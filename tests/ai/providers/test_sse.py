@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 import pytest
 
 from piagent.ai.providers._sse import iter_sse
@@ -11,7 +9,7 @@ from piagent.ai.providers._sse import iter_sse
 STREAM = (
     b": a comment\n"
     b"event: first\n"
-    b"data: {\"a\": 1}\n\n"
+    b'data: {"a": 1}\n\n'
     b"data: one line\n"
     b"data:  two lines, the second with a leading space kept\n\n"
     b"id: 7\nretry: 100\ndata:no space\r\n\r\n"
@@ -31,7 +29,7 @@ EXPECTED = [
 ]
 
 
-def events(chunks: List[bytes]) -> list:
+def events(chunks: list[bytes]) -> list:
     return list(iter_sse(chunks))
 
 

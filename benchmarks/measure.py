@@ -95,7 +95,10 @@ class Report:
         return row
 
     def check(self, scenario: str, measure: str, ok: bool, detail: str = "", failure: Any = None) -> Row:
-        """A correctness row showing ``detail``, else "yes"; a failed check shows ``failure`` (what was seen) if given."""
+        """A correctness row showing ``detail``, else "yes".
+
+        A failed check shows ``failure`` (what was seen) if given.
+        """
         shown = str(failure) if not ok and failure is not None else detail or ("yes" if ok else "no")
         return self.add(Row(scenario, measure, shown, target="correct", passed=ok, check=True))
 

@@ -115,9 +115,8 @@ def main() -> int:
     result = future.result(timeout=WAIT)
     steerer.join(WAIT)
 
-    print(
-        f"\nDone: {len(agent.state.messages)} messages in the last run's transcript, {result.usage.total_tokens} tokens."
-    )
+    messages, tokens = len(agent.state.messages), result.usage.total_tokens
+    print(f"\nDone: {messages} messages in the last run's transcript, {tokens} tokens.")
     return 0 if result.stop_reason in ("stop", "length") else 1
 
 

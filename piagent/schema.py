@@ -27,6 +27,7 @@ Nested types are written inline (no ``$ref``); a recursive type is refused. In a
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -246,7 +247,8 @@ def _bare_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
         if len(args) == 2 and args[1] is Ellipsis:
             return _array(_schema(args[0], seen), False)
         raise TypeError(
-            f"unsupported type hint {_name(hint)}: use tuple[X, ...] or list[X] (fixed-length tuples have no portable JSON Schema)"
+            f"unsupported type hint {_name(hint)}: use tuple[X, ...] or list[X] "
+            "(fixed-length tuples have no portable JSON Schema)"
         )
     if origin in MAPPING_ORIGINS:
         key, value = args if args else (str, Any)
@@ -324,10 +326,8 @@ def _property(schema: dict[str, Any], description: Optional[str], default: Any) 
     if description and "description" not in schema:
         schema["description"] = description
     if default is not inspect.Parameter.empty:
-        try:
+        with contextlib.suppress(TypeError):  # a default with no JSON form is simply not shown
             schema["default"] = jsonable(default)
-        except TypeError:
-            pass  # a default with no JSON form is simply not shown
     return schema
 
 

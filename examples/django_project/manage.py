@@ -1,9 +1,10 @@
 #!/usr/bin/env python
-"""The bookshop example: a Django project whose management command asks an agent.
+r"""The bookshop example: a Django project whose management command asks an agent.
 
     cd examples/django_project
     python manage.py migrate
-    python manage.py shell -c "from catalog.models import Book; Book.objects.create(title='The Hobbit', author='J. R. R. Tolkien', year=1937)"
+    python manage.py shell -c "from catalog.models import Book; \
+        Book.objects.create(title='The Hobbit', author='J. R. R. Tolkien', year=1937)"
     python manage.py ask_agent "Do we have anything by Tolkien?"
 
 The model is $PIAGENT_MODEL, else the embedded local:smollm2-135m (needs piagent[local]).

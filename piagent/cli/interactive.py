@@ -12,6 +12,7 @@ queued (and was not aborted), the session continues the conversation with them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import Future
 from typing import IO, Any, Callable, Optional
@@ -164,10 +165,8 @@ def _line_reader(stdin: Optional[IO[str]]) -> Callable[[], Optional[str]]:
     import sys
 
     if stdin is None or stdin is sys.stdin:
-        try:
+        with contextlib.suppress(ImportError):  # no readline on Windows
             import readline  # noqa: F401  (line editing for input())
-        except ImportError:  # pragma: no cover - Windows
-            pass
 
         def read_terminal() -> Optional[str]:
             try:

@@ -8,8 +8,6 @@ running them (spec §3.8).
 
 from __future__ import annotations
 
-from typing import List
-
 from ..ai.types import ToolCall, ToolResultMessage
 from ._common import (
     BatchContext,

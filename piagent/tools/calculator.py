@@ -132,9 +132,14 @@ def _call(node: ast.Call) -> Number:
 def _power(base: Number, exponent: Number) -> Number:
     if abs(exponent) > MAX_EXPONENT:
         raise CalculatorError(f"exponent {exponent!r} is too large (at most {MAX_EXPONENT})")
-    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0:
-        if abs(base) > 1 and base.bit_length() * exponent > MAX_INT_BITS:
-            raise CalculatorError("result is too large")
+    if (
+        isinstance(base, int)
+        and isinstance(exponent, int)
+        and exponent > 0
+        and abs(base) > 1
+        and base.bit_length() * exponent > MAX_INT_BITS
+    ):
+        raise CalculatorError("result is too large")
     result = base**exponent
     if isinstance(result, complex):
         raise CalculatorError("result is not a real number")

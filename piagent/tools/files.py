@@ -98,7 +98,10 @@ def _read_lines(resolved: str, path: str, offset: int, limit: Optional[int], max
     text = "".join(chosen)
     last = offset + len(chosen) - 1
     if truncated:
-        text += f"\n\n[Output truncated at {max_bytes} bytes: showing lines {offset}-{last} of {total}; use offset={last + 1} to read on]"
+        text += (
+            f"\n\n[Output truncated at {max_bytes} bytes: showing lines {offset}-{last} of {total}; "
+            f"use offset={last + 1} to read on]"
+        )
     elif last < total:
         text += f"\n\n[Showing lines {offset}-{last} of {total}; use offset={last + 1} to read on]"
     return text

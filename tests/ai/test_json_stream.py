@@ -429,7 +429,7 @@ def test_incremental_matches_parse_streaming_json_on_random_and_corrupted_docume
 def _large_document() -> Any:
     return {
         "items": [
-            {"id": i, "name": 'item "%d" \u00e9\U0001f600' % i, "tags": ["a", "b\n"], "v": i * 1.5, "ok": i % 2 == 0}
+            {"id": i, "name": f'item "{i}" \u00e9\U0001f600', "tags": ["a", "b\n"], "v": i * 1.5, "ok": i % 2 == 0}
             for i in range(1000)
         ],
         "note": "x" * 5000,

@@ -124,7 +124,8 @@ def unserialisable() -> object:
         ),
         (
             lambda: AgentTool("t", "", EMPTY, lambda *a: AgentToolResult([TextContent(b"bytes")])),
-            "Tool t returned invalid content: expected TextContent/ImageContent blocks, got TextContent with text of type bytes",
+            "Tool t returned invalid content: expected TextContent/ImageContent blocks, "
+            "got TextContent with text of type bytes",
         ),
     ],
     ids=["@tool-object", "int", "str-content", "dict-blocks", "bytes-text"],

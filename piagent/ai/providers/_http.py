@@ -180,10 +180,8 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
 def _shut(response: requests.Response) -> None:
     """Make any blocked read on ``response`` return now, from any thread."""
     shut_socket(_socket_of(response))
-    try:
+    with contextlib.suppress(Exception):  # closing a half-read response from another thread may complain
         response.close()
-    except Exception:  # closing a half-read response from another thread may complain
-        pass
 
 
 def _on_main_thread() -> bool:

@@ -13,7 +13,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
 ``supports_prompt_cache_key``     send ``prompt_cache_key`` from ``session_id`` (api.openai.com)
 ``send_reasoning_back``           replay the same model's thinking in the field it arrived in
                                   (``reasoning_content`` for DeepSeek-style servers; default True)
-``tool_call_ids``                 ``"mistral"`` (9 alphanumerics, mistral.ai) or ``"openai"`` (<= 40 of ``[A-Za-z0-9_-]``)
+``tool_call_ids``                 ``"mistral"`` (9 alphanumerics, mistral.ai) or ``"openai"``
+                                  (<= 40 of ``[A-Za-z0-9_-]``)
 ``tool_result_name``              add ``name`` to tool messages (mistral.ai)
 ``supports_null_content``         an assistant message with only tool calls has ``content: null``
                                   (default True; False sends ``""``, which llama-cpp-python's

@@ -40,6 +40,7 @@ from .exceptions import (
     ToolArgumentsError,
 )
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from .options import AgentOptions
 from .result import RunResult
 from .state import AgentState
 from .types import (
@@ -69,6 +70,7 @@ __all__ = [
     "AgentEndEvent",
     "AgentEvent",
     "AgentLoopConfig",
+    "AgentOptions",
     "AgentStartEvent",
     "AgentState",
     "AgentTool",

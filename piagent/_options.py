@@ -1,58 +1,117 @@
-"""Validated agent options (internal): public attributes checked on construction and assignment.
+"""Validated options (internal): the machinery behind :class:`~piagent.options.AgentOptions`.
 
-A bad value raises ``TypeError`` (wrong kind of object) or ``ValueError`` (right kind, bad
-value) with the option's name in the message, and leaves the previous value in place.
+An :class:`Option` is a typed data descriptor: ``Option(default=..., check=...)`` declared in
+a subclass of :class:`Options` is a keyword-only constructor parameter and a public attribute
+validated on every assignment. A bad value raises ``TypeError`` (wrong kind of object) or
+``ValueError`` (right kind, bad value) with the option's name in the message, and leaves the
+previous value in place. Type checkers see an ``Options`` subclass as a dataclass with
+keyword-only fields (``dataclass_transform``): the parameter types are what ``check`` accepts,
+the attribute types what it returns.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Generic, Optional, TypeVar, Union, overload
+
+from typing_extensions import dataclass_transform
 
 __all__ = [
+    "CACHE_RETENTIONS",
     "Option",
+    "Options",
     "TOOL_EXECUTION_MODES",
-    "TRANSPORTS",
+    "budgets_or_none",
     "callable_or_none",
     "choice",
     "executor_or_none",
-    "positional_arity",
-    "positive_int_or_none",
-    "positive_number_or_none",
-    "budgets_or_none",
     "non_negative_int_or_none",
     "non_negative_number_or_none",
     "optional_choice",
+    "positional_arity",
+    "positive_int_or_none",
+    "positive_number_or_none",
     "str_or_none",
     "tool_choice_or_none",
 ]
 
-Check = Callable[[str, Any], Any]
+T = TypeVar("T")  # the stored (attribute) type
+A = TypeVar("A")  # the accepted (parameter) type
+Check = Callable[[str, A], T]
 
 TOOL_EXECUTION_MODES = ("parallel", "sequential")
-TRANSPORTS = ("auto", "sse", "websocket", "websocket-cached")
 CACHE_RETENTIONS = ("none", "short", "long")
 
 
-class Option:
-    """A data descriptor that validates with ``check(name, value)`` before storing."""
+class Option(Generic[T, A]):
+    """One option: a default, a check that validates (and may convert) a value, a docstring.
 
-    def __init__(self, check: Check) -> None:
-        self._check = check
-        self._name = ""
-        self._slot = ""
+    ``check(name, value)`` returns the value to store or raises. The default goes through the
+    check at each construction, so a list default is a new list every time.
+    """
+
+    def __init__(self, *, default: A, check: Check[A, T], doc: str = "") -> None:
+        self.default = default
+        self.check = check
+        self.__doc__ = doc
+        self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-        self._slot = "_option_" + name
+        self.name = name
 
-    def __get__(self, obj: Any, owner: Optional[type] = None) -> Any:
+    @overload
+    def __get__(self, obj: None, owner: Optional[type] = None) -> Option[T, A]: ...
+    @overload
+    def __get__(self, obj: object, owner: Optional[type] = None) -> T: ...
+    def __get__(self, obj: Optional[object], owner: Optional[type] = None) -> Union[Option[T, A], T]:
         if obj is None:
             return self
-        return getattr(obj, self._slot)
+        value: T = obj.__dict__[self.name]
+        return value
 
-    def __set__(self, obj: Any, value: Any) -> None:
-        setattr(obj, self._slot, self._check(self._name, value))
+    def __set__(self, obj: object, value: A) -> None:
+        obj.__dict__[self.name] = self.check(self.name, value)
+
+
+@dataclass_transform(kw_only_default=True)
+class Options:
+    """A base class whose subclasses declare :class:`Option` attributes; see the module docstring.
+
+    ``cls.options()`` lists them in declaration order (base classes first). A subclass may
+    define ``__post_init__(self)``, called once every option is set.
+    """
+
+    _options: ClassVar[dict[str, Option[Any, Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found: dict[str, Option[Any, Any]] = {}
+        for klass in reversed(cls.__mro__):
+            found.update((name, value) for name, value in vars(klass).items() if isinstance(value, Option))
+        cls._options = found
+
+    def __init__(self, **values: Any) -> None:
+        options = type(self)._options
+        for name in values:
+            if name not in options:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
+        for name, option in options.items():
+            setattr(self, name, values.get(name, option.default))
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:  # a subclass's own set-up, once every option is in place
+            post_init()
+
+    @classmethod
+    def options(cls) -> dict[str, Option[Any, Any]]:
+        return dict(cls._options)
+
+    def option_values(self) -> dict[str, Any]:
+        """Every option's current value, by name (lists and dicts copied one level deep)."""
+        values = {}
+        for name in type(self)._options:
+            value = self.__dict__[name]
+            values[name] = type(value)(value) if isinstance(value, (list, dict)) else value
+        return values
 
 
 def callable_or_none(name: str, value: Any) -> Any:
@@ -61,7 +120,7 @@ def callable_or_none(name: str, value: Any) -> Any:
     return value
 
 
-def choice(*allowed: str) -> Check:
+def choice(*allowed: str) -> Check[Any, Any]:
     def check(name: str, value: Any) -> Any:
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
@@ -98,7 +157,7 @@ def non_negative_number_or_none(name: str, value: Any) -> Any:
     return value
 
 
-def optional_choice(*allowed: str) -> Check:
+def optional_choice(*allowed: str) -> Check[Any, Any]:
     """None or one of ``allowed``."""
 
     def check(name: str, value: Any) -> Any:

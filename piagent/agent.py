@@ -1,7 +1,8 @@
-"""``Agent``: the stateful shell around the agent loop (spec §5, design §3–§4).
+"""``Agent``: the stateful shell around the agent loop (docs/architecture.md#the-agent).
 
-An agent holds a transcript (:class:`~piagent.state.AgentState`), options, listeners and two
-message queues, and runs :func:`~piagent.loop.run_agent_loop` over a snapshot of them.
+An agent is its options (:class:`~piagent.options.AgentOptions`, every one a keyword argument
+and a validated attribute), a transcript (:class:`~piagent.state.AgentState`), listeners and
+two message queues; it runs :func:`~piagent.loop.run_agent_loop` over a snapshot of them.
 
 Threads:
 
@@ -13,52 +14,70 @@ Threads:
   while a run is active raise :class:`~piagent.exceptions.AgentBusyError` (from a listener
   too: the claim never blocks). The agent's lock is held only for short bookkeeping, never
   while user code runs.
-* Options are read when a run starts (P19): changing one mid-run affects the next run. The
-  queues and the queue modes are live.
+* Options are read when a run starts (docs/loop.md#rule-21): changing one mid-run affects the
+  next run. The queues and the queue modes are live.
 
 Model and tool failures never raise out of ``prompt()``: they end the run with an error or
 aborted assistant message. Anything raised inside the run (a listener, a hook, a stream
-function) becomes a failure message (spec §5.7); ``KeyboardInterrupt`` and other
+function) becomes a failure message (docs/loop.md#rule-18); ``KeyboardInterrupt`` and other
 ``BaseException``s abort the run, settle it and propagate.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional, Union, cast, overload
+
+from typing_extensions import Literal
 
 from . import _options as opt
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
-from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserMessage
-from .events import AgentEndEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
+from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
+from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError
-from .loop import is_failed_assistant, run_agent_loop, run_agent_loop_continue
-from .queues import QUEUE_MODES, MessageQueue, to_message
+from .loop import Emit, is_failed_assistant, run_agent_loop, run_agent_loop_continue
+from .options import AgentOptions, LegacyPrepareNextTurn
+from .queues import MessageQueue, to_message
 from .result import RunResult
 from .state import AgentState, check_messages
 from .types import (
-    DEFAULT_MAX_TOOL_RESULT_CHARS,
     AgentContext,
     AgentLoopConfig,
     AgentMessage,
-    AgentTool,
+    PrepareNextTurn,
+    QueueMode,
+    ShouldStopAfterTurn,
     TurnContext,
     TurnUpdate,
     keep_llm_messages,
 )
 
-__all__ = ["Agent", "AgentState", "RunResult", "get_default_stream_fn", "set_default_stream_fn"]
+__all__ = [
+    "Agent",
+    "AgentState",
+    "Listener",
+    "PromptInput",
+    "RunResult",
+    "get_default_stream_fn",
+    "set_default_stream_fn",
+]
 
 logger = logging.getLogger("piagent")
 
-Listener = Callable[..., Any]
-Emit = Callable[[Any], None]
+Listener = Union[Callable[[AgentEvent, AbortSignal], object], Callable[[AgentEvent], object]]
+"""``listener(event, signal)``, or ``listener(event)`` for a callable taking one positional argument."""
+
+PromptInput = Union[str, AgentMessage, Sequence[AgentMessage]]
+"""What ``prompt()`` takes: text (a user message), a message, or a list of messages."""
+
+_LOOP_FIELDS = frozenset(field.name for field in dataclasses.fields(AgentLoopConfig))
 
 BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
@@ -85,14 +104,14 @@ def get_default_stream_fn() -> StreamFunction:
 class _Run:
     """One claimed run: its abort controller, snapshot and bookkeeping."""
 
-    __slots__ = ("controller", "model", "context", "config", "stream_fn", "thread_id", "messages", "in_flight")
+    __slots__ = ("controller", "options", "context", "config", "stream_fn", "thread_id", "messages", "in_flight")
 
-    def __init__(self) -> None:
+    def __init__(self, options: AgentOptions) -> None:
         self.controller = AbortController()
-        self.model: Model
-        self.context: AgentContext
+        self.options = options  # the values at run start
+        self.context = AgentContext(options.system_prompt, options.messages, options.tools)
         self.config: AgentLoopConfig
-        self.stream_fn: StreamFunction
+        self.stream_fn: StreamFunction = options.stream_fn or get_default_stream_fn()
         self.thread_id: Optional[int] = None
         self.messages: list[AgentMessage] = []  # every message_end of the run, in order
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
@@ -102,13 +121,17 @@ class _Run:
     def signal(self) -> AbortSignal:
         return self.controller.signal
 
-    def take(self, queue: MessageQueue, mode: str) -> list[AgentMessage]:
+    @property
+    def model(self) -> Model:
+        return self.options.model
+
+    def take(self, queue: MessageQueue, mode: QueueMode) -> list[AgentMessage]:
         items = queue.drain(mode)
         self.in_flight.extend((queue, item) for item in items)
         return items
 
-    def observe(self, event: Any) -> None:
-        """Record a ``message_end`` event (the agent calls this for those only)."""
+    def observe(self, event: MessageEndEvent) -> None:
+        """Record a ``message_end`` event."""
         self.messages.append(event.message)
         for index, (_, message) in enumerate(self.in_flight):
             if message is event.message:
@@ -125,138 +148,16 @@ class _Run:
         self.in_flight = []
 
 
-class _StateField:
-    """An agent attribute that reads and writes the field of the same name on ``agent.state``."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    def __get__(self, obj: Any, owner: Optional[type] = None) -> Any:
-        return self if obj is None else getattr(obj._state, self._name)
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        setattr(obj._state, self._name, value)
-
-
-class Agent:
+class Agent(AgentOptions):
     """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
 
-    Every option is keyword-only and also a public attribute (validated on assignment). See the
-    module docstring for the thread contract and design.md §3 for each option.
-
-    Model-call options that pi's Agent leaves out and Python users expect (None: the
-    provider's default): ``temperature``, ``max_tokens``, ``timeout_ms`` (the HTTP read
-    timeout), ``max_retries`` (429/5xx/connection retries) and ``cache_retention``
-    ("none", "short" or "long" prompt caching). Keys still come only from ``get_api_key`` or
-    the environment.
-
-    ``tool_choice`` (a piagent addition): None (the provider's default), "auto", "none",
-    "required" or ``{"name": tool}``, sent with every model call of a run; ``prepare_next_turn``
-    can change it from the next turn on with ``TurnUpdate(tool_choice=...)``.
+    ``Agent(**options)`` takes the keyword arguments of :class:`~piagent.options.AgentOptions`
+    (every one optional, every one also a public attribute, validated on assignment). See the
+    module docstring for the thread contract.
     """
 
-    # the state's configuration fields, as agent attributes too (validated by the state)
-    system_prompt = _StateField()
-    model = _StateField()
-    thinking_level = _StateField()
-    tools = _StateField()
-    messages = _StateField()
-
-    convert_to_llm = opt.Option(opt.callable_or_none)
-    transform_context = opt.Option(opt.callable_or_none)
-    stream_fn = opt.Option(opt.callable_or_none)
-    get_api_key = opt.Option(opt.callable_or_none)
-    before_tool_call = opt.Option(opt.callable_or_none)
-    after_tool_call = opt.Option(opt.callable_or_none)
-    prepare_next_turn = opt.Option(opt.callable_or_none)
-    should_stop_after_turn = opt.Option(opt.callable_or_none)
-    on_payload = opt.Option(opt.callable_or_none)
-    on_response = opt.Option(opt.callable_or_none)
-    steering_mode = opt.Option(opt.choice(*QUEUE_MODES))
-    follow_up_mode = opt.Option(opt.choice(*QUEUE_MODES))
-    tool_execution = opt.Option(opt.choice(*opt.TOOL_EXECUTION_MODES))
-    executor = opt.Option(opt.executor_or_none)
-    max_workers = opt.Option(opt.positive_int_or_none)
-    max_turns = opt.Option(opt.positive_int_or_none)
-    tool_timeout = opt.Option(opt.positive_number_or_none)
-    max_tool_result_chars = opt.Option(opt.positive_int_or_none)
-    session_id = opt.Option(opt.str_or_none)
-    thinking_budgets = opt.Option(opt.budgets_or_none)
-    transport = opt.Option(opt.choice(*opt.TRANSPORTS))
-    max_retry_delay_ms = opt.Option(opt.non_negative_int_or_none)
-    tool_choice = opt.Option(opt.tool_choice_or_none)
-    temperature = opt.Option(opt.non_negative_number_or_none)
-    max_tokens = opt.Option(opt.positive_int_or_none)
-    timeout_ms = opt.Option(opt.positive_int_or_none)
-    max_retries = opt.Option(opt.non_negative_int_or_none)
-    cache_retention = opt.Option(opt.optional_choice(*opt.CACHE_RETENTIONS))
-
-    def __init__(
-        self,
-        *,
-        system_prompt: str = "",
-        model: Union[Model, str, None] = None,
-        thinking_level: str = "off",
-        tools: Iterable[AgentTool] = (),
-        messages: Iterable[AgentMessage] = (),
-        convert_to_llm: Optional[Callable[[list[AgentMessage]], list[Any]]] = None,
-        transform_context: Optional[Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]] = None,
-        stream_fn: Optional[StreamFunction] = None,
-        get_api_key: Optional[Callable[[str], Optional[str]]] = None,
-        before_tool_call: Optional[Callable[..., Any]] = None,
-        after_tool_call: Optional[Callable[..., Any]] = None,
-        prepare_next_turn: Optional[Callable[..., Optional[TurnUpdate]]] = None,
-        should_stop_after_turn: Optional[Callable[[TurnContext, AbortSignal], bool]] = None,
-        steering_mode: str = "one-at-a-time",
-        follow_up_mode: str = "one-at-a-time",
-        tool_execution: str = "parallel",
-        executor: Any = None,
-        max_workers: Optional[int] = None,
-        max_turns: Optional[int] = None,
-        tool_timeout: Optional[float] = None,
-        max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS,
-        session_id: Optional[str] = None,
-        thinking_budgets: Optional[dict] = None,
-        transport: str = "auto",
-        max_retry_delay_ms: Optional[int] = None,
-        on_payload: Optional[Callable[..., Any]] = None,
-        on_response: Optional[Callable[..., Any]] = None,
-        tool_choice: Any = None,
-        temperature: Optional[float] = None,
-        max_tokens: Optional[int] = None,
-        timeout_ms: Optional[int] = None,
-        max_retries: Optional[int] = None,
-        cache_retention: Optional[str] = None,
-    ) -> None:
-        self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
-        self.convert_to_llm = convert_to_llm
-        self.transform_context = transform_context
-        self.stream_fn = stream_fn
-        self.get_api_key = get_api_key
-        self.before_tool_call = before_tool_call
-        self.after_tool_call = after_tool_call
-        self.prepare_next_turn = prepare_next_turn
-        self.should_stop_after_turn = should_stop_after_turn
-        self.steering_mode = steering_mode
-        self.follow_up_mode = follow_up_mode
-        self.tool_execution = tool_execution
-        self.executor = executor
-        self.max_workers = max_workers
-        self.max_turns = max_turns
-        self.tool_timeout = tool_timeout
-        self.max_tool_result_chars = max_tool_result_chars
-        self.session_id = session_id
-        self.thinking_budgets = thinking_budgets
-        self.transport = transport
-        self.max_retry_delay_ms = max_retry_delay_ms
-        self.on_payload = on_payload
-        self.on_response = on_response
-        self.tool_choice = tool_choice
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout_ms = timeout_ms
-        self.max_retries = max_retries
-        self.cache_retention = cache_retention
+    def __post_init__(self) -> None:
+        self._state = AgentState(self)
         self._steering_queue = MessageQueue()
         self._follow_up_queue = MessageQueue()
         self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
@@ -295,23 +196,35 @@ class Agent:
 
         return unsubscribe
 
-    def _dispatch(self, run: _Run, event: Any) -> None:
+    def _dispatch(self, run: _Run, event: AgentEvent) -> None:
         if self._run is not run:
-            return  # an event from a run that already settled (spec §5.3): dropped
+            return  # an event from a run that already settled (docs/loop.md#rule-20): dropped
         self._state._reduce(event)
         if event.type == "message_end":
             run.observe(event)
         for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
             if event_only:
-                listener(event)
+                cast("Callable[[AgentEvent], object]", listener)(event)
             else:
-                listener(event, run.controller.signal)
+                cast("Callable[[AgentEvent, AbortSignal], object]", listener)(event, run.controller.signal)
 
     # -- runs -------------------------------------------------------------------------------
 
+    @overload
+    def prompt(
+        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: Literal[True] = True
+    ) -> RunResult: ...
+    @overload
+    def prompt(
+        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: Literal[False]
+    ) -> Future[RunResult]: ...
+    @overload
+    def prompt(
+        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: bool
+    ) -> Union[RunResult, Future[RunResult]]: ...
     def prompt(
         self,
-        input: Union[str, AgentMessage, Sequence[AgentMessage]],
+        input: PromptInput,
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: bool = True,
@@ -330,6 +243,12 @@ class Agent:
             run = self._claim()
         return self._launch(run, messages, wait)
 
+    @overload
+    def continue_(self, *, wait: Literal[True] = True) -> RunResult: ...
+    @overload
+    def continue_(self, *, wait: Literal[False]) -> Future[RunResult]: ...
+    @overload
+    def continue_(self, *, wait: bool) -> Union[RunResult, Future[RunResult]]: ...
     def continue_(self, *, wait: bool = True) -> Union[RunResult, Future[RunResult]]:
         """pi's ``continue()``: run again from the transcript as it is.
 
@@ -345,8 +264,9 @@ class Agent:
             messages = self._state.messages
             if not messages:
                 raise InvalidStateError("No messages to continue from")
-            if getattr(messages[-1], "role", None) != "assistant":
-                run, prompts = self._claim(), None
+            prompts: Optional[list[AgentMessage]] = None
+            if messages[-1].role != "assistant":
+                run = self._claim()
             else:
                 queue, mode = self._steering_queue, self.steering_mode
                 prompts = queue.drain(mode)
@@ -358,26 +278,24 @@ class Agent:
                     run = self._claim(skip_initial_steering=queue is self._steering_queue)
                     run.in_flight.extend((queue, message) for message in prompts)
                 elif is_failed_assistant(messages[-1]):
-                    run, prompts = self._claim(), None  # a retry of the failed call
+                    run, prompts = self._claim(), None  # a retry of the failed call (docs/loop.md#rule-3)
                 else:
                     raise InvalidStateError("Cannot continue from message role: assistant")
         return self._launch(run, prompts, wait)
 
     def _claim(self, skip_initial_steering: bool = False) -> _Run:
         """Start a run (caller holds the lock): snapshot options and context, flip the state."""
-        run = _Run()
-        state = self._state
-        run.model = state.model
-        run.context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
+        run = _Run(self.snapshot())
         run.config = self._loop_config(run, skip_initial_steering)
-        run.stream_fn = self.stream_fn or get_default_stream_fn()
         self._run = run
         self._idle.clear()
-        state._begin_run()
+        self._state._begin_run()
         return run
 
     def _loop_config(self, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
-        level = self._state.thinking_level
+        """The run's loop config: every option named like a config field, then the agent's own wiring."""
+        options = run.options
+        values = {name: value for name, value in options.option_values().items() if name in _LOOP_FIELDS}
         skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
 
         def get_steering_messages() -> list[AgentMessage]:
@@ -389,43 +307,23 @@ class Agent:
         def get_follow_up_messages() -> list[AgentMessage]:
             return run.take(self._follow_up_queue, self.follow_up_mode)
 
-        return AgentLoopConfig(
-            model=run.model,
-            reasoning=None if level == "off" else level,
-            session_id=self.session_id,
-            on_payload=self.on_payload,
-            on_response=self.on_response,
-            transport=self.transport,
-            thinking_budgets=dict(self.thinking_budgets) if self.thinking_budgets else None,
-            max_retry_delay_ms=self.max_retry_delay_ms,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            timeout_ms=self.timeout_ms,
-            max_retries=self.max_retries,
-            cache_retention=self.cache_retention,
-            convert_to_llm=self.convert_to_llm or keep_llm_messages,
-            transform_context=self.transform_context,
-            get_api_key=self.get_api_key,
+        values.update(
+            model=options.model,
+            reasoning=None if options.thinking_level == "off" else options.thinking_level,
+            convert_to_llm=options.convert_to_llm or keep_llm_messages,
             get_steering_messages=get_steering_messages,
             get_follow_up_messages=get_follow_up_messages,
-            tool_execution=self.tool_execution,
-            before_tool_call=self.before_tool_call,
-            after_tool_call=self.after_tool_call,
-            prepare_next_turn=self._prepare_next_turn_hook(),
-            should_stop_after_turn=self._should_stop_hook(),
-            executor=self.executor,
-            max_workers=self.max_workers,
-            tool_timeout=self.tool_timeout,
-            tool_choice=self.tool_choice,
-            max_tool_result_chars=self.max_tool_result_chars,
+            prepare_next_turn=self._prepare_next_turn_hook(options),
+            should_stop_after_turn=self._should_stop_hook(options),
         )
+        return AgentLoopConfig(**values)
 
-    def _prepare_next_turn_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]]:
-        """Installed only if set at run start; then reads the current attribute at each turn (spec §5.7).
+    def _prepare_next_turn_hook(self, options: AgentOptions) -> Optional[PrepareNextTurn]:
+        """Installed only if set at run start; then reads the current attribute at each turn.
 
         A hook taking one positional argument is pi's legacy form and gets only the signal.
         """
-        if self.prepare_next_turn is None:
+        if options.prepare_next_turn is None:
             return None
 
         def prepare_next_turn(context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
@@ -433,14 +331,14 @@ class Agent:
             if hook is None:
                 return None
             if opt.positional_arity(hook) == 1:
-                return hook(signal)  # type: ignore[no-any-return]
-            return hook(context, signal)  # type: ignore[no-any-return]
+                return cast(LegacyPrepareNextTurn, hook)(signal)
+            return cast(PrepareNextTurn, hook)(context, signal)
 
         return prepare_next_turn
 
-    def _should_stop_hook(self) -> Optional[Callable[[TurnContext, AbortSignal], bool]]:
+    def _should_stop_hook(self, options: AgentOptions) -> Optional[ShouldStopAfterTurn]:
         """The user's ``should_stop_after_turn`` combined with ``max_turns`` (both snapshotted)."""
-        hook, limit = self.should_stop_after_turn, self.max_turns
+        hook, limit = options.should_stop_after_turn, options.max_turns
         if limit is None:
             return hook
         turns = [0]
@@ -499,7 +397,7 @@ class Agent:
             self._settle(run)
 
     def _fail(self, run: _Run, emit: Emit, exc: Exception) -> None:
-        """Turn an exception out of the loop into pi's failure lifecycle (spec §5.7, 0.74.1)."""
+        """Turn an exception out of the loop into the failure lifecycle (docs/loop.md#rule-18)."""
         error = str(exc) or type(exc).__name__
         logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(
@@ -564,7 +462,7 @@ class Agent:
         run = self._run
         return run.signal if run is not None else None
 
-    def abort(self, reason: Any = None) -> None:
+    def abort(self, reason: object = None) -> None:
         """Abort the active run (the model stream stops, tools and hooks see the signal); no-op when idle."""
         run = self._run
         if run is not None:
@@ -600,10 +498,10 @@ class Agent:
         )
 
 
-def _prompt_messages(input: Any, images: Optional[Sequence[ImageContent]]) -> list[AgentMessage]:
+def _prompt_messages(input: PromptInput, images: Optional[Sequence[ImageContent]]) -> list[AgentMessage]:
     """pi's normalisation: a str is one user message ``[text, *images]``; a list is used as is."""
     if isinstance(input, str):
-        blocks: list[Any] = [TextContent(input)]
+        blocks: list[UserContent] = [TextContent(input)]
         for image in images or ():
             if getattr(image, "type", None) != "image":
                 raise TypeError(f"images must be ImageContent blocks, got {type(image).__name__}")

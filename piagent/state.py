@@ -1,8 +1,10 @@
-"""``AgentState``: what an :class:`~piagent.Agent` holds between and during runs (spec §5.2).
+"""``AgentState``: what an :class:`~piagent.Agent` holds between and during runs.
 
 The configuration fields (``system_prompt``, ``model``, ``thinking_level``, ``tools``,
-``messages``) are read by the agent when a run starts. Assigning ``tools`` or ``messages``
-copies the list; reading them returns the live list (appending to it changes the state).
+``messages``) are the agent's options of the same names (one value, two ways to reach it:
+``agent.model is agent.state.model``), validated the same way. They are read when a run
+starts. Assigning ``tools`` or ``messages`` copies the list; reading them returns the live
+list (appending to it changes the state).
 
 The runtime fields are read-only. They are set when a run is claimed (on the thread that
 called ``prompt()``/``continue_()``), then change only on the run thread, reduced from each
@@ -25,18 +27,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ._options import choice, str_or_none
 from .ai.types import Cost, Model
-from .types import AgentMessage, AgentTool
+from .events import AgentEvent
+from .types import AgentMessage, AgentTool, ThinkingLevel
+
+if TYPE_CHECKING:
+    from .options import AgentOptions, ModelSpec
 
 __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 _NO_IDS: frozenset[str] = frozenset()
-_check_thinking_level = choice(*THINKING_LEVELS)
 
 
 def default_model() -> Model:
@@ -71,10 +75,10 @@ def _new_list(items: Optional[Iterable[Any]], expected: str) -> list[Any]:
     return list(items)
 
 
-def check_tools(tools: Optional[Iterable[Any]]) -> list[AgentTool]:
+def check_tools(tools: Optional[Iterable[AgentTool]]) -> list[AgentTool]:
     """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
     checked = _new_list(tools, "tools must be a list of AgentTool")
-    seen = set()
+    seen: set[str] = set()
     for tool in checked:
         name = getattr(tool, "name", None)
         if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
@@ -85,7 +89,7 @@ def check_tools(tools: Optional[Iterable[Any]]) -> list[AgentTool]:
     return checked
 
 
-def check_messages(messages: Optional[Iterable[Any]]) -> list[AgentMessage]:
+def check_messages(messages: Optional[Iterable[AgentMessage]]) -> list[AgentMessage]:
     """A new list of messages; each must have a ``role``."""
     checked = _new_list(messages, "messages must be a list of messages")
     for message in checked:
@@ -97,65 +101,54 @@ def check_messages(messages: Optional[Iterable[Any]]) -> list[AgentMessage]:
 class AgentState:
     """The agent's transcript, configuration and runtime flags (see the module docstring)."""
 
-    def __init__(
-        self,
-        system_prompt: str = "",
-        model: Any = None,
-        thinking_level: str = "off",
-        tools: Optional[Iterable[AgentTool]] = None,
-        messages: Optional[Iterable[AgentMessage]] = None,
-    ) -> None:
-        self.system_prompt = system_prompt
-        self.model = model
-        self.thinking_level = thinking_level
-        self.tools = tools  # type: ignore[assignment]
-        self.messages = messages  # type: ignore[assignment]
+    def __init__(self, options: AgentOptions) -> None:
+        self._options = options
         self._is_streaming = False
         self._streaming_message: Optional[AgentMessage] = None
         self._pending_tool_calls: frozenset[str] = _NO_IDS
         self._error_message: Optional[str] = None
 
-    # -- configuration -------------------------------------------------------------------
+    # -- configuration: the agent's options --------------------------------------------------
 
     @property
     def system_prompt(self) -> str:
-        return self._system_prompt
+        return self._options.system_prompt
 
     @system_prompt.setter
     def system_prompt(self, value: Optional[str]) -> None:
-        self._system_prompt = str_or_none("system_prompt", value) or ""
+        self._options.system_prompt = value
 
     @property
     def model(self) -> Model:
-        return self._model
+        return self._options.model
 
     @model.setter
-    def model(self, value: Any) -> None:
-        self._model = resolve_model(value)
+    def model(self, value: ModelSpec) -> None:
+        self._options.model = value
 
     @property
-    def thinking_level(self) -> str:
-        return self._thinking_level
+    def thinking_level(self) -> ThinkingLevel:
+        return self._options.thinking_level
 
     @thinking_level.setter
-    def thinking_level(self, value: str) -> None:
-        self._thinking_level = _check_thinking_level("thinking_level", value)
+    def thinking_level(self, value: ThinkingLevel) -> None:
+        self._options.thinking_level = value
 
     @property
     def tools(self) -> list[AgentTool]:
-        return self._tools
+        return self._options.tools
 
     @tools.setter
     def tools(self, value: Iterable[AgentTool]) -> None:
-        self._tools = check_tools(value)
+        self._options.tools = value
 
     @property
     def messages(self) -> list[AgentMessage]:
-        return self._messages
+        return self._options.messages
 
     @messages.setter
     def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._messages = check_messages(value)
+        self._options.messages = value
 
     # -- runtime (read-only) -------------------------------------------------------------
 
@@ -189,33 +182,33 @@ class AgentState:
 
     def _clear(self) -> None:
         """``reset()``: forget the transcript and the runtime fields, keep the configuration."""
-        self._messages = []
+        self._options.messages = []
         self._end_run()
         self._error_message = None
 
-    def _reduce(self, event: Any) -> None:
+    def _reduce(self, event: AgentEvent) -> None:
         """Apply one agent event (before listeners see it)."""
-        kind = event.type
-        if kind == "message_update" or kind == "message_start":
+        if event.type == "message_update" or event.type == "message_start":
             self._streaming_message = event.message
-        elif kind == "message_end":
+        elif event.type == "message_end":
             self._streaming_message = None
-            self._messages.append(event.message)
-        elif kind == "tool_execution_start":
+            self._options.messages.append(event.message)
+        elif event.type == "tool_execution_start":
             self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
-        elif kind == "tool_execution_end":
+        elif event.type == "tool_execution_end":
             self._pending_tool_calls = self._pending_tool_calls - {event.tool_call_id}
-        elif kind == "turn_end":
+        elif event.type == "turn_end":
             message = event.message
             error = getattr(message, "error_message", None)
-            if getattr(message, "role", None) == "assistant" and error:
+            if message.role == "assistant" and error:
                 self._error_message = error
-        elif kind == "agent_end":
+        elif event.type == "agent_end":
             self._streaming_message = None
 
     def __repr__(self) -> str:
         flags = " streaming" if self._is_streaming else ""
+        model = self.model
         return (
-            f"<AgentState model={self._model.provider}:{self._model.id} thinking_level={self._thinking_level!r} "
-            f"tools={[t.name for t in self._tools]} messages={len(self._messages)}{flags}>"
+            f"<AgentState model={model.provider}:{model.id} thinking_level={self.thinking_level!r} "
+            f"tools={[t.name for t in self.tools]} messages={len(self.messages)}{flags}>"
         )

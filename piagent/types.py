@@ -7,15 +7,27 @@ Hooks are plain callables run on the run thread. Unless stated otherwise a hook 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from typing_extensions import Literal, Protocol
 
 from .abort import AbortSignal
-from .ai.types import AssistantMessage, Model, StreamOptions, ToolCall, ToolResultMessage, UserContent
+from .ai.types import (
+    AssistantMessage,
+    Message,
+    Model,
+    StreamOptions,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResultMessage,
+    UserContent,
+)
 
 __all__ = [
+    "AfterToolCall",
     "AfterToolCallContext",
     "AfterToolCallResult",
     "AgentContext",
@@ -23,22 +35,43 @@ __all__ = [
     "AgentMessage",
     "AgentTool",
     "AgentToolResult",
+    "BeforeToolCall",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "ConvertToLlm",
+    "CustomMessage",
+    "GetApiKey",
+    "PrepareNextTurn",
     "QueueMode",
+    "ShouldStopAfterTurn",
     "ThinkingLevel",
+    "ToolExecute",
     "ToolExecutionMode",
+    "TransformContext",
     "TurnContext",
     "TurnUpdate",
     "ToolUpdateCallback",
 ]
 
-AgentMessage = Any
-"""An LLM message, or any application object with a ``role`` attribute (kept, never sent)."""
+
+class CustomMessage(Protocol):
+    """An application message: any object with a ``role`` (e.g. "notification").
+
+    The loop keeps it in the transcript and never sends it: ``convert_to_llm`` drops or
+    translates it before each model call.
+    """
+
+    @property
+    def role(self) -> str: ...
+
+
+AgentMessage = Union[Message, CustomMessage]
+"""What the transcript, the loop and the events carry: an LLM message or an application message."""
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 ToolExecutionMode = Literal["sequential", "parallel"]
 QueueMode = Literal["all", "one-at-a-time"]
+"""How many queued steering/follow-up messages one poll takes: all of them or the oldest one."""
 
 
 @dataclass
@@ -51,18 +84,17 @@ class AgentToolResult:
 
 
 ToolUpdateCallback = Callable[[AgentToolResult], None]
+"""Reports a partial result while a tool runs; safe from any thread, a no-op once the call settled."""
 
-
-class ToolExecute(Protocol):
-    def __call__(
-        self, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
-    ) -> AgentToolResult: ...
+ToolExecute = Callable[[str, Any, AbortSignal, ToolUpdateCallback], AgentToolResult]
+"""``execute(tool_call_id, args, signal, on_update) -> AgentToolResult``; raises to report failure."""
 
 
 @dataclass
-class AgentTool:
+class AgentTool(Tool):
     """A tool the agent can run: the model-facing schema plus ``execute``.
 
+    An ``AgentTool`` is a :class:`~piagent.ai.Tool` (what the model sees) plus how to run it.
     ``execute(tool_call_id, args, signal, on_update)`` runs with validated arguments; it
     reports failure by raising (the model sees the message). ``prepare_arguments(raw)`` may
     reshape raw arguments before validation. ``execution_mode="sequential"`` makes any batch
@@ -72,8 +104,8 @@ class AgentTool:
 
     name: str
     description: str
-    parameters: dict
-    execute: Callable[..., AgentToolResult]
+    parameters: dict[str, Any]
+    execute: ToolExecute
     label: str = ""
     prepare_arguments: Optional[Callable[[Any], Any]] = None
     execution_mode: Optional[ToolExecutionMode] = None
@@ -147,12 +179,23 @@ class TurnUpdate:
     context: Optional[AgentContext] = None
     model: Optional[Model] = None
     thinking_level: Optional[ThinkingLevel] = None
-    tool_choice: Any = None
+    tool_choice: ToolChoice = None
 
 
-def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
+_LLM_ROLES = ("user", "assistant", "toolResult")
+
+ConvertToLlm = Callable[[list[AgentMessage]], list[Message]]
+TransformContext = Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]
+GetApiKey = Callable[[str], Optional[str]]
+BeforeToolCall = Callable[[BeforeToolCallContext, AbortSignal], Optional[BeforeToolCallResult]]
+AfterToolCall = Callable[[AfterToolCallContext, AbortSignal], Optional[AfterToolCallResult]]
+PrepareNextTurn = Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]
+ShouldStopAfterTurn = Callable[[TurnContext, AbortSignal], bool]
+
+
+def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
     """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
-    return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
+    return [m for m in messages if getattr(m, "role", None) in _LLM_ROLES]  # type: ignore[misc]  # a role is what tells LLM messages apart (duck typing)
 
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
@@ -185,17 +228,17 @@ class AgentLoopConfig(StreamOptions):
     """
 
     model: Optional[Model] = None
-    convert_to_llm: Callable[[list[AgentMessage]], list[Any]] = keep_llm_messages
-    transform_context: Optional[Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]] = None
-    get_api_key: Optional[Callable[[str], Optional[str]]] = None
+    convert_to_llm: ConvertToLlm = keep_llm_messages
+    transform_context: Optional[TransformContext] = None
+    get_api_key: Optional[GetApiKey] = None
     get_steering_messages: Optional[Callable[[], list[AgentMessage]]] = None
     get_follow_up_messages: Optional[Callable[[], list[AgentMessage]]] = None
     tool_execution: ToolExecutionMode = "parallel"
-    before_tool_call: Optional[Callable[..., Optional[BeforeToolCallResult]]] = None
-    after_tool_call: Optional[Callable[..., Optional[AfterToolCallResult]]] = None
-    prepare_next_turn: Optional[Callable[..., Optional[TurnUpdate]]] = None
-    should_stop_after_turn: Optional[Callable[..., bool]] = None
-    executor: Any = None
+    before_tool_call: Optional[BeforeToolCall] = None
+    after_tool_call: Optional[AfterToolCall] = None
+    prepare_next_turn: Optional[PrepareNextTurn] = None
+    should_stop_after_turn: Optional[ShouldStopAfterTurn] = None
+    executor: Optional[Executor] = None
     max_workers: Optional[int] = None
     tool_timeout: Optional[float] = None
     max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS

@@ -136,7 +136,6 @@ def test_a13_abort_when_idle_is_a_no_op() -> None:
         ("max_turns", True, ValueError),
         ("max_workers", -1, ValueError),
         ("tool_timeout", 0, ValueError),
-        ("transport", "pigeon", ValueError),
         ("max_retry_delay_ms", -5, ValueError),
         ("tool_choice", "always", ValueError),
         ("tool_choice", {"name": ""}, ValueError),
@@ -206,7 +205,6 @@ def test_every_option_is_a_public_attribute() -> None:
         tool_timeout=1.5,
         session_id="s",
         thinking_budgets=budgets,
-        transport="sse",
         max_retry_delay_ms=10,
         on_payload=hook,
         on_response=hook,
@@ -214,7 +212,13 @@ def test_every_option_is_a_public_attribute() -> None:
     assert agent.convert_to_llm is hook and agent.on_response is hook
     assert (agent.steering_mode, agent.follow_up_mode, agent.tool_execution) == ("all", "all", "sequential")
     assert (agent.max_workers, agent.max_turns, agent.tool_timeout, agent.session_id) == (2, 3, 1.5, "s")
-    assert (agent.thinking_budgets, agent.transport, agent.max_retry_delay_ms) == (budgets, "sse", 10)
+    assert (agent.thinking_budgets, agent.max_retry_delay_ms) == (budgets, 10)
+
+
+def test_an_unknown_option_raises_type_error_naming_it() -> None:
+    # `transport` was accepted and ignored by every provider; it is no longer an option
+    with pytest.raises(TypeError, match="'transport'"):
+        Agent(transport="sse")  # type: ignore[call-arg]  # the point of the test: not an option
 
 
 # --------------------------------------------------------------------------- A4 and run failures
@@ -683,7 +687,6 @@ def test_stream_options_are_forwarded_and_snapshotted_at_run_start() -> None:
         model=MODEL,
         stream_fn=stream_fn,
         thinking_level="medium",
-        transport="sse",
         thinking_budgets={"medium": 99},
         max_retry_delay_ms=1234,
         on_payload=payloads.append,
@@ -698,7 +701,7 @@ def test_stream_options_are_forwarded_and_snapshotted_at_run_start() -> None:
     stream.release.set()
     future.result(WAIT)
     options = stream.calls[0]
-    assert (options.reasoning, options.transport, options.thinking_budgets) == ("medium", "sse", {"medium": 99})
+    assert (options.reasoning, options.thinking_budgets) == ("medium", {"medium": 99})
     assert (options.max_retry_delay_ms, options.session_id) == (1234, "s1")
     assert options.on_payload == payloads.append and options.on_response == responses.append
     assert options.api_key == "key-for-openai"

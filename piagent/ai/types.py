@@ -11,9 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from typing_extensions import Literal
+
+if TYPE_CHECKING:
+    from ..abort import AbortSignal
 
 __all__ = [
     "AssistantContent",
@@ -24,14 +27,18 @@ __all__ = [
     "ImageContent",
     "Message",
     "Model",
+    "OnPayload",
+    "OnResponse",
     "StopReason",
     "StreamOptions",
     "TextContent",
     "ThinkingContent",
     "Tool",
     "ToolCall",
+    "ToolChoice",
     "ToolResultMessage",
     "Usage",
+    "UserContent",
     "UserMessage",
     "content_from_dict",
     "message_from_dict",
@@ -303,7 +310,8 @@ class AssistantMessage(_ShownInNotebooks):
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [block for block in self.content if block.type == "toolCall"]  # type: ignore[misc]
+        """The tool-call blocks, in order."""
+        return [block for block in self.content if isinstance(block, ToolCall)]
 
     def snapshot(self) -> AssistantMessage:
         """A shallow copy with its own content list (O(blocks), never O(text))."""
@@ -427,6 +435,16 @@ class Context:
     tools: Optional[list[Tool]] = None
 
 
+ToolChoice = Union[Literal["auto", "none", "required"], dict[str, str], None]
+"""None (the API's default), "auto", "none", "required", or ``{"name": tool}`` (that tool must be called)."""
+
+OnPayload = Callable[[Any, "Model"], Any]
+"""``on_payload(payload, model)``: sees a request body before it is sent; a non-None return replaces it."""
+
+OnResponse = Callable[[dict[str, Any], "Model"], object]
+"""``on_response({"status", "headers"}, model)``: sees every HTTP response's status and headers."""
+
+
 @dataclass
 class StreamOptions:
     """Options of one model call. Providers ignore what they cannot use.
@@ -447,13 +465,12 @@ class StreamOptions:
 
     temperature: Optional[float] = None
     max_tokens: Optional[int] = None
-    signal: Any = None
+    signal: Optional[AbortSignal] = None
     api_key: Optional[str] = field(default=None, repr=False)
-    transport: Optional[str] = None
     cache_retention: Optional[str] = None
     session_id: Optional[str] = None
-    on_payload: Optional[Callable[..., Any]] = None
-    on_response: Optional[Callable[..., Any]] = None
+    on_payload: Optional[OnPayload] = None
+    on_response: Optional[OnResponse] = None
     headers: Optional[dict[str, str]] = field(default=None, repr=False)
     timeout_ms: Optional[int] = None
     max_retries: Optional[int] = None
@@ -461,7 +478,7 @@ class StreamOptions:
     metadata: Optional[dict[str, Any]] = None
     reasoning: Optional[str] = None
     thinking_budgets: Optional[dict[str, int]] = None
-    tool_choice: Any = None
+    tool_choice: ToolChoice = None
 
     @classmethod
     def from_object(cls, obj: Any, **overrides: Any) -> StreamOptions:

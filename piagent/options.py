@@ -1,0 +1,204 @@
+"""``AgentOptions``: every option of an :class:`~piagent.Agent`, defined once.
+
+Each option is one line here: its type, default, check and meaning. From that line come the
+``Agent(...)`` keyword argument (type-checked), the public attribute (validated on every
+assignment, a bad value leaves the previous one in place), the copy taken when a run starts,
+and, when a field of :class:`~piagent.types.AgentLoopConfig` has the same name, the value the
+loop receives. See ``docs/architecture.md#adding-an-agent-option``.
+
+``Option[Stored, Accepted]``: ``model`` accepts a ``"provider:model-id"`` string and stores
+the :class:`~piagent.ai.Model` it names; most options store what they accept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
+from typing import Callable, Optional, TypeVar, Union
+
+from . import _options as opt
+from ._options import Option, Options
+from .abort import AbortSignal
+from .ai.registry import StreamFunction
+from .ai.types import Model, OnPayload, OnResponse, ToolChoice
+from .state import THINKING_LEVELS, check_messages, check_tools, resolve_model
+from .types import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    AfterToolCall,
+    AgentMessage,
+    AgentTool,
+    BeforeToolCall,
+    ConvertToLlm,
+    GetApiKey,
+    PrepareNextTurn,
+    QueueMode,
+    ShouldStopAfterTurn,
+    ThinkingLevel,
+    ToolExecutionMode,
+    TransformContext,
+    TurnUpdate,
+)
+
+__all__ = ["AgentOptions", "LegacyPrepareNextTurn", "ModelSpec"]
+
+T = TypeVar("T")
+Same = Option[T, T]  # an option that stores what it accepts
+
+ModelSpec = Union[Model, str, None]
+"""A :class:`Model`, a ``"provider:model-id"`` string from the catalogue, or None (a placeholder)."""
+
+LegacyPrepareNextTurn = Callable[[AbortSignal], Optional[TurnUpdate]]
+"""pi's older ``prepare_next_turn(signal)``: a hook taking one positional argument gets only the signal."""
+
+
+def _model(name: str, value: ModelSpec) -> Model:
+    return resolve_model(value)
+
+
+def _system_prompt(name: str, value: Optional[str]) -> str:
+    return opt.str_or_none(name, value) or ""
+
+
+def _tools(name: str, value: Iterable[AgentTool]) -> list[AgentTool]:
+    return check_tools(value)
+
+
+def _messages(name: str, value: Iterable[AgentMessage]) -> list[AgentMessage]:
+    return check_messages(value)
+
+
+def _budgets(name: str, value: Optional[Mapping[str, int]]) -> Optional[dict[str, int]]:
+    return opt.budgets_or_none(name, value)
+
+
+class AgentOptions(Options):
+    """The options of an :class:`~piagent.Agent`: keyword arguments and public attributes.
+
+    ``AgentOptions(**kwargs)`` validates a set of options on its own; ``Agent`` is an
+    ``AgentOptions`` with a transcript and a run loop, so ``Agent(model=..., tools=...)``
+    takes exactly these names. Options are read when a run starts: a change made during a run
+    applies to the next one (the queue modes excepted: they are read at each poll).
+
+    To add an option, add one ``Option`` line below (type, default, check, doc). If the loop
+    or the providers need it, give it the name of the :class:`~piagent.types.AgentLoopConfig`
+    (or :class:`~piagent.ai.StreamOptions`) field that carries it: runs pass it on by name.
+    """
+
+    # -- the conversation (also on agent.state) ---------------------------------------------
+    system_prompt: Option[str, Optional[str]] = Option(
+        default="", check=_system_prompt, doc="The system prompt (None is the same as '')."
+    )
+    model: Option[Model, ModelSpec] = Option(
+        default=None, check=_model, doc='A Model or "provider:model-id"; None is a placeholder that cannot answer.'
+    )
+    thinking_level: Same[ThinkingLevel] = Option(
+        default="off", check=opt.choice(*THINKING_LEVELS), doc="Reasoning effort; 'off' sends none."
+    )
+    tools: Option[list[AgentTool], Iterable[AgentTool]] = Option(
+        default=(), check=_tools, doc="The tools the model may call (copied; names unique)."
+    )
+    messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
+        default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."
+    )
+
+    # -- hooks (run on the run thread; docs/loop.md) -----------------------------------------
+    convert_to_llm: Same[Optional[ConvertToLlm]] = Option(
+        default=None, check=opt.callable_or_none, doc="messages -> LLM messages; None keeps user/assistant/toolResult."
+    )
+    transform_context: Same[Optional[TransformContext]] = Option(
+        default=None, check=opt.callable_or_none, doc="(messages, signal) -> messages, before each model call."
+    )
+    stream_fn: Same[Optional[StreamFunction]] = Option(
+        default=None, check=opt.callable_or_none, doc="(model, context, options) -> stream; None: the default."
+    )
+    get_api_key: Same[Optional[GetApiKey]] = Option(
+        default=None, check=opt.callable_or_none, doc="provider -> key, before each model call (falsy: environment)."
+    )
+    before_tool_call: Same[Optional[BeforeToolCall]] = Option(
+        default=None, check=opt.callable_or_none, doc="(BeforeToolCallContext, signal) -> BeforeToolCallResult | None."
+    )
+    after_tool_call: Same[Optional[AfterToolCall]] = Option(
+        default=None, check=opt.callable_or_none, doc="(AfterToolCallContext, signal) -> AfterToolCallResult | None."
+    )
+    prepare_next_turn: Same[Optional[Union[PrepareNextTurn, LegacyPrepareNextTurn]]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(TurnContext, signal) -> TurnUpdate | None after each turn; pi's legacy (signal) form works too.",
+    )
+    should_stop_after_turn: Same[Optional[ShouldStopAfterTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(TurnContext, signal) -> bool after each turn; True ends the run.",
+    )
+    on_payload: Same[Optional[OnPayload]] = Option(
+        default=None, check=opt.callable_or_none, doc="(payload, model) -> replacement | None, before each request."
+    )
+    on_response: Same[Optional[OnResponse]] = Option(
+        default=None, check=opt.callable_or_none, doc="({'status', 'headers'}, model), for each HTTP response."
+    )
+
+    # -- queues and tools --------------------------------------------------------------------
+    steering_mode: Same[QueueMode] = Option(
+        default="one-at-a-time", check=opt.choice("one-at-a-time", "all"), doc="Steering messages taken per poll."
+    )
+    follow_up_mode: Same[QueueMode] = Option(
+        default="one-at-a-time", check=opt.choice("one-at-a-time", "all"), doc="Follow-up messages taken per poll."
+    )
+    tool_execution: Same[ToolExecutionMode] = Option(
+        default="parallel", check=opt.choice(*opt.TOOL_EXECUTION_MODES), doc="How a batch of tool calls runs."
+    )
+    executor: Same[Optional[Executor]] = Option(
+        default=None, check=opt.executor_or_none, doc="Runs parallel tool calls (None: piagent's worker threads)."
+    )
+    max_workers: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="At most this many parallel calls at once (None: no cap)."
+    )
+    max_turns: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="End the run after this many turns (None: no limit)."
+    )
+    tool_timeout: Same[Optional[float]] = Option(
+        default=None, check=opt.positive_number_or_none, doc="Seconds before a tool call becomes an error result."
+    )
+    max_tool_result_chars: Same[Optional[int]] = Option(
+        default=DEFAULT_MAX_TOOL_RESULT_CHARS,
+        check=opt.positive_int_or_none,
+        doc="Characters of text kept per tool result (None: no bound).",
+    )
+
+    # -- model calls (None: the provider's default) --------------------------------------------
+    session_id: Same[Optional[str]] = Option(
+        default=None, check=opt.str_or_none, doc="Sent to providers that cache per session."
+    )
+    thinking_budgets: Option[Optional[dict[str, int]], Optional[Mapping[str, int]]] = Option(
+        default=None, check=_budgets, doc="Token budget per thinking level, for budget-based providers."
+    )
+    max_retry_delay_ms: Same[Optional[int]] = Option(
+        default=None, check=opt.non_negative_int_or_none, doc="Longest wait a server may ask for before a retry."
+    )
+    tool_choice: Same[ToolChoice] = Option(
+        default=None, check=opt.tool_choice_or_none, doc='None, "auto", "none", "required" or {"name": tool}.'
+    )
+    temperature: Same[Optional[float]] = Option(
+        default=None, check=opt.non_negative_number_or_none, doc="Sampling temperature."
+    )
+    max_tokens: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="Output token limit per call."
+    )
+    timeout_ms: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="HTTP read timeout per call, in milliseconds."
+    )
+    max_retries: Same[Optional[int]] = Option(
+        default=None, check=opt.non_negative_int_or_none, doc="Retries of 429/5xx/connection failures."
+    )
+    cache_retention: Same[Optional[str]] = Option(
+        default=None, check=opt.optional_choice(*opt.CACHE_RETENTIONS), doc='Prompt caching: "none", "short", "long".'
+    )
+
+    def snapshot(self) -> AgentOptions:
+        """A plain ``AgentOptions`` with the current values (lists and dicts copied), not validated again."""
+        copy = AgentOptions.__new__(AgentOptions)
+        copy.__dict__.update({name: value for name, value in self.option_values().items() if name in _NAMES})
+        return copy
+
+
+_NAMES = frozenset(AgentOptions.options())

@@ -62,7 +62,8 @@ def _converter(hint: Any, seen: tuple[type, ...]) -> Optional[Converter]:
             container = frozenset if origin is frozenset else set
         if item is None:
             return None if container is list else container
-        return lambda value: container(item(v) for v in value)
+        convert_item = item
+        return lambda value: container(convert_item(v) for v in value)
     if origin in MAPPING_ORIGINS and len(args) == 2:
         item = _converter(args[1], seen)
         if item is None:

@@ -23,9 +23,10 @@ from typing import Any, Callable, Optional
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.types import AssistantMessage, Context, StreamOptions, ToolCall
+from .ai.types import AssistantMessage, Context, StreamOptions, ToolResultMessage
 from .events import (
     AgentEndEvent,
+    AgentEvent,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -36,9 +37,10 @@ from .events import (
 from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
 from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext, TurnUpdate
 
-__all__ = ["agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
+__all__ = ["Emit", "agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
 
-Emit = Callable[[Any], None]
+Emit = Callable[[AgentEvent], None]
+"""Delivers one event; called on the run thread, synchronously (whatever it raises propagates)."""
 
 
 def run_agent_loop(
@@ -95,7 +97,7 @@ def agent_loop(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> EventStream[Any, list[AgentMessage]]:
+) -> EventStream[AgentEvent, list[AgentMessage]]:
     """Start :func:`run_agent_loop` on a background thread; returns its event stream at once."""
     return _in_background(lambda emit: run_agent_loop(prompts, context, config, emit, signal, stream_fn))
 
@@ -105,18 +107,15 @@ def agent_loop_continue(
     config: AgentLoopConfig,
     signal: Optional[AbortSignal] = None,
     stream_fn: Optional[StreamFunction] = None,
-) -> EventStream[Any, list[AgentMessage]]:
+) -> EventStream[AgentEvent, list[AgentMessage]]:
     """Start :func:`run_agent_loop_continue` on a background thread (validating first, here)."""
     _check_can_continue(context)
     return _in_background(lambda emit: run_agent_loop_continue(context, config, emit, signal, stream_fn))
 
 
-def is_failed_assistant(message: Any) -> bool:
+def is_failed_assistant(message: AgentMessage) -> bool:
     """An assistant message that ended in an error or an abort (a retry may continue from it)."""
-    return getattr(message, "role", None) == "assistant" and getattr(message, "stop_reason", None) in (
-        "error",
-        "aborted",
-    )
+    return isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted")
 
 
 def _check_can_continue(context: AgentContext) -> None:
@@ -127,10 +126,16 @@ def _check_can_continue(context: AgentContext) -> None:
         raise ValueError("Cannot continue from message role: assistant")
 
 
-def _in_background(run: Callable[[Emit], list[AgentMessage]]) -> EventStream[Any, list[AgentMessage]]:
-    events: EventStream[Any, list[AgentMessage]] = EventStream(
-        lambda event: event.type == "agent_end", lambda event: event.messages
-    )
+def _is_agent_end(event: AgentEvent) -> bool:
+    return event.type == "agent_end"
+
+
+def _new_messages(event: AgentEvent) -> list[AgentMessage]:
+    return event.messages if event.type == "agent_end" else []
+
+
+def _in_background(run: Callable[[Emit], list[AgentMessage]]) -> EventStream[AgentEvent, list[AgentMessage]]:
+    events: EventStream[AgentEvent, list[AgentMessage]] = EventStream(_is_agent_end, _new_messages)
 
     def target() -> None:
         try:
@@ -180,8 +185,8 @@ def _run(
                 emit(AgentEndEvent(new_messages))
                 return
 
-            calls: list[ToolCall] = [block for block in message.content if block.type == "toolCall"]  # type: ignore[misc]
-            results = []
+            calls = message.tool_calls
+            results: list[ToolResultMessage] = []
             more_tools = False
             if calls:
                 batch = BatchContext(context, message, config, signal, emit)
@@ -214,7 +219,7 @@ def _run(
 
 
 def _updated_config(config: AgentLoopConfig, update: TurnUpdate) -> AgentLoopConfig:
-    changes: dict = {}
+    changes: dict[str, Any] = {}
     if update.model is not None:
         changes["model"] = update.model
     if update.thinking_level is not None:
@@ -247,17 +252,20 @@ def _stream_assistant_response(
     final: Optional[AssistantMessage] = None
     for event in events:
         kind = event.type
-        if kind == "start":
-            partial = event.partial
-            context.messages.append(partial)
-            emit(MessageStartEvent(partial.snapshot()))  # type: ignore[union-attr]
-        elif kind == "done" or kind == "error":
+        if kind == "done" or kind == "error":
             final = events.result()
             break
-        elif partial is not None:
-            partial = event.partial
+        update = event.partial
+        if update is None:
+            continue  # an event without a message: nothing to show
+        if kind == "start":
+            partial = update
+            context.messages.append(partial)
+            emit(MessageStartEvent(partial.snapshot()))
+        elif partial is not None:  # block events before "start" are ignored
+            partial = update
             context.messages[-1] = partial
-            emit(MessageUpdateEvent(partial.snapshot(), event))  # type: ignore[union-attr]
+            emit(MessageUpdateEvent(partial.snapshot(), event))
     if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
     if partial is not None:

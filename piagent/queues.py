@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional, Union
 
 from ._options import choice
 from .ai.types import TextContent, UserMessage
@@ -39,11 +39,12 @@ def to_message(value: Any) -> AgentMessage:
     return value
 
 
-class MessageQueue(queue.Queue):  # type: ignore[type-arg]
+class MessageQueue(queue.Queue[AgentMessage]):
     """A FIFO of agent messages; safe from any thread, listeners and tools included."""
 
-    def _put(self, item: Any) -> None:  # called by put() under the queue's mutex
-        self.queue.append(to_message(item))
+    def put(self, item: Union[str, AgentMessage], block: bool = True, timeout: Optional[float] = None) -> None:
+        """Queue a message (a str becomes a user message; anything else needs a ``role``)."""
+        super().put(to_message(item), block, timeout)
 
     def drain(self, mode: str = "all") -> list[AgentMessage]:
         """Remove and return the oldest message (``"one-at-a-time"``) or all of them (``"all"``)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .ai.display import messages_html
-from .ai.types import Usage
+from .ai.types import AssistantMessage, StopReason, Usage
 from .types import AgentMessage
 
 __all__ = ["RunResult"]
@@ -29,7 +29,7 @@ class RunResult:
 
     messages: list[AgentMessage] = field(default_factory=list)
     text: str = ""
-    stop_reason: Optional[str] = None
+    stop_reason: Optional[StopReason] = None
     error_message: Optional[str] = None
     usage: Usage = field(default_factory=Usage)
 
@@ -38,7 +38,7 @@ class RunResult:
         usage = Usage()
         final = None
         for message in messages:
-            if getattr(message, "role", None) == "assistant":
+            if isinstance(message, AssistantMessage):
                 usage.add(message.usage)
                 final = message
         if final is None:

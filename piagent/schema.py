@@ -346,7 +346,7 @@ def _object(properties: dict[str, Any], required: list[str], description: str, c
 
 
 def _name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) if isinstance(hint, type) else repr(hint)  # type: ignore[return-value]
+    return hint.__name__ if isinstance(hint, type) else repr(hint)
 
 
 # --------------------------------------------------------------------------- functions

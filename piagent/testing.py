@@ -28,11 +28,13 @@ from .ai.builder import MessageBuilder
 from .ai.registry import register_api_provider, unregister_api_provider
 from .ai.stream import AssistantMessageEventStream
 from .ai.types import (
+    AssistantContent,
     AssistantMessage,
     AssistantMessageEvent,
     Context,
     Cost,
     Model,
+    StopReason,
     StreamOptions,
     TextContent,
     ThinkingContent,
@@ -70,18 +72,18 @@ def faux_tool_call(name: str, arguments: Optional[dict[str, Any]] = None, id: Op
 
 
 def faux_message(
-    content: Union[str, Sequence[Any]] = "",
-    stop_reason: Optional[str] = None,
+    content: Union[str, Sequence[AssistantContent]] = "",
+    stop_reason: Optional[StopReason] = None,
     error_message: Optional[str] = None,
     usage: Optional[Usage] = None,
 ) -> AssistantMessage:
     """A scripted response; ``stop_reason`` defaults to toolUse when it calls a tool, else stop."""
-    blocks = [TextContent(content)] if isinstance(content, str) else list(content)
+    blocks: list[AssistantContent] = [TextContent(content)] if isinstance(content, str) else list(content)
     if stop_reason is None:
-        stop_reason = "toolUse" if any(b.type == "toolCall" for b in blocks) else "stop"
+        stop_reason = "toolUse" if any(isinstance(b, ToolCall) for b in blocks) else "stop"
     return AssistantMessage(
         content=blocks,
-        stop_reason=stop_reason,  # type: ignore[arg-type]
+        stop_reason=stop_reason,
         error_message=error_message,
         usage=usage or Usage(),
     )
@@ -216,25 +218,25 @@ class FauxProvider:
     def _block_events(self, builder: MessageBuilder, block: Any) -> Iterator[AssistantMessageEvent]:
         if block.type == "text":
             start = builder.text_start(block.text_signature)
-            index = start.content_index
+            index = start.block_index
             yield start
             for chunk in self._chunks(block.text):
-                yield builder.text_delta(index, chunk)  # type: ignore[arg-type]
-            yield builder.text_end(index)  # type: ignore[arg-type]
+                yield builder.text_delta(index, chunk)
+            yield builder.text_end(index)
         elif block.type == "thinking":
             start = builder.thinking_start(block.thinking_signature, block.redacted)
-            index = start.content_index
+            index = start.block_index
             yield start
             for chunk in self._chunks(block.thinking):
-                yield builder.thinking_delta(index, chunk)  # type: ignore[arg-type]
-            yield builder.thinking_end(index)  # type: ignore[arg-type]
+                yield builder.thinking_delta(index, chunk)
+            yield builder.thinking_end(index)
         elif block.type == "toolCall":
             start = builder.toolcall_start(block.id, block.name, block.thought_signature)
-            index = start.content_index
+            index = start.block_index
             yield start
             for chunk in self._chunks(json.dumps(block.arguments)):
-                yield builder.toolcall_delta(index, chunk)  # type: ignore[arg-type]
-            yield builder.toolcall_end(index, block.arguments)  # type: ignore[arg-type]
+                yield builder.toolcall_delta(index, chunk)
+            yield builder.toolcall_end(index, block.arguments)
         else:
             raise ValueError(f"faux provider cannot stream a {block.type!r} block")
 

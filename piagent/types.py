@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 from typing_extensions import Literal, Protocol
 
@@ -195,7 +195,8 @@ ShouldStopAfterTurn = Callable[[TurnContext, AbortSignal], bool]
 
 def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
     """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
-    return [m for m in messages if getattr(m, "role", None) in _LLM_ROLES]  # type: ignore[misc]  # a role is what tells LLM messages apart (duck typing)
+    # duck typing: the role is what tells an LLM message apart, whatever its class
+    return [cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES]
 
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000

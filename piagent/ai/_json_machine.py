@@ -21,7 +21,7 @@ _NON_WS = re.compile(r"[^ \t\n\r]")
 # simple: plain characters, \" \\ \/ \b \f \n \r \t and \uXXXX outside the surrogate range
 # (surrogate halves may arrive in different deltas; the character-level path pairs them).
 _STR_FAST = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4})+')
-_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # public at run time, absent from the stubs
 HEX = frozenset("0123456789abcdefABCDEF")
 ESCAPES: dict[str, str] = {
     '"': '"',

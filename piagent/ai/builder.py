@@ -1,4 +1,4 @@
-"""Assemble an assistant message from deltas and produce the events of spec §2.1.
+"""Assemble an assistant message from deltas and produce its stream events (docs/providers.md#stream-events).
 
 Every provider (HTTP or fake) feeds wire deltas into a :class:`MessageBuilder` and yields the
 events it returns, so the event protocol lives in one place. Work per delta is O(delta):
@@ -17,6 +17,7 @@ from .types import (
     AssistantMessage,
     AssistantMessageEvent,
     Model,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -51,7 +52,7 @@ class _StreamingText(TextContent):
         self._parts = _Parts()
         self.text_signature = text_signature
 
-    @property  # type: ignore[override]
+    @property
     def text(self) -> str:
         return self._parts.value()
 
@@ -73,7 +74,7 @@ class _StreamingThinking(ThinkingContent):
         self.thinking_signature = thinking_signature
         self.redacted = redacted
 
-    @property  # type: ignore[override]
+    @property
     def thinking(self) -> str:
         return self._parts.value()
 
@@ -97,7 +98,7 @@ class _StreamingToolCall(ToolCall):
         self._json = IncrementalJsonParser()
         self._fixed: Optional[dict[str, Any]] = None
 
-    @property  # type: ignore[override]
+    @property
     def arguments(self) -> dict[str, Any]:
         if self._fixed is not None:
             return self._fixed
@@ -176,7 +177,8 @@ class MessageBuilder:
 
     def tool_call(self, index: int) -> ToolCall:
         """The open tool-call block at ``index`` (to fill in an id or name that arrives late)."""
-        return self._open[index]  # type: ignore[no-any-return]
+        block: ToolCall = self._open[index]
+        return block
 
     def toolcall_delta(self, index: int, delta: str) -> AssistantMessageEvent:
         self._open[index]._json.feed(delta)
@@ -208,17 +210,17 @@ class MessageBuilder:
         for index in self.open_indices:
             yield self.end_block(index)
 
-    def done(self, reason: str = "stop") -> AssistantMessageEvent:
+    def done(self, reason: StopReason = "stop") -> AssistantMessageEvent:
         """The terminal ``done`` event; ``reason`` is stop, length or toolUse. Blocks must be closed."""
         self._freeze_open_blocks()
-        self.message.stop_reason = reason  # type: ignore[assignment]
+        self.message.stop_reason = reason
         return AssistantMessageEvent("done", reason=reason, message=self.message)
 
     def error(self, error_message: str, aborted: bool = False) -> AssistantMessageEvent:
         """The terminal ``error`` event; partial content and usage are kept, scratch state dropped."""
         self._freeze_open_blocks()
-        reason = "aborted" if aborted else "error"
-        self.message.stop_reason = reason  # type: ignore[assignment]
+        reason: StopReason = "aborted" if aborted else "error"
+        self.message.stop_reason = reason
         self.message.error_message = error_message
         return AssistantMessageEvent("error", reason=reason, error=self.message)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, Optional, TypeVar, cast
 
 from ..exceptions import StreamEndedWithoutResult
 from .types import AssistantMessage, AssistantMessageEvent
@@ -101,13 +101,15 @@ class EventStream(Generic[E, R]):
             return self._queue.popleft()
 
     def _pull(self) -> E:
+        source = self._source
+        assert source is not None  # only called in pull mode
         with self._source_lock:
             if self._done:
                 if self._queue:
                     return self._queue.popleft()
                 raise StopIteration
             try:
-                event = next(self._source)  # type: ignore[arg-type]
+                event = next(source)
             except StopIteration:
                 self.end()
                 raise
@@ -138,8 +140,9 @@ class EventStream(Generic[E, R]):
             if self._result is _UNSET and self._error is None:
                 self._result = self._missing_result()
             if self._result is not _UNSET:
-                return self._result  # type: ignore[no-any-return]
-            raise self._error  # type: ignore[misc]
+                return cast(R, self._result)
+            assert self._error is not None  # resolved: a result or an error
+            raise self._error
 
     def close(self) -> None:
         """Stop consuming: end the stream and close a pull-mode source (and its HTTP response).
@@ -170,7 +173,10 @@ def _is_terminal(event: AssistantMessageEvent) -> bool:
 
 
 def _final_message(event: AssistantMessageEvent) -> AssistantMessage:
-    return event.message if event.type == "done" else event.error  # type: ignore[return-value]
+    message = event.message if event.type == "done" else event.error
+    if message is None:  # a provider bug; the stream still resolves, to an error the loop can show
+        return AssistantMessage(stop_reason="error", error_message=f"{event.type!r} event without its message")
+    return message
 
 
 class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
@@ -186,7 +192,8 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
 
     def _missing_result(self) -> AssistantMessage:
         error = "Stream ended without a terminal event"
-        partial = getattr(self._last, "partial", None)
+        last = self._last
+        partial = last.partial if isinstance(last, AssistantMessageEvent) else None
         if partial is None:
             return AssistantMessage(stop_reason="error", error_message=error)
         message = partial.snapshot()

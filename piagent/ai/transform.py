@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .types import AssistantMessage, Model, TextContent, ToolCall, ToolResultMessage
+from .types import AssistantMessage, Model, TextContent, ThinkingContent, ToolCall, ToolResultMessage
 
 __all__ = ["IMAGE_PLACEHOLDER", "NO_RESULT_TEXT", "NormalizeToolCallId", "transform_messages"]
 
@@ -72,14 +72,13 @@ def _foreign_assistant(
         return message
     content: list[Any] = []
     for block in message.content:
-        kind = block.type
-        if kind == "thinking":
+        if isinstance(block, ThinkingContent):
             if block.redacted or not block.thinking.strip():
                 continue
             content.append(TextContent(block.thinking))
-        elif kind == "text":
+        elif isinstance(block, TextContent):
             content.append(TextContent(block.text) if block.text_signature else block)
-        elif kind == "toolCall":
+        elif isinstance(block, ToolCall):
             new_id = normalize(block.id, model, message) if normalize is not None else block.id
             if new_id != block.id:
                 id_map[block.id] = new_id

@@ -506,9 +506,16 @@ class AssistantMessageEvent:
     delta: Optional[str] = None
     content: Optional[str] = None
     tool_call: Optional[ToolCall] = None
-    reason: Optional[str] = None
+    reason: Optional[StopReason] = None
     message: Optional[AssistantMessage] = None
     error: Optional[AssistantMessage] = None
+
+    @property
+    def block_index(self) -> int:
+        """The ``content_index`` of a block event; ValueError for an event about no block."""
+        if self.content_index is None:
+            raise ValueError(f"a {self.type!r} event has no content index")
+        return self.content_index
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"type": self.type}

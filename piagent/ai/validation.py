@@ -298,9 +298,10 @@ def _js_number_string(x: float) -> str:
     sign = "-" if x < 0 else ""
     _, digit_tuple, exponent = Decimal(repr(abs(x))).as_tuple()
     digits = "".join(map(str, digit_tuple)).rstrip("0")
-    exponent += len(digit_tuple) - len(digits)  # type: ignore[operator]
+    assert isinstance(exponent, int)  # not "n"/"N"/"F": NaN and infinities were handled above
+    exponent += len(digit_tuple) - len(digits)
     k = len(digits)
-    n = exponent + k  # type: ignore[operator]
+    n = exponent + k
     if k <= n <= 21:
         body = digits + "0" * (n - k)
     elif 0 < n <= 21:

@@ -104,10 +104,10 @@ def _eval(node: ast.AST) -> Number:
             raise CalculatorError(f"operator {type(node.op).__name__} is not allowed")
         return _checked(op(left, right))
     if isinstance(node, ast.UnaryOp):
-        op = _UNARY.get(type(node.op))
-        if op is None:
+        unary = _UNARY.get(type(node.op))
+        if unary is None:
             raise CalculatorError(f"operator {type(node.op).__name__} is not allowed")
-        return op(_eval(node.operand))
+        return unary(_eval(node.operand))
     if isinstance(node, ast.Name):
         if node.id in _CONSTANTS:
             return _CONSTANTS[node.id]
@@ -151,7 +151,7 @@ def _checked(value: Any) -> Number:
         raise CalculatorError("result is too large")
     if isinstance(value, float) and math.isnan(value):
         raise CalculatorError("result is not a number")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def calculator() -> AgentTool:

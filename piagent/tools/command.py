@@ -68,7 +68,7 @@ class _Tail:
 
     def _read(self) -> None:
         while True:
-            chunk = self._pipe.read1(_CHUNK) if hasattr(self._pipe, "read1") else self._pipe.read(_CHUNK)  # type: ignore[attr-defined]
+            chunk = self._pipe.read1(_CHUNK) if hasattr(self._pipe, "read1") else self._pipe.read(_CHUNK)
             if not chunk:
                 break
             self.total += len(chunk)

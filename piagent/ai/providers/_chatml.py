@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from ..types import Context, Tool, ToolCall
+from ..types import AssistantMessage, Context, TextContent, Tool, ToolCall, ToolResultMessage, UserMessage
 
 __all__ = [
     "END",
@@ -92,14 +92,13 @@ def render_prompt(context: Context, show_tools: bool = True) -> str:
         system = (system + "\n\n" if system else "") + _tools_block(context.tools)
     out: list[str] = [_turn("system", system)] if system else []
     for message in context.messages:
-        role = getattr(message, "role", None)
-        if role == "user":
+        if isinstance(message, UserMessage):
             out.append(_turn("user", _user_text(message.content)))
-        elif role == "assistant":
-            parts = [b.text for b in message.content if b.type == "text" and b.text]
-            parts += [format_tool_call(b) for b in message.content if b.type == "toolCall"]
+        elif isinstance(message, AssistantMessage):
+            parts = [b.text for b in message.content if isinstance(b, TextContent) and b.text]
+            parts += [format_tool_call(b) for b in message.tool_calls]
             out.append(_turn("assistant", "".join(parts)))
-        elif role == "toolResult":
+        elif isinstance(message, ToolResultMessage):
             out.append(_turn("tool", _user_text(message.content)))
     out.append(f"{START}assistant\n")
     return "".join(out)

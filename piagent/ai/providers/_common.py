@@ -75,9 +75,9 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
     key = (options.api_key or "").strip()
     if key:
         return key
-    key = get_env_api_key(model.provider)  # already stripped
-    if key:
-        return key
+    env_key = get_env_api_key(model.provider)  # already stripped
+    if env_key:
+        return env_key
     if not needs_api_key(model.provider) or _is_local(model.base_url):
         return ""
     names = " or ".join(env_vars_for(model.provider))

@@ -91,8 +91,9 @@ def _root_cause(exc: BaseException) -> str:
         inner = next((a for a in reversed(exc.args) if isinstance(a, BaseException)), None)
         if inner is None and exc.args and isinstance(exc.args[0], tuple):
             inner = next((a for a in reversed(exc.args[0]) if isinstance(a, BaseException)), None)
-        if inner is None and isinstance(getattr(exc, "reason", None), BaseException):
-            inner = exc.reason  # urllib3's MaxRetryError
+        reason = getattr(exc, "reason", None)
+        if inner is None and isinstance(reason, BaseException):
+            inner = reason  # urllib3's MaxRetryError
         if inner is None:
             break
         exc, seen = inner, seen + 1
@@ -363,7 +364,7 @@ def _send(
     result = box[0]
     if isinstance(result, BaseException):
         raise result
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def _pause(seconds: float, signal: Optional[AbortSignal]) -> bool:

@@ -29,6 +29,7 @@ from ..types import (
     AssistantMessageEvent,
     Context,
     Model,
+    StopReason,
     StreamOptions,
     ToolResultMessage,
 )
@@ -55,7 +56,7 @@ API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
-STOP_REASONS = {
+STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
     "pause_turn": "stop",
     "stop_sequence": "stop",
@@ -294,7 +295,7 @@ class AnthropicStreamMapper:
             first, add = (json.dumps(block["input"]) if block.get("input") else None), builder.toolcall_delta
         else:
             return []  # server tools, citations...: not represented in pi's content model
-        index: int = event.content_index  # type: ignore[assignment]
+        index = event.block_index
         self._blocks[wire_index] = index
         return [event, add(index, first)] if first else [event]
 

@@ -27,7 +27,7 @@ from ..builder import MessageBuilder
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
-from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
     ProviderStreamError,
     default_max_tokens,
@@ -320,6 +320,7 @@ class GoogleStreamMapper:
         events = self._close_open()
         if reason in FAILED_FINISH_REASONS:
             raise ProviderStreamError(f"{FAILED_FINISH_REASONS[reason]} (finishReason: {reason})")
+        mapped: StopReason
         if reason == "MAX_TOKENS":
             mapped = "length"
         elif reason in ("STOP", "FINISH_REASON_UNSPECIFIED"):

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
-from ..types import AssistantMessageEvent, Context, Model, StreamOptions, Tool
+from ..types import AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Tool
 from . import _chatml
 from ._common import stream_events
 from ._http import AbortedRequest
@@ -233,9 +233,9 @@ class _Generation:
             nonlocal index
             if index is None:
                 start = self.builder.text_start()
-                index = start.content_index
+                index = start.block_index
                 yield start
-            yield self.builder.text_delta(index, text)  # type: ignore[arg-type]
+            yield self.builder.text_delta(index, text)
 
         for piece in self.chunks(prompt, stop):
             shown = splitter.feed(piece) if splitter is not None else piece
@@ -270,14 +270,14 @@ class _Generation:
     ) -> Iterator[AssistantMessageEvent]:
         """A tool call from its argument deltas; ``arguments`` (if given) overrides their parse."""
         start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
-        index = start.content_index
+        index = start.block_index
         yield start
         for delta in deltas:
-            yield self.builder.toolcall_delta(index, delta)  # type: ignore[arg-type]
-        yield self.builder.toolcall_end(index, arguments)  # type: ignore[arg-type]
+            yield self.builder.toolcall_delta(index, delta)
+        yield self.builder.toolcall_end(index, arguments)
 
 
-def _stop_reason(generation: _Generation, builder: MessageBuilder) -> str:
+def _stop_reason(generation: _Generation, builder: MessageBuilder) -> StopReason:
     if generation.finish_reason == "length":
         return "length"
     if builder.message.tool_calls:

@@ -42,7 +42,7 @@ from ..builder import MessageBuilder
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
-from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
     ProviderStreamError,
     open_request,
@@ -67,7 +67,13 @@ __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions"
 
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
-_STOP_REASONS = {"stop": "stop", "end": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "end": "stop",
+    "length": "length",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+}
 
 
 # --------------------------------------------------------------------------- compat
@@ -253,7 +259,7 @@ class _Chunks:
             self.thinking = None
         if self.text is None:
             event = self.builder.text_start()
-            self.text = event.content_index
+            self.text = event.block_index
             out.append(event)
         out.append(self.builder.text_delta(self.text, delta))
 
@@ -263,7 +269,7 @@ class _Chunks:
             self.text = None
         if self.thinking is None:
             event = self.builder.thinking_start(thinking_signature=field)
-            self.thinking = event.content_index
+            self.thinking = event.block_index
             out.append(event)
         out.append(self.builder.thinking_delta(self.thinking, delta))
 
@@ -276,7 +282,7 @@ class _Chunks:
             index = None  # a new call reusing the index (servers that send whole calls at index 0)
         if index is None:
             event = self.builder.toolcall_start(call_id, name)
-            index = self.calls[wire_index] = event.content_index
+            index = self.calls[wire_index] = event.block_index
             out.append(event)
         elif call_id or name:
             block = self.builder.tool_call(index)

@@ -29,7 +29,16 @@ from ..json_stream import parse_streaming_json
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
-from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
+from ..types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Model,
+    StopReason,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+)
 from ._common import (
     ProviderStreamError,
     open_request,
@@ -258,13 +267,13 @@ class _Events:
                 f"{item.get('call_id', '')}|{item.get('id', '')}", item.get("name", "")
             )
             if item.get("arguments"):
-                self.blocks[event.get("output_index")] = started.content_index
+                self.blocks[event.get("output_index")] = started.block_index
                 yield started
-                yield self.builder.toolcall_delta(started.content_index, item["arguments"])
+                yield self.builder.toolcall_delta(started.block_index, item["arguments"])
                 return
         else:
             return  # built-in tools (web search...) are not part of pi's message model
-        self.blocks[event.get("output_index")] = started.content_index
+        self.blocks[event.get("output_index")] = started.block_index
         yield started
 
     def _item_done(self, event: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
@@ -276,13 +285,13 @@ class _Events:
         b = self.builder
         block = b.message.content[index]
         if kind == "reasoning":
-            if not block.thinking:
+            if not (isinstance(block, ThinkingContent) and block.thinking):
                 summary = "\n\n".join(part.get("text", "") for part in item.get("summary") or [])
                 if summary:
                     yield b.thinking_delta(index, summary)
             yield b.thinking_end(index, thinking_signature=json.dumps(item, separators=(",", ":")))
         elif kind == "message":
-            if not block.text:
+            if not (isinstance(block, TextContent) and block.text):
                 text = "".join(part.get("text") or part.get("refusal") or "" for part in item.get("content") or [])
                 if text:
                     yield b.text_delta(index, text)
@@ -308,6 +317,7 @@ class _Events:
         yield from self.builder.end_all()
         self.finished = True
         status = response.get("status") or "completed"
+        reason: StopReason
         if status == "completed":
             reason = "toolUse" if self.builder.message.tool_calls else "stop"
         elif status == "incomplete":

@@ -1,0 +1,13 @@
+"""The typed user program (tests/typed_program.py) runs as written; `.ci/run` type-checks it
+under ``mypy --strict``."""
+
+from __future__ import annotations
+
+from tests.typed_program import main
+
+
+def test_the_typed_user_program_runs_its_tool_hooks_listeners_and_both_prompt_forms() -> None:
+    seen = main()
+    assert "add -> [TextContent(text='5', text_signature=None, type='text')]" in seen
+    assert seen.count("assistant (aborted: False)") == 3  # the signal listener saw every assistant message
+    assert seen[-3:] == ["again", "add faux-1 6 messages", "Be brief. 2"]

@@ -1,0 +1,107 @@
+"""A small user program written against piagent's public API, fully annotated.
+
+`.ci/run` type-checks it with ``mypy --strict`` (piagent's own modules are analysed, their
+errors left to the package's gate); ``tests/test_typed_program.py`` runs it, so it stays a
+real program. It uses what users write most: ``@tool``, ``prompt()`` with and without
+``wait``, listeners of both forms, hooks, options as keywords and as attributes.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Optional
+
+from piagent import (
+    AbortSignal,
+    AfterToolCallContext,
+    AfterToolCallResult,
+    Agent,
+    AgentEvent,
+    AgentOptions,
+    AgentTool,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    MessageEndEvent,
+    RunResult,
+    ToolExecutionEndEvent,
+    TurnContext,
+    TurnUpdate,
+    tool,
+)
+from piagent.ai import Model, Tool
+from piagent.testing import faux_message, faux_text, faux_tool_call, register_faux_provider
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def before(context: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
+    if context.tool_call.name == "forbidden":
+        return BeforeToolCallResult(block=True, reason="not allowed")
+    return None
+
+
+def after(context: AfterToolCallContext, signal: AbortSignal) -> Optional[AfterToolCallResult]:
+    return AfterToolCallResult(details={"checked": True}) if not context.is_error else None
+
+
+def prepare(context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
+    return TurnUpdate(thinking_level="off") if context.tool_results else None
+
+
+def main() -> list[str]:
+    """Two runs on a faux model; returns what the program saw, for the test to check."""
+    faux = register_faux_provider()
+    seen: list[str] = []
+    try:
+        model: Model = faux.get_model()
+        faux.set_responses(
+            [
+                faux_message([faux_tool_call("add", {"a": 2, "b": 3})]),
+                faux_message([faux_text("5")]),
+                faux_message("again"),
+            ]
+        )
+        as_tool: Tool = add  # an AgentTool is a Tool
+        tools: list[AgentTool] = [add]
+        agent = Agent(model=model, tools=tools, before_tool_call=before, after_tool_call=after, max_turns=5)
+        agent.prepare_next_turn = prepare
+        agent.thinking_level = "off"
+
+        def on_event(event: AgentEvent) -> None:
+            if isinstance(event, ToolExecutionEndEvent):
+                seen.append(f"{event.tool_name} -> {event.result.content}")
+
+        def on_event_with_signal(event: AgentEvent, signal: AbortSignal) -> None:
+            if isinstance(event, MessageEndEvent) and event.message.role == "assistant":
+                seen.append(f"assistant (aborted: {signal.aborted})")
+
+        unsubscribe = agent.subscribe(on_event)
+        agent.subscribe(on_event_with_signal)
+
+        result: RunResult = agent.prompt("What is 2 + 3?")
+        seen.append(result.text)
+        unsubscribe()
+
+        future: Future[RunResult] = agent.prompt("Once more", wait=False)
+        seen.append(future.result(timeout=30).text)
+        seen.append(f"{as_tool.name} {agent.state.model.id} {len(agent.messages)} messages")
+
+        options = AgentOptions(system_prompt="Be brief.", max_retries=2)
+        seen.append(f"{options.system_prompt} {options.max_retries}")
+    finally:
+        faux.unregister()
+    return seen
+
+
+if __name__ == "__main__":
+    for line in main():
+        print(line)

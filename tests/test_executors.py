@@ -1,4 +1,4 @@
-"""Tool batches (spec §4, design §4): parallel and sequential execution with real threads.
+"""Tool batches (docs/loop.md#tool-batches): parallel and sequential execution with real threads.
 
 Every batch here runs inside the real loop (``run_agent_loop`` on the test thread, which is
 therefore the run thread). Ordering is forced with ``threading.Event``s, never with sleeps.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -26,6 +27,7 @@ from piagent import (
     run_agent_loop,
 )
 from piagent.executors import abandoned_tool_threads
+from piagent.executors._common import BatchContext, Notifications, Prepared, collect
 from tests.support.loop import (
     ECHO_SCHEMA,
     MODEL,
@@ -33,6 +35,7 @@ from tests.support.loop import (
     ScriptedStream,
     assistant,
     call,
+    config,
     echo_tool,
     of_type,
     short,
@@ -812,3 +815,46 @@ def test_a_timed_out_parallel_call_does_not_keep_the_interpreter_alive() -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "finished"
+
+
+def _settle_from(threads: int, job: Prepared) -> list[bool]:
+    """``job.settle()`` from ``threads`` threads released at once; what each got."""
+    start = threading.Barrier(threads)
+    wins: list[bool] = []
+
+    def settle() -> None:
+        start.wait(WAIT)
+        wins.append(job.settle())
+
+    workers = [threading.Thread(target=settle) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT)
+    return wins
+
+
+def test_settling_a_call_is_one_locked_decision_across_threads() -> None:
+    """The worker (the call returned) and the run thread (its deadline passed) may both try to
+    settle a call at once: exactly one of them wins."""
+    for _ in range(50):
+        job = Prepared(0, call("tool-1"), echo_tool(), {})
+        assert sorted(_settle_from(8, job)) == [False] * 7 + [True] and job.settled
+
+
+def test_a_call_that_settled_as_its_deadline_passed_keeps_its_own_outcome() -> None:
+    """The worker settled the call (its Done is queued) when the run thread sees the deadline
+    pass: the call's real result wins, nothing is counted as abandoned."""
+    events: list[Any] = []
+    batch = BatchContext(
+        AgentContext("", [], []), assistant([call("tool-1")]), config(), AbortController().signal, events.append
+    )
+    job = Prepared(0, call("tool-1"), echo_tool(), {}, timeout=0.01, deadline=time.monotonic() - 1)
+    notes = Notifications()
+    notes._settle(job, text_result("the real result"), False)  # what the worker does as the call returns
+    before = abandoned_tool_threads()
+    finished: dict[int, Any] = {}
+    collect(batch, notes, {0: job}, finished)
+    assert finished[0].result.content[0].text == "the real result" and finished[0].is_error is False
+    assert abandoned_tool_threads() == before
+    assert [event.type for event in events] == ["tool_execution_end"]

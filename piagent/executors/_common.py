@@ -21,6 +21,7 @@ from ..abort import AbortController, AbortSignal
 from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from ..ai.validation import validate_tool_arguments
 from ..events import (
+    AgentEvent,
     MessageEndEvent,
     MessageStartEvent,
     ToolExecutionEndEvent,
@@ -40,7 +41,7 @@ from ..types import (
 
 logger = logging.getLogger("piagent")
 
-Emit = Callable[[Any], None]
+Emit = Callable[[AgentEvent], None]
 
 MAIN_THREAD_WAIT_SLICE = 0.1  # seconds
 
@@ -76,7 +77,12 @@ class Outcome:
 
 @dataclass
 class Prepared:
-    """A call that passed preflight and waits to be executed."""
+    """A call that passed preflight and waits to be executed.
+
+    It is *settled* once its outcome is decided: by the worker that ran it (it returned or
+    raised) or by the run thread (it timed out), whichever comes first. :meth:`settle` is that
+    decision, taken under a lock, so exactly one side wins.
+    """
 
     index: int
     call: ToolCall
@@ -84,8 +90,21 @@ class Prepared:
     args: Any
     timeout: Optional[float] = None
     controller: AbortController = field(default_factory=AbortController)
-    settled: bool = False
     deadline: Optional[float] = None
+    _settled: bool = field(default=False, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def settled(self) -> bool:
+        return self._settled
+
+    def settle(self) -> bool:
+        """Decide the outcome: True for the one caller that settles the call, False if it already was."""
+        with self._lock:
+            if self._settled:
+                return False
+            self._settled = True
+            return True
 
 
 @dataclass
@@ -242,21 +261,47 @@ def batch_terminates(outcomes: list[Outcome]) -> bool:
 # --------------------------------------------------------------------------- running calls
 
 
-class Notifications:
-    """The run thread's inbox for one batch: ``("started", job)`` (calls with a timeout),
-    ``("update", job, partial)`` and ``("done", job, result, is_error)``.
+@dataclass(frozen=True)
+class Started:
+    """A call with a timeout started running: its deadline counts from now."""
 
-    Updates a call posts before it returns always precede its ``done``; updates posted after
-    it settled are dropped at the source (spec 0.79.2).
+    job: Prepared
+
+
+@dataclass(frozen=True)
+class Update:
+    """A call reported a partial result."""
+
+    job: Prepared
+    partial: AgentToolResult
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call returned or raised: its outcome, before ``after_tool_call``."""
+
+    job: Prepared
+    result: AgentToolResult
+    is_error: bool
+
+
+Note = Union[Started, Update, Done]
+
+
+class Notifications:
+    """The run thread's inbox for one batch: :class:`Started`, :class:`Update` and :class:`Done` notes.
+
+    Updates a call posts before it returns always precede its ``Done``; updates posted after
+    it settled are dropped (docs/loop.md#rule-13).
     """
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[str, Prepared, Any, bool]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Note] = queue.SimpleQueue()
 
     def on_update_for(self, job: Prepared) -> Callable[[AgentToolResult], None]:
         def on_update(partial: AgentToolResult) -> None:
             if not job.settled:
-                self._queue.put(("update", job, partial, False))
+                self._queue.put(Update(job, partial))
 
         return on_update
 
@@ -270,7 +315,7 @@ class Notifications:
         """
         if job.timeout is not None:
             job.deadline = time.monotonic() + job.timeout
-            self._queue.put(("started", job, None, False))
+            self._queue.put(Started(job))
         try:
             result, is_error = execute(job, on_update or self.on_update_for(job))
         except BaseException as exc:
@@ -279,11 +324,10 @@ class Notifications:
         self._settle(job, result, is_error)
 
     def _settle(self, job: Prepared, result: AgentToolResult, is_error: bool) -> None:
-        if not job.settled:
-            job.settled = True
-            self._queue.put(("done", job, result, is_error))
+        if job.settle():  # else it timed out first: this outcome is not reported
+            self._queue.put(Done(job, result, is_error))
 
-    def get(self, timeout: Optional[float]) -> Optional[tuple[str, Prepared, Any, bool]]:
+    def get(self, timeout: Optional[float]) -> Optional[Note]:
         """The next note, or None after ``timeout`` seconds (sooner on the main thread)."""
         if threading.current_thread() is threading.main_thread():
             # A SIGINT landing just before a blocking wait is only seen when the wait ends, so
@@ -343,9 +387,9 @@ def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:
 
 
 def time_out(job: Prepared) -> tuple[AgentToolResult, bool]:
-    """Give up on a call past its deadline: abort its signal, count and log the thread left behind."""
+    """Give up on a call the run thread settled past its deadline: abort its signal, count and
+    log the thread left behind."""
     global _abandoned
-    job.settled = True
     job.controller.abort(TimeoutError(f"Tool {job.call.name} timed out after {job.timeout:g}s"))
     with _abandoned_lock:
         _abandoned += 1
@@ -373,20 +417,20 @@ def collect(batch: BatchContext, notes: Notifications, jobs: dict[int, Prepared]
         if note is None:
             now = time.monotonic()
             for index, job in list(waiting.items()):
-                if job.deadline is not None and job.deadline <= now:
+                # settle() fails when the call's Done is already on its way: that outcome is read next
+                if job.deadline is not None and job.deadline <= now and job.settle():
                     del waiting[index]
                     _finish(batch, job, *time_out(job), finished)
             continue
-        kind, job, payload, is_error = note
+        job = note.job
         if job.index not in waiting:
             continue  # a call that already timed out
-        if kind == "started":
-            continue  # its deadline now counts
-        if kind == "update":
-            batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, payload))
-        else:
+        if isinstance(note, Update):
+            batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial))
+        elif isinstance(note, Done):
             del waiting[job.index]
-            _finish(batch, job, payload, is_error, finished)
+            _finish(batch, job, note.result, note.is_error, finished)
+        # Started: nothing to do, its deadline now counts
 
 
 def _finish(

@@ -27,7 +27,7 @@ import inspect
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from typing import Any, Callable, Optional, Union, overload
 
 from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_none
 from .abort import AbortSignal
@@ -41,8 +41,6 @@ __all__ = ["FunctionTool", "tool", "to_tool_result"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT = (TextContent, ImageContent)
 _check_execution_mode = optional_choice(*TOOL_EXECUTION_MODES)
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass

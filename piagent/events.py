@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def message_to_dict(message: Any) -> Any:
+def message_to_dict(message: AgentMessage) -> Any:
     to_dict = getattr(message, "to_dict", None)
     if to_dict is not None:
         return to_dict()
@@ -121,7 +121,7 @@ class MessageEndEvent:
 class ToolExecutionStartEvent:
     tool_call_id: str
     tool_name: str
-    args: Any
+    args: dict[str, Any]
     type: Literal["tool_execution_start"] = field(default="tool_execution_start", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,8 +132,8 @@ class ToolExecutionStartEvent:
 class ToolExecutionUpdateEvent:
     tool_call_id: str
     tool_name: str
-    args: Any
-    partial_result: Any
+    args: dict[str, Any]
+    partial_result: AgentToolResult
     type: Literal["tool_execution_update"] = field(default="tool_execution_update", init=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def default_model() -> Model:
     return Model(id="unknown", name="unknown", api="unknown", provider="unknown", input=[], cost=Cost())
 
 
-def resolve_model(spec: Any) -> Model:
+def resolve_model(spec: object) -> Model:
     """A :class:`Model` as is, None as :func:`default_model`, ``"provider:model-id"`` from the catalogue.
 
     Raises :class:`~piagent.exceptions.ModelNotFoundError` for a string the catalogue does not

@@ -25,6 +25,7 @@ from piagent.ai import (
     complete,
 )
 from piagent.ai.providers.anthropic import build_request, normalize_tool_call_id, stream_anthropic
+from tests.ai.providers.helpers import drain, event_types, hello, stream_options
 from tests.support.scripted_server import RESET, ScriptedServer, Wait
 
 KEY = "sk-ant-test-key-0123456789abcdef"
@@ -47,9 +48,7 @@ def make_model(base_url: str = "http://127.0.0.1:9", **overrides: Any) -> Model:
 
 
 def options(**overrides: Any) -> StreamOptions:
-    values: dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
-    values.update(overrides)
-    return StreamOptions(**values)
+    return stream_options(KEY, **overrides)
 
 
 def frames(*events: dict[str, Any]) -> list[bytes]:
@@ -109,18 +108,8 @@ def text_stream(*pieces: str, stop_reason: str = "end_turn") -> list[dict[str, A
     ]
 
 
-def hello() -> Context:
-    return Context(system_prompt="Be brief.", messages=[UserMessage("Hi", timestamp=1)])
-
-
 def run(server: ScriptedServer, context: Context = None, **opts: Any) -> tuple[list[Any], AssistantMessage]:
-    stream = stream_anthropic(make_model(server.url), context or hello(), options(**opts))
-    events = list(stream)
-    return events, stream.result(timeout=10)
-
-
-def types(events: list[Any]) -> list[str]:
-    return [e.type for e in events]
+    return drain(stream_anthropic(make_model(server.url), context or hello(), options(**opts)))
 
 
 # --------------------------------------------------------------------------- streams
@@ -129,7 +118,7 @@ def types(events: list[Any]) -> list[str]:
 def test_text_stream_builds_message_and_exact_event_sequence(server):
     server.reply(frames(*text_stream("Hello", " there", "!")))
     events, message = run(server)
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "text_start",
         "text_delta",
@@ -188,7 +177,7 @@ def test_thinking_then_text_keeps_concatenated_signature(server):
         )
     )
     events, message = run(server, reasoning="low")
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
@@ -239,7 +228,7 @@ def test_content_carried_by_a_block_start_is_its_first_delta(server):
         )
     )
     events, message = run(server)
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
@@ -290,7 +279,7 @@ def test_two_tool_calls_with_arguments_split_across_chunks(server):
         if event.type == "toolcall_delta":
             partial_args.append(dict(event.partial.content[event.content_index].arguments))
     message = stream.result(timeout=10)
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "text_start",
         "text_delta",
@@ -366,7 +355,7 @@ JSON = {"Content-Type": "application/json"}
 def test_http_error_is_a_single_error_event_with_the_provider_text(server, status, kind):
     server.reply(error_body(kind, "something specific went wrong"), status, headers=JSON)
     events, message = run(server)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert message.stop_reason == "error"
     assert str(status) in message.error_message and "something specific went wrong" in message.error_message
     assert len(server.requests) == 1
@@ -383,7 +372,7 @@ def test_missing_key_names_the_environment_variable(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     stream = stream_anthropic(make_model("https://api.anthropic.invalid"), hello(), StreamOptions())
     events = list(stream)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert "ANTHROPIC_API_KEY" in stream.result().error_message
 
 
@@ -401,7 +390,7 @@ def test_429_with_retry_after_is_retried_then_succeeds(server):
     events, message = run(server)
     assert message.text == "after retry" and message.stop_reason == "stop"
     assert len(server.requests) == 2
-    assert types(events)[0] == "start"  # the failed attempt left no trace in the stream
+    assert event_types(events)[0] == "start"  # the failed attempt left no trace in the stream
 
 
 @pytest.mark.parametrize("status", [529, 503])
@@ -416,7 +405,7 @@ def test_exhausted_retries_end_with_the_last_error(server):
     for _ in range(3):
         server.reply(error_body("overloaded_error", "Overloaded"), 529, headers=JSON)
     events, message = run(server, max_retries=2)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert "529" in message.error_message and "Overloaded" in message.error_message
     assert len(server.requests) == 3
 
@@ -490,7 +479,7 @@ def test_abort_while_waiting_for_headers_returns_aborted_at_once(server):
         assert not thread.is_alive()
     finally:
         release.set()
-    assert types(seen) == ["error"]
+    assert event_types(seen) == ["error"]
     message = stream.result(timeout=1)
     assert message.stop_reason == "aborted" and message.error_message
 
@@ -512,7 +501,7 @@ def test_abort_mid_stream_returns_aborted_with_partial_content(server):
     message = stream.result(timeout=1)
     assert message.stop_reason == "aborted"
     assert message.content == [TextContent("first")]
-    assert types(seen) == ["start", "text_start", "text_delta", "error"]
+    assert event_types(seen) == ["start", "text_start", "text_delta", "error"]
 
 
 # --------------------------------------------------------------------------- request building

@@ -25,6 +25,7 @@ from piagent.ai.providers._common import (
 from piagent.ai.providers._http import AbortedRequest, HttpStatusError
 from piagent.ai.types import Cost, Model, StreamOptions
 from piagent.exceptions import MissingApiKeyError
+from tests.ai.providers.helpers import event_types
 
 MODEL = Model(
     "m",
@@ -146,10 +147,6 @@ def test_cached_prompt_tokens_are_split_out_of_input():
     assert usage_with_cached_prompt(MODEL, None, None, None).total_tokens == 0
 
 
-def _types(stream):
-    return [e.type for e in stream]
-
-
 def test_failure_before_start_is_a_single_error_event():
     def body(builder):
         raise MissingApiKeyError("No API key for provider openai: set OPENAI_API_KEY or pass api_key")
@@ -172,7 +169,7 @@ def test_failure_mid_stream_keeps_partial_content_and_usage():
         raise requests.exceptions.ChunkedEncodingError("Connection broken")
 
     stream = stream_events(MODEL, StreamOptions(), body)
-    assert _types(stream) == ["start", "text_start", "text_delta", "error"]
+    assert event_types(stream) == ["start", "text_start", "text_delta", "error"]
     message = stream.result()
     assert message.stop_reason == "error" and "Connection broken" in message.error_message
     assert message.text == "Hello" and message.usage.input == 10
@@ -203,7 +200,7 @@ def test_a_response_completed_after_the_signal_fired_is_reported_as_aborted():
         yield builder.done("stop")
 
     stream = stream_events(MODEL, StreamOptions(signal=controller.signal), body)
-    assert _types(stream) == ["start", "text_start", "text_delta", "text_end", "error"]
+    assert event_types(stream) == ["start", "text_start", "text_delta", "text_end", "error"]
     message = stream.result()
     assert (message.stop_reason, message.error_message, message.text) == ("aborted", ABORTED_MESSAGE, "Hello")
 
@@ -221,7 +218,7 @@ def test_body_ending_without_terminal_event_ends_with_error():
         yield builder.start()
 
     stream = stream_events(MODEL, StreamOptions(), body)
-    assert _types(stream) == ["start", "error"]
+    assert event_types(stream) == ["start", "error"]
     assert "without a terminal event" in stream.result().error_message
 
 

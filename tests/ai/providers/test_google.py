@@ -24,6 +24,7 @@ from piagent.ai import (
     UserMessage,
 )
 from piagent.ai.providers.google import build_request, stream_google
+from tests.ai.providers.helpers import drain, event_types, hello, stream_options
 from tests.support.scripted_server import RESET, ScriptedServer, Wait
 
 KEY = "AIzaSy-test-key-0123456789abcdef"
@@ -46,9 +47,7 @@ def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) ->
 
 
 def options(**overrides: Any) -> StreamOptions:
-    values: dict[str, Any] = dict(api_key=KEY, max_retry_delay_ms=20)
-    values.update(overrides)
-    return StreamOptions(**values)
+    return stream_options(KEY, **overrides)
 
 
 def frames(*chunks: dict[str, Any]) -> list[bytes]:
@@ -79,20 +78,10 @@ def text_stream(*pieces: str, finish: str = "STOP") -> list[dict[str, Any]]:
     return chunks
 
 
-def hello() -> Context:
-    return Context(system_prompt="Be brief.", messages=[UserMessage("Hi", timestamp=1)])
-
-
 def run(
     server: ScriptedServer, context: Optional[Context] = None, model: Optional[Model] = None, **opts: Any
 ) -> tuple[list[Any], AssistantMessage]:
-    stream = stream_google(model or make_model(server.url + "/v1beta"), context or hello(), options(**opts))
-    events = list(stream)
-    return events, stream.result(timeout=10)
-
-
-def types(events: list[Any]) -> list[str]:
-    return [e.type for e in events]
+    return drain(stream_google(model or make_model(server.url + "/v1beta"), context or hello(), options(**opts)))
 
 
 # --------------------------------------------------------------------------- streams
@@ -101,7 +90,7 @@ def types(events: list[Any]) -> list[str]:
 def test_text_stream_builds_message_and_exact_event_sequence(server):
     server.reply(frames(*text_stream("Hello", " there", "!")))
     events, message = run(server)
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "text_start",
         "text_delta",
@@ -145,7 +134,7 @@ def test_thinking_then_text_keeps_thought_signatures(server):
         )
     )
     events, message = run(server, reasoning="medium")
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
@@ -180,7 +169,7 @@ def test_two_function_calls_arrive_whole_with_one_delta_each(server):
         )
     )
     events, message = run(server)
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "text_start",
         "text_delta",
@@ -265,7 +254,7 @@ def error_body(code: int, status: str, text: str) -> bytes:
 def test_http_error_is_a_single_error_event_with_the_provider_text(server, status, name):
     server.reply(error_body(status, name, "something specific went wrong"), status, headers=JSON)
     events, message = run(server)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert str(status) in message.error_message and "something specific went wrong" in message.error_message
     assert len(server.requests) == 1
 
@@ -288,7 +277,7 @@ def test_missing_key_names_the_environment_variable(monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     stream = stream_google(make_model("https://generativelanguage.invalid/v1beta"), hello(), StreamOptions())
-    assert types(list(stream)) == ["error"]
+    assert event_types(list(stream)) == ["error"]
     assert "GEMINI_API_KEY" in stream.result().error_message
 
 
@@ -297,7 +286,7 @@ def test_429_with_retry_after_is_retried_then_succeeds(server):
     server.reply(frames(*text_stream("after retry")))
     events, message = run(server)
     assert message.text == "after retry" and len(server.requests) == 2
-    assert types(events)[0] == "start"
+    assert event_types(events)[0] == "start"
 
 
 def test_503_is_retried(server):
@@ -311,7 +300,7 @@ def test_exhausted_retries_end_with_the_last_error(server):
     for _ in range(2):
         server.reply(error_body(503, "UNAVAILABLE", "The model is overloaded"), 503, headers=JSON)
     events, message = run(server, max_retries=1)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert "503" in message.error_message and "overloaded" in message.error_message
     assert len(server.requests) == 2
 
@@ -381,7 +370,7 @@ def test_abort_while_waiting_for_headers_returns_aborted_at_once(server):
         assert not thread.is_alive()
     finally:
         release.set()
-    assert types(seen) == ["error"]
+    assert event_types(seen) == ["error"]
     assert stream.result(timeout=1).stop_reason == "aborted"
 
 
@@ -400,7 +389,7 @@ def test_abort_mid_stream_returns_aborted_with_partial_content(server):
         release.set()
     message = stream.result(timeout=1)
     assert message.stop_reason == "aborted" and message.content == [TextContent("first")]
-    assert types(seen) == ["start", "text_start", "text_delta", "error"]
+    assert event_types(seen) == ["start", "text_start", "text_delta", "error"]
 
 
 # --------------------------------------------------------------------------- request building

@@ -6,25 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from piagent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, UserMessage, run_agent_loop
-from piagent.ai import Cost, Model, TextContent
+from piagent import AgentContext, AgentLoopConfig, UserMessage, run_agent_loop
+from piagent.ai import Cost, Model
+from tests.ai.providers.helpers import add_tool
 from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, tool_delta, usage
 from tests.support.scripted_server import ScriptedServer
 
 KEY = "sk-e2e-0123456789abcdef"
-
-
-def add_tool(calls: list[dict[str, Any]]) -> AgentTool:
-    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
-        calls.append(args)
-        return AgentToolResult([TextContent(str(args["a"] + args["b"]))])
-
-    schema = {
-        "type": "object",
-        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-        "required": ["a", "b"],
-    }
-    return AgentTool("add", "Add two numbers", schema, execute)
 
 
 def converse(model: Model) -> list[list[Any]]:

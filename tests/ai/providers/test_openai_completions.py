@@ -21,6 +21,7 @@ from piagent.ai.types import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.ai.providers.helpers import drain, event_types
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta, usage
 
 KEY = "sk-test-completions-0123456789"
@@ -47,18 +48,13 @@ def ctx(*messages, system="You are terse.", tools=None) -> Context:
 
 
 def run(model, context, **options):
-    events = list(stream(model, context, StreamOptions(api_key=KEY, **options)))
-    return events, events[-1].message or events[-1].error
-
-
-def types(events):
-    return [e.type for e in events]
+    return drain(stream(model, context, StreamOptions(api_key=KEY, **options)))
 
 
 def test_text_stream_yields_the_exact_event_sequence_and_message(server):
     server.reply(chat_text("Hel", "lo", "!", usage_=usage(12, 3)))
     events, message = run(model_for(server), ctx())
-    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done"]
+    assert event_types(events) == ["start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done"]
     assert [e.delta for e in events if e.type == "text_delta"] == ["Hel", "lo", "!"]
     assert events[5].content == "Hello!" and events[-1].reason == "stop"
     assert message.content == [TextContent("Hello!")]
@@ -128,7 +124,7 @@ def test_reasoning_content_becomes_a_thinking_block_before_the_text(server):
         )
     )
     events, message = run(model_for(server, reasoning=True), ctx())
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
@@ -174,7 +170,7 @@ def _parallel_calls(repeat_id_and_name: bool):
 def test_parallel_tool_calls_with_split_arguments(server, repeat):
     server.reply(_parallel_calls(repeat))
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "toolcall_start",
         "toolcall_delta",
@@ -211,7 +207,7 @@ def test_text_and_tool_call_blocks_interleave_and_close_in_content_order(server)
         )
     )
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "text_start",
         "text_delta",
@@ -424,7 +420,7 @@ def test_keyless_local_server_gets_no_authorization_header(server):
 
 def test_invalid_tool_choice_is_reported_in_the_stream(server):
     events, message = run(model_for(server), ctx(), tool_choice="any")
-    assert types(events) == ["error"] and "Invalid tool_choice" in message.error_message
+    assert event_types(events) == ["error"] and "Invalid tool_choice" in message.error_message
     assert server.requests == []
 
 

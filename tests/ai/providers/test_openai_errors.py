@@ -15,6 +15,7 @@ import pytest
 from piagent.abort import AbortController
 from piagent.ai import stream
 from piagent.ai.types import Context, Cost, Model, StreamOptions, UserMessage
+from tests.ai.providers.helpers import event_types
 from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, responses_text
 from tests.support.scripted_server import RESET, Wait, sse
 
@@ -97,10 +98,6 @@ def call(server, wire, **options):
     return events, final
 
 
-def types(events):
-    return [e.type for e in events]
-
-
 def error_body(message: str, code: str) -> bytes:
     return (
         f'{{"error": {{"message": "{message}", "type": "invalid_request_error", "param": null, "code": "{code}"}}}}'
@@ -111,7 +108,7 @@ def test_401_ends_with_a_single_error_event_and_the_key_never_leaks(server, wire
     body = error_body(f"Incorrect API key provided: {KEY}. You can find your API key at ...", "invalid_api_key")
     server.reply([body], 401, headers={"Content-Type": "application/json"})
     events, message = call(server, wire)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert message.stop_reason == "error"
     assert message.error_message.startswith("HTTP 401: Incorrect API key provided: [REDACTED]")
     assert KEY not in message.error_message and KEY not in repr(message) and KEY not in str(message.to_dict())
@@ -125,7 +122,7 @@ def test_400_is_not_retried_and_carries_the_provider_message(server, wire):
         headers={"Content-Type": "application/json"},
     )
     events, message = call(server, wire, max_retries=3)
-    assert types(events) == ["error"] and message.error_message == "HTTP 400: Invalid value for 'temperature'"
+    assert event_types(events) == ["error"] and message.error_message == "HTTP 400: Invalid value for 'temperature'"
     assert len(server.requests) == 1
 
 
@@ -138,7 +135,7 @@ def test_429_with_retry_after_is_retried_then_succeeds(server, wire):
     server.reply(wire.text("Hello"))
     events, message = call(server, wire)
     assert message.stop_reason == "stop" and message.text == "Hello"
-    assert types(events)[0] == "start" and "error" not in types(events)
+    assert event_types(events)[0] == "start" and "error" not in event_types(events)
     assert len(server.requests) == 2 and server.requests[0].body == server.requests[1].body
 
 
@@ -148,7 +145,7 @@ def test_429_exhausting_max_retries_fails_with_the_provider_message(server, wire
             [error_body("Rate limit reached", "rate_limit_exceeded")], 429, headers={"Content-Type": "application/json"}
         )
     events, message = call(server, wire, max_retries=2)
-    assert types(events) == ["error"] and message.error_message == "HTTP 429: Rate limit reached"
+    assert event_types(events) == ["error"] and message.error_message == "HTTP 429: Rate limit reached"
     assert len(server.requests) == 3
 
 
@@ -166,7 +163,7 @@ def test_retry_after_longer_than_max_retry_delay_fails_at_once(server, wire):
         headers={"Content-Type": "application/json", "Retry-After": "120"},
     )
     events, message = call(server, wire, max_retry_delay_ms=1000)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert "retry after 120s" in message.error_message and "max_retry_delay_ms" in message.error_message
     assert len(server.requests) == 1
 
@@ -174,7 +171,7 @@ def test_retry_after_longer_than_max_retry_delay_fails_at_once(server, wire):
 def test_connection_reset_mid_stream_keeps_partial_content(server, wire):
     server.reply(wire.head() + [RESET])
     events, message = call(server, wire)
-    assert types(events)[:3] == ["start", "text_start", "text_delta"] and types(events)[-1] == "error"
+    assert event_types(events)[:3] == ["start", "text_start", "text_delta"] and event_types(events)[-1] == "error"
     assert message.stop_reason == "error" and message.text == "Hel"
     assert message.error_message.startswith("Connection lost while streaming the response")
 
@@ -182,7 +179,7 @@ def test_connection_reset_mid_stream_keeps_partial_content(server, wire):
 def test_stream_ending_before_its_terminal_event_is_an_error(server, wire):
     server.reply(wire.head())
     events, message = call(server, wire)
-    assert types(events)[-1] == "error" and message.text == "Hel"
+    assert event_types(events)[-1] == "error" and message.text == "Hel"
     assert "ended before the response was complete" in message.error_message
 
 
@@ -196,14 +193,14 @@ def test_lines_that_are_not_sse_fields_are_ignored(server, wire):
 def test_invalid_json_chunk_ends_with_an_error_keeping_partial_content(server, wire):
     server.reply(wire.head() + [b'data: {"truncated": \n\n'])
     events, message = call(server, wire)
-    assert types(events)[-1] == "error" and message.text == "Hel"
+    assert event_types(events)[-1] == "error" and message.text == "Hel"
     assert "Invalid JSON in stream event" in message.error_message
 
 
 def test_error_object_inside_the_stream_ends_with_an_error(server, wire):
     server.reply(wire.error_event())
     events, message = call(server, wire)
-    assert types(events)[-1] == "error" and message.stop_reason == "error"
+    assert event_types(events)[-1] == "error" and message.stop_reason == "error"
     assert message.error_message == "Provider error: The server had an error"
     assert message.text == "Hel"
 
@@ -211,7 +208,7 @@ def test_error_object_inside_the_stream_ends_with_an_error(server, wire):
 def test_missing_key_names_the_variable_and_sends_nothing(wire):
     model = Model("gpt-test", api=wire.api, provider="openai", base_url="https://api.openai.invalid/v1")
     s = stream(model, Context("", [UserMessage("Hi")]), StreamOptions())
-    assert types(list(s)) == ["error"]
+    assert event_types(list(s)) == ["error"]
     assert s.result().error_message == "No API key for provider openai: set OPENAI_API_KEY or pass api_key"
 
 
@@ -230,7 +227,7 @@ def test_abort_while_waiting_for_headers_returns_promptly(server, wire):
     finally:
         release.set()
     events, message = outcome[0]
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert (message.stop_reason, message.error_message) == ("aborted", "Request was aborted")
 
 
@@ -272,7 +269,7 @@ def test_abort_before_the_call_sends_nothing(server, wire):
     controller = AbortController()
     controller.abort()
     events, message = call(server, wire, signal=controller.signal)
-    assert types(events) == ["error"] and message.stop_reason == "aborted"
+    assert event_types(events) == ["error"] and message.stop_reason == "aborted"
     assert server.requests == []
 
 
@@ -280,7 +277,7 @@ def test_connection_refused_is_an_error_event(wire):
     model = Model("gpt-test", api=wire.api, provider="openai", base_url="http://127.0.0.1:9/v1")
     s = stream(model, Context("", [UserMessage("Hi")]), StreamOptions(api_key=KEY, max_retries=0))
     events = list(s)
-    assert types(events) == ["error"]
+    assert event_types(events) == ["error"]
     assert s.result().error_message.startswith("Connection error")
 
 

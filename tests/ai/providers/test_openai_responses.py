@@ -21,6 +21,7 @@ from piagent.ai.types import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.ai.providers.helpers import drain, event_types
 from tests.ai.providers.openai_wire import ResponsesStream, responses_text
 
 KEY = "sk-test-responses-0123456789"
@@ -47,18 +48,13 @@ def ctx(*messages, system="Be brief.", tools=None) -> Context:
 
 
 def run(model, context, **options):
-    events = list(stream(model, context, StreamOptions(api_key=KEY, **options)))
-    return events, events[-1].message or events[-1].error
-
-
-def types(events):
-    return [e.type for e in events]
+    return drain(stream(model, context, StreamOptions(api_key=KEY, **options)))
 
 
 def test_text_stream_yields_the_exact_event_sequence_and_message(server):
     server.reply(responses_text("Hel", "lo"))
     events, message = run(model_for(server), ctx())
-    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+    assert event_types(events) == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
     assert events[4].content == "Hello"
     assert message.content == [TextContent("Hello", text_signature="msg_01")]
     assert message.response_id == "resp_01" and message.stop_reason == "stop"
@@ -126,7 +122,7 @@ def test_reasoning_summary_becomes_thinking_with_the_item_as_signature(server):
     s.message(1, "msg_2", "Done.")
     server.reply(s.completed(output_tokens=40).frames())
     events, message = run(model_for(server, reasoning=True), ctx())
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
@@ -160,7 +156,7 @@ def test_parallel_function_calls_with_split_arguments(server):
     s.call_done(1, "fc_B", "call_B", "get_weather", '{"city": "Oslo"}')
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx(tools=[WEATHER]))
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "toolcall_start",
         "toolcall_delta",
@@ -358,7 +354,7 @@ def test_unknown_output_items_are_skipped(server):
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx())
     assert message.content == [TextContent("found", "m")]
-    assert types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    assert event_types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
 
 
 def test_refusal_and_raw_reasoning_text_deltas_stream_as_text_and_thinking(server):
@@ -387,7 +383,7 @@ def test_refusal_and_raw_reasoning_text_deltas_stream_as_text_and_thinking(serve
     )
     server.reply(s.completed().frames())
     events, message = run(model_for(server), ctx())
-    assert types(events) == [
+    assert event_types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",

@@ -19,7 +19,7 @@ Threads:
 
 Model and tool failures never raise out of ``prompt()``: they end the run with an error or
 aborted assistant message. Anything raised inside the run (a listener, a hook, a stream
-function) becomes a failure message (docs/loop.md#rule-18); ``KeyboardInterrupt`` and other
+function) becomes a failure message (docs/loop.md#rule-22); ``KeyboardInterrupt`` and other
 ``BaseException``s abort the run, settle it and propagate.
 """
 
@@ -198,7 +198,7 @@ class Agent(AgentOptions):
 
     def _dispatch(self, run: _Run, event: AgentEvent) -> None:
         if self._run is not run:
-            return  # an event from a run that already settled (docs/loop.md#rule-20): dropped
+            return  # an event from a run that already settled (docs/loop.md#rule-24): dropped
         self._state._reduce(event)
         if event.type == "message_end":
             run.observe(event)
@@ -278,7 +278,7 @@ class Agent(AgentOptions):
                     run = self._claim(skip_initial_steering=queue is self._steering_queue)
                     run.in_flight.extend((queue, message) for message in prompts)
                 elif is_failed_assistant(messages[-1]):
-                    run, prompts = self._claim(), None  # a retry of the failed call (docs/loop.md#rule-3)
+                    run, prompts = self._claim(), None  # a retry of the failed call (docs/loop.md#rule-26)
                 else:
                     raise InvalidStateError("Cannot continue from message role: assistant")
         return self._launch(run, prompts, wait)
@@ -397,7 +397,7 @@ class Agent(AgentOptions):
             self._settle(run)
 
     def _fail(self, run: _Run, emit: Emit, exc: Exception) -> None:
-        """Turn an exception out of the loop into the failure lifecycle (docs/loop.md#rule-18)."""
+        """Turn an exception out of the loop into the failure lifecycle (docs/loop.md#rule-22)."""
         error = str(exc) or type(exc).__name__
         logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(

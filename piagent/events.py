@@ -1,4 +1,4 @@
-"""Agent events (spec §1.7): one dataclass per ``type``, named as in pi.
+"""Agent events (docs/loop.md#rule-1 onwards): one dataclass per ``type``, named as in pi.
 
 ``to_dict()`` gives pi's camelCase JSON of an event (messages included), for logs and
 ``piagent --json``. Application messages without ``to_dict()`` are written as their

@@ -1,4 +1,4 @@
-"""The agent loop (spec §3): a plain function over a context and a config.
+"""The agent loop (docs/loop.md): a plain function over a context and a config.
 
 * :func:`run_agent_loop` / :func:`run_agent_loop_continue` block on the caller's thread (the
   run thread) and call ``emit(event)`` synchronously for every event; whatever ``emit`` or a
@@ -78,9 +78,9 @@ def run_agent_loop_continue(
 
     The last message must not be an assistant message, unless that message failed
     (``stop_reason`` "error" or "aborted"): providers leave failed messages out of the request
-    (spec §2.5), so continuing from one retries the call that failed, and it stays in the
-    transcript. Unlike upstream pi, which refuses any assistant tail, and which appends to the
-    caller's message list (here it is copied).
+    (docs/llm.md#history-normalisation), so continuing from one retries the call that failed,
+    and it stays in the transcript (docs/loop.md#rule-3). Unlike pi, which refuses any
+    assistant tail, and which appends to the caller's message list (here it is copied).
     """
     _check_can_continue(context)
     new_messages: list[AgentMessage] = []
@@ -236,7 +236,7 @@ def _stream_assistant_response(
     emit: Emit,
     stream_fn: Optional[StreamFunction],
 ) -> AssistantMessage:
-    """One model call (spec §3.4): the partial lives in the context while it streams."""
+    """One model call (docs/loop.md#rule-7): the partial lives in the context while it streams."""
     messages = context.messages
     if config.transform_context is not None:
         messages = config.transform_context(messages, signal)

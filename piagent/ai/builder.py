@@ -1,4 +1,4 @@
-"""Assemble an assistant message from deltas and produce its stream events (docs/providers.md#stream-events).
+"""Assemble an assistant message from deltas and produce its stream events (docs/llm.md#stream-events).
 
 Every provider (HTTP or fake) feeds wire deltas into a :class:`MessageBuilder` and yields the
 events it returns, so the event protocol lives in one place. Work per delta is O(delta):

@@ -1,4 +1,4 @@
-"""Tolerant parsing of streaming tool-call JSON (spec §2.4).
+"""Tolerant parsing of streaming tool-call JSON (docs/llm.md#partial-tool-call-json).
 
 :func:`parse_streaming_json` turns the argument text received so far into a value:
 

@@ -9,7 +9,7 @@ An :class:`EventStream` is fed in one of two ways:
 
 Either way the first *completing* event resolves ``result()``; events after it are dropped.
 A stream that ends with neither a completing event nor a result resolves with an error
-instead of hanging (upstream pi hangs here).
+instead of hanging (pi's hangs here; docs/llm.md#event-streams).
 """
 
 from __future__ import annotations

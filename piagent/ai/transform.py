@@ -1,4 +1,5 @@
-"""Provider-side history normalisation (spec §2.5), run by every provider before it builds a request.
+"""Provider-side history normalisation, run by every provider before it builds a request
+(docs/llm.md#history-normalisation).
 
 :func:`transform_messages` returns a new list and never mutates the messages it is given
 (unchanged messages are passed through as the same objects):

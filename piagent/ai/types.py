@@ -493,7 +493,7 @@ class StreamOptions:
 
 @dataclass
 class AssistantMessageEvent:
-    """One event of an assistant message stream (spec §2.1).
+    """One event of an assistant message stream (docs/llm.md#stream-events).
 
     ``partial`` is the message accumulated so far (absent on ``done``/``error``); ``done``
     carries ``reason`` and ``message``, ``error`` carries ``reason`` and ``error`` (the final

@@ -1,4 +1,4 @@
-"""Tool-argument validation: JSON Schema plus pi's type coercion (spec §4.3).
+"""Tool-argument validation: JSON Schema plus pi's type coercion (docs/llm.md#tool-arguments).
 
 :func:`validate_tool_arguments` deep-copies a tool call's arguments, coerces them towards the
 tool's ``parameters`` schema with :func:`coerce_value` (``"42"`` -> ``42`` for a number, and
@@ -13,7 +13,7 @@ raise :class:`~piagent.exceptions.ToolArgumentsError` whose message is what the 
 
 Schemas are validated with the draft named by their ``$schema`` (Draft 2020-12 when absent).
 A compiled validator is cached per schema object: treat a schema as frozen once it has been
-used. Coercion follows the keywords listed in the spec only (``$ref`` is not followed).
+used. Coercion follows the keywords listed in docs/llm.md#tool-arguments only (``$ref`` is not followed).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def validate_tool_arguments(tool: Any, tool_call: Any) -> Any:
         if isinstance(coerced, dict) and isinstance(args, dict):
             args.clear()
             args.update(coerced)
-        else:  # upstream quirk: a replaced top-level value never raises
+        else:  # as pi does: a replaced top-level value never raises
             return coerced if compiled.validator.is_valid(coerced) else args
     errors = list(compiled.validator.iter_errors(args))
     if not errors:

@@ -1,9 +1,9 @@
-"""How a batch of tool calls runs (spec §4).
+"""How a batch of tool calls runs (docs/loop.md#tool-batches).
 
 :func:`execute_tool_calls` picks the algorithm: sequential when the config says so or any
 called tool has ``execution_mode="sequential"``, parallel otherwise.
 :func:`fail_truncated_tool_calls` answers the calls of a length-stopped message without
-running them (spec §3.8).
+running them (docs/loop.md#rule-10).
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
 
 
 def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, Prepared]:
-    """Preflight of spec §4.2: lookup, prepare_arguments, validation, before_tool_call, abort."""
+    """Preflight (docs/loop.md#rule-12): lookup, prepare_arguments, validation, before_tool_call, abort."""
     tool = find_tool(batch.context.tools, call.name)
     if tool is None:
         return Outcome(call, error_result(f"Tool {call.name} not found"), True)
@@ -196,7 +196,7 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
 
 
 def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool) -> Outcome:
-    """Apply ``after_tool_call`` (spec §4.5); a raising hook makes an error result."""
+    """Apply ``after_tool_call`` (docs/loop.md#rule-14); a raising hook makes an error result."""
     hook = batch.config.after_tool_call
     if hook is not None:
         try:
@@ -254,7 +254,7 @@ class ToolBatch:
 
 
 def batch_terminates(outcomes: list[Outcome]) -> bool:
-    """True iff there is an outcome and every one has ``terminate`` set (spec §4.8)."""
+    """True iff there is an outcome and every one has ``terminate`` set (docs/loop.md#rule-16)."""
     return bool(outcomes) and all(o.result.terminate is True for o in outcomes)
 
 
@@ -331,7 +331,8 @@ class Notifications:
         """The next note, or None after ``timeout`` seconds (sooner on the main thread)."""
         if threading.current_thread() is threading.main_thread():
             # A SIGINT landing just before a blocking wait is only seen when the wait ends, so
-            # the main thread waits in slices: Ctrl-C always interrupts a batch (spec P17).
+            # the main thread waits in slices: Ctrl-C always interrupts a batch
+            # (docs/architecture.md#the-thread-contract).
             timeout = MAIN_THREAD_WAIT_SLICE if timeout is None else min(timeout, MAIN_THREAD_WAIT_SLICE)
         try:
             return self._queue.get(timeout=timeout)

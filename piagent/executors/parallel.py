@@ -1,4 +1,4 @@
-"""Parallel batches (spec §4.7): preflight every call in order, then run them all at once.
+"""Parallel batches (docs/loop.md#rule-15): preflight every call in order, then run them all at once.
 
 No call starts before every preflight (and so every ``before_tool_call``) finished.
 ``tool_execution_end`` follows completion order; result messages follow call order. Calls run

@@ -1,4 +1,4 @@
-"""Sequential batches: one call at a time, on the run thread (spec §4.7).
+"""Sequential batches: one call at a time, on the run thread (docs/loop.md#rule-15).
 
 Running on the caller's thread keeps thread-locals and open transactions (Django, SQLAlchemy
 sessions) valid inside tools; each call runs in a copy of the caller's ``contextvars``

@@ -11,7 +11,7 @@ where ``_body`` is a generator that builds the payload, sends it with :func:`ope
 then the block events and finally ``builder.done(reason)``.
 
 :func:`stream_events` runs that generator in pull mode on the consumer's thread and keeps the
-stream-function contract of spec §2.2: *any* exception (missing key, HTTP status, abort,
+stream-function contract (docs/llm.md#stream-function-contract): *any* exception (missing key, HTTP status, abort,
 connection drop, bad JSON...) becomes the terminal ``error`` event, with the partial content
 and usage kept and every secret scrubbed from the message. Nothing raises out of the stream.
 """
@@ -142,8 +142,9 @@ def default_max_tokens(model: Model) -> int:
 
 
 def reasoning_budget(level: str, options: StreamOptions, model: Model) -> int:
-    """Thinking tokens for a reasoning ``level`` (spec §2.2): minimal 1024, low 2048, medium 8192,
-    high 16384; ``xhigh`` is treated as ``high``; ``options.thinking_budgets`` overrides per level."""
+    """Thinking tokens for a reasoning ``level``: minimal 1024, low 2048, medium 8192, high 16384;
+    ``xhigh`` is treated as ``high``; ``options.thinking_budgets`` overrides per level
+    (docs/llm.md#stream-function-contract)."""
     level = "high" if level == "xhigh" else level
     budgets = dict(DEFAULT_THINKING_BUDGETS)
     budgets.update(options.thinking_budgets or {})
@@ -237,12 +238,12 @@ Body = Callable[[MessageBuilder], Iterator[AssistantMessageEvent]]
 
 
 def stream_events(model: Model, options: StreamOptions, body: Body) -> AssistantMessageEventStream:
-    """Run ``body(builder)`` lazily on the consumer's thread; never raises (spec §2.2).
+    """Run ``body(builder)`` lazily on the consumer's thread; never raises (docs/llm.md#stream-function-contract).
 
     The generator must yield ``start``, block events and one terminal event. If it raises, or
     returns without a terminal event, the stream ends with ``error`` (``aborted`` when the
     signal fired) carrying the partial message. A ``done`` reached after the signal fired
-    becomes that ``aborted`` error too: an aborted call never reports success (spec §2.1).
+    becomes that ``aborted`` error too: an aborted call never reports success (docs/llm.md#stream-events).
     """
     return AssistantMessageEventStream(source=_guarded(model, options, body))
 

@@ -1,0 +1,68 @@
+"""The layers import in one direction (docs/architecture.md#what-may-import-what), checked on
+the real import statements of the package."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "piagent"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every piagent module ``path`` imports, anywhere in it (relative imports resolved)."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "piagent" or name.startswith("piagent.")}
+
+
+def sources(under: str) -> list[Path]:
+    root = PACKAGE / under
+    return sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+
+
+def violations(under: str, allowed: tuple[str, ...]) -> list[str]:
+    def ok(name: str) -> bool:
+        return any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
+
+    return [
+        f"{module_name(path)} imports {name}"
+        for path in sources(under)
+        for name in sorted(imported_modules(path))
+        if name != "piagent" and not ok(name)
+    ]
+
+
+def test_the_llm_layer_imports_nothing_of_the_agent_layer() -> None:
+    assert violations("ai", ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent._threads")) == []
+
+
+@pytest.mark.parametrize("under", ["loop", "executors"])
+def test_the_loop_imports_nothing_of_the_agent(under: str) -> None:
+    allowed = ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent.events", "piagent.types")
+    allowed += ("piagent.executors", "piagent._threads")
+    assert violations(under, allowed) == []
+
+
+def test_the_import_check_sees_relative_imports() -> None:
+    assert "piagent.ai.types" in imported_modules(PACKAGE / "loop.py")
+    assert "piagent.abort" in imported_modules(PACKAGE / "ai" / "providers" / "_http.py")

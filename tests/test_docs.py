@@ -1,0 +1,100 @@
+"""The repository's own documents (docs/) are what the code cites: every citation resolves,
+no citation points outside the repository, and every loop rule names tests that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PACKAGE = ROOT / "piagent"
+
+CITATION = re.compile(r"docs/([\w.-]+\.md)(?:#([\w-]+))?")
+RELATIVE_LINK = re.compile(r"\]\((?!https?:)([\w.-]+\.md)?(?:#([\w-]+))?\)")
+OUTSIDE_REFERENCE = re.compile(r"§|design\.md|\bspec [\dP]|\(P\d{1,2}\)|\bpitfall P\d")
+RULE_HEADING = re.compile(r'<a id="rule-(\d+)"></a>\n### (\d+)\. ')
+TEST_NAME = re.compile(r"`(test_\w+)`")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(document: Path) -> set[str]:
+    text = document.read_text(encoding="utf-8")
+    found = {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", text, re.MULTILINE)}
+    found.update(re.findall(r'<a (?:id|name)="([\w-]+)"></a>', text))
+    return found
+
+
+def unresolved(source: Path, citations: list[tuple[str, str]], relative_to: Path) -> list[str]:
+    problems = []
+    for name, anchor in citations:
+        target = relative_to / name if name else source
+        if not target.is_file():
+            problems.append(f"{source.relative_to(ROOT)}: {name} does not exist")
+        elif anchor and anchor not in anchors(target):
+            problems.append(f"{source.relative_to(ROOT)}: {target.name} has no #{anchor}")
+    return problems
+
+
+def package_sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_docs_citation_in_the_package_resolves_to_a_file_and_anchor() -> None:
+    problems: list[str] = []
+    cited = 0
+    for source in package_sources():
+        citations = CITATION.findall(source.read_text(encoding="utf-8"))
+        cited += len(citations)
+        problems += unresolved(source, citations, DOCS)
+    assert problems == []
+    assert cited >= 20  # the code does cite the documents
+
+
+def test_every_link_between_the_documents_resolves() -> None:
+    problems: list[str] = []
+    for document in sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]:
+        text = document.read_text(encoding="utf-8")
+        problems += unresolved(document, CITATION.findall(text), DOCS)
+        problems += unresolved(document, RELATIVE_LINK.findall(text), document.parent)
+    assert problems == []
+
+
+def test_the_package_cites_no_document_outside_the_repository() -> None:
+    found = [
+        f"{source.relative_to(ROOT)}:{number}: {line.strip()}"
+        for source in package_sources()
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE_REFERENCE.search(line)
+    ]
+    assert found == []
+
+
+def test_loop_rules_are_numbered_in_order_each_with_its_anchor() -> None:
+    text = (DOCS / "loop.md").read_text(encoding="utf-8")
+    numbers = [(int(a), int(b)) for a, b in RULE_HEADING.findall(text)]
+    assert numbers == [(n, n) for n in range(1, len(numbers) + 1)]
+    assert len(numbers) == text.count('<a id="rule-')
+
+
+def test_every_loop_rule_names_tests_that_exist() -> None:
+    text = (DOCS / "loop.md").read_text(encoding="utf-8")
+    defined = {
+        name
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for name in re.findall(r"^def (test_\w+)\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+    }
+    rules = re.split(r'<a id="rule-\d+"></a>', text)[1:]
+    missing = {}
+    for number, rule in enumerate(rules, 1):
+        named = TEST_NAME.findall(rule)
+        assert named, f"rule {number} names no test"
+        absent = [name for name in named if name not in defined]
+        if absent:
+            missing[number] = absent
+    assert missing == {}

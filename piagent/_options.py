@@ -73,7 +73,7 @@ class Option(Generic[T, A]):
         obj.__dict__[self.name] = self.check(self.name, value)
 
 
-@dataclass_transform(kw_only_default=True)
+@dataclass_transform(kw_only_default=True, eq_default=False)
 class Options:
     """A base class whose subclasses declare :class:`Option` attributes; see the module docstring.
 
@@ -110,7 +110,7 @@ class Options:
         values = {}
         for name in type(self)._options:
             value = self.__dict__[name]
-            values[name] = type(value)(value) if isinstance(value, (list, dict)) else value
+            values[name] = value.copy() if isinstance(value, (list, dict)) else value
         return values
 
 

@@ -295,7 +295,7 @@ class Agent(AgentOptions):
     def _loop_config(self, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
         """The run's loop config: every option named like a config field, then the agent's own wiring."""
         options = run.options
-        values = {name: value for name, value in options.option_values().items() if name in _LOOP_FIELDS}
+        values = {name: getattr(options, name) for name in type(self).options() if name in _LOOP_FIELDS}
         skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
 
         def get_steering_messages() -> list[AgentMessage]:

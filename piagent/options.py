@@ -195,10 +195,8 @@ class AgentOptions(Options):
     )
 
     def snapshot(self) -> AgentOptions:
-        """A plain ``AgentOptions`` with the current values (lists and dicts copied), not validated again."""
+        """A plain ``AgentOptions`` holding every option's current value (a subclass's too; lists
+        and dicts copied), not validated again: what a run reads."""
         copy = AgentOptions.__new__(AgentOptions)
-        copy.__dict__.update({name: value for name, value in self.option_values().items() if name in _NAMES})
+        copy.__dict__.update(self.option_values())
         return copy
-
-
-_NAMES = frozenset(AgentOptions.options())

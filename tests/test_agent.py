@@ -1,4 +1,4 @@
-"""The Agent class: spec §7.2 (A1–A22) and the Python-side rules of design.md §3."""
+"""The Agent class: pi's Agent cases (A1–A22) and the rules of docs/loop.md#rule-21 onwards."""
 
 from __future__ import annotations
 
@@ -696,7 +696,7 @@ def test_stream_options_are_forwarded_and_snapshotted_at_run_start() -> None:
     )
     future = agent.prompt("hi", wait=False)
     assert stream.started.wait(WAIT)
-    agent.thinking_level = "off"  # mid-run changes affect the next run only (P19)
+    agent.thinking_level = "off"  # mid-run changes affect the next run only (docs/loop.md#rule-21)
     agent.session_id = "s2"
     stream.release.set()
     future.result(WAIT)

@@ -1,4 +1,4 @@
-"""Agent + faux provider end to end: spec §7.3 (E1–E10)."""
+"""Agent + faux provider end to end: pi's end-to-end cases (E1–E10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Agent's thread contract (design.md §4): many threads, re-entrant listeners, Ctrl-C, asyncio."""
+"""The Agent's thread contract (docs/architecture.md#the-thread-contract): many threads,
+re-entrant listeners, Ctrl-C, asyncio."""
 
 from __future__ import annotations
 

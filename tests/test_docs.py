@@ -45,10 +45,18 @@ def package_sources() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def test_every_docs_citation_in_the_package_resolves_to_a_file_and_anchor() -> None:
+def repository_sources() -> list[Path]:
+    """The package, the tests (this file excepted: it spells the patterns), benchmarks, examples."""
+    found = [
+        path for folder in ("piagent", "tests", "benchmarks", "examples") for path in (ROOT / folder).rglob("*.py")
+    ]
+    return sorted(path for path in found if path != Path(__file__).resolve())
+
+
+def test_every_docs_citation_in_the_code_resolves_to_a_file_and_anchor() -> None:
     problems: list[str] = []
     cited = 0
-    for source in package_sources():
+    for source in repository_sources():
         citations = CITATION.findall(source.read_text(encoding="utf-8"))
         cited += len(citations)
         problems += unresolved(source, citations, DOCS)
@@ -65,10 +73,10 @@ def test_every_link_between_the_documents_resolves() -> None:
     assert problems == []
 
 
-def test_the_package_cites_no_document_outside_the_repository() -> None:
+def test_the_code_cites_no_document_outside_the_repository() -> None:
     found = [
         f"{source.relative_to(ROOT)}:{number}: {line.strip()}"
-        for source in package_sources()
+        for source in repository_sources()
         for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)
         if OUTSIDE_REFERENCE.search(line)
     ]

@@ -1,4 +1,5 @@
-"""Spec §2.3: EventStream push/pull semantics, and the piagent deviations (no hang, errors delivered)."""
+"""EventStream push/pull semantics (docs/llm.md#event-streams), and where piagent differs from
+pi (no hang, errors delivered)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The faux provider (spec §2.6, §7.5 faux-provider list): the suite's main test double."""
+"""The faux provider (the cases of pi's faux-provider tests): the suite's main test double."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §7.1: the upstream agent-loop suite (L1–L20), each case run with push- and pull-mode streams."""
+"""pi's agent-loop suite (L1–L20), each case run with push- and pull-mode streams."""
 
 from __future__ import annotations
 
@@ -436,7 +436,7 @@ def test_L19_continues_from_existing_context_without_user_message_events(mode: s
     ends = of_type(events, "message_end")
     assert len(ends) == 1 and ends[0].message is answer
     assert kinds(events)[:2] == ["agent_start", "turn_start"]
-    # piagent decision on spec P20: the caller's list is copied, never appended to.
+    # docs/loop.md#rule-2: the caller's list is copied, never appended to.
     assert context.messages is messages and len(messages) == 1
 
 

@@ -1,5 +1,5 @@
-"""Loop rules beyond the upstream suite: spec §7.6, the exact event orders of §3.5, the
-queue polls of §3.6, turn updates, API-key resolution, streams that end badly, and how the
+"""Loop rules beyond the upstream suite (docs/loop.md): the exact event order of each scenario, the
+queue polls (rule 19), turn updates, API-key resolution, streams that end badly, and how the
 background entry points hand exceptions to their consumer."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def tools(*extra: Any) -> AgentContext:
     return AgentContext("", [], [echo_tool(), *extra])
 
 
-# =========================================================================== §3.5 event orders
+# =========================================================================== event orders (rules 1-19)
 
 
 @pytest.mark.parametrize("mode", ["push", "pull"])
@@ -442,7 +442,7 @@ def test_scenario_13_continue_run_with_initial_steering() -> None:
     assert r.result == [steer, r.result[1]]
 
 
-# =========================================================================== §3.6 polls and queue modes
+# =========================================================================== polls and queue modes (rule 19)
 
 
 def test_polls_for_a_text_only_run() -> None:
@@ -509,7 +509,7 @@ def test_terminate_does_not_suppress_queued_follow_up() -> None:
     assert stream_fn.calls == 2
 
 
-# =========================================================================== §7.6 tool rules
+# =========================================================================== tool rules (rules 10-17)
 
 
 def test_unknown_tool_fails_without_calling_before_tool_call() -> None:

@@ -1,4 +1,5 @@
-"""Streaming tool-call JSON (spec §2.4): parse_streaming_json, repair_json, IncrementalJsonParser."""
+"""Streaming tool-call JSON (docs/llm.md#partial-tool-call-json): parse_streaming_json,
+repair_json, IncrementalJsonParser."""
 
 from __future__ import annotations
 

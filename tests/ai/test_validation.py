@@ -1,4 +1,4 @@
-"""Tool-argument validation and coercion (spec §4.3; pi-ai validation.test.ts, §7.5 V1-V3)."""
+"""Tool-argument validation and coercion (docs/llm.md#tool-arguments; the cases of pi-ai's validation tests)."""
 
 from __future__ import annotations
 

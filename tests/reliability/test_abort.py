@@ -329,5 +329,5 @@ def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request
     assert finished.wait(WAIT) and stopped == [True]  # the tool saw the abort and ended
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
-    # spec §2.5: the dangling call gets a synthetic error result in the request
+    # docs/llm.md#history-normalisation: the dangling call gets a synthetic error result in the request
     assert wire.history(server.requests[-1].json) == ["user:hi", "call:echo", "result:No result provided", "user:again"]

@@ -4,7 +4,7 @@ transcript, loses nothing, and leaves the same agent ready for ``continue_()`` a
 Each case runs over all four provider APIs against a real server on 127.0.0.1. The agent first
 holds a tool conversation (so the history has a call and its result), then the fault hits the
 next prompt; ``continue_()`` retries, and the request it sends must be the clean history: the
-failed message is left out and every tool call still has its result (spec §2.5).
+failed message is left out and every tool call still has its result (docs/llm.md#history-normalisation).
 """
 
 from __future__ import annotations

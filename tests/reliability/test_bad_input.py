@@ -257,7 +257,9 @@ def test_a_listener_that_raises_again_on_the_failure_makes_prompt_raise_and_the_
 
     unsubscribe = agent.subscribe(listener)
     faux.set_responses([faux_message("answer")])
-    with pytest.raises(RuntimeError, match="^listener always breaks$"):  # spec §5.3: the failure's own dispatch raised
+    with pytest.raises(
+        RuntimeError, match="^listener always breaks$"
+    ):  # docs/loop.md#rule-22: the failure's own dispatch raised
         agent.prompt("second")
     assert_kept(before, agent)
     assert agent.state.messages[-1].error_message == "listener always breaks"

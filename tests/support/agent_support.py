@@ -1,4 +1,4 @@
-"""Shared helpers for the Agent tests (spec §7.2/§7.3 "common fixtures").
+"""Shared helpers for the Agent tests (the common fixtures of pi's Agent tests).
 
 * ``echo_tool()``, ``user()``, ``roles()``: as in :mod:`tests.support.loop`.
 * ``Recorder``: a listener recording every event (and, optionally, running a hook per event).

@@ -1,4 +1,4 @@
-"""Shared fixtures for the loop, executor and stream tests (spec §7 "common fixtures").
+"""Shared fixtures for the loop, executor and stream tests (the common fixtures of pi's loop tests).
 
 * ``MODEL``: the mock model (api "openai-responses", provider "openai", id "mock").
 * ``config(**fields)``: an ``AgentLoopConfig`` for ``MODEL``.
@@ -256,7 +256,7 @@ _ABBREVIATIONS = {
 
 
 def short(events: Sequence[Any]) -> list[str]:
-    """Events in the spec's §3.5 shorthand: ``ms(U:Hello)``, ``me(A:text)``, ``tee(tool-1)``, ``mu``."""
+    """Events in a shorthand: ``ms(U:Hello)``, ``me(A:text)``, ``tee(tool-1)``, ``mu``."""
     out = []
     for event in events:
         name = _ABBREVIATIONS.get(event.type, event.type)

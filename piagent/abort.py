@@ -30,7 +30,7 @@ class AbortSignal:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], Any]] = []
-        self._reason: Any = None
+        self._reason: object = None
 
     @property
     def aborted(self) -> bool:
@@ -62,7 +62,7 @@ class AbortSignal:
         with self._lock, contextlib.suppress(ValueError):
             self._listeners.remove(listener)
 
-    def _abort(self, reason: Any) -> None:
+    def _abort(self, reason: object) -> None:
         with self._lock:
             if self._event.is_set():
                 return
@@ -91,5 +91,5 @@ class AbortController:
     def __init__(self) -> None:
         self.signal = AbortSignal()
 
-    def abort(self, reason: Any = None) -> None:
+    def abort(self, reason: object = None) -> None:
         self.signal._abort(reason)

@@ -28,6 +28,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from ..exceptions import ToolArgumentsError
+from .types import Tool, ToolCall
 
 __all__ = ["coerce_value", "validate_tool_arguments"]
 
@@ -38,7 +39,7 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z"
 _RADIX = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)\Z")
 
 
-def validate_tool_arguments(tool: Any, tool_call: Any) -> Any:
+def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     """Return the coerced, validated copy of ``tool_call.arguments``; raise if invalid.
 
     ``tool`` needs ``.name`` and ``.parameters`` (a JSON Schema), ``tool_call`` needs

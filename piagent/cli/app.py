@@ -102,7 +102,7 @@ def _base_url_key(provider: str) -> Optional[str]:
     return os.environ.get("PIAGENT_API_KEY") or None
 
 
-def run_once(agent: Any, prompt: str, console: Console, renderer: Any) -> int:
+def run_once(agent: Agent, prompt: str, console: Console, renderer: Union[ConsoleRenderer, JsonRenderer]) -> int:
     """Run one prompt, rendering as it goes; Ctrl-C aborts it. Returns the exit status."""
     future = agent.prompt(prompt, wait=False)
     try:

@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import Future
 from typing import IO, Any, Callable, Optional
 
+from ..agent import Agent
 from ..exceptions import AgentBusyError, InvalidStateError
 from .render import Console
 
@@ -35,7 +36,7 @@ class InteractiveSession:
 
     def __init__(
         self,
-        agent: Any,
+        agent: Agent,
         console: Console,
         stdin: Optional[IO[str]] = None,
         label: str = "",

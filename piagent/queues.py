@@ -22,7 +22,7 @@ from typing import Any, Optional, Union
 
 from ._options import choice
 from .ai.types import TextContent, UserMessage
-from .types import AgentMessage
+from .types import AgentMessage, QueueMode
 
 __all__ = ["QUEUE_MODES", "MessageQueue", "to_message"]
 
@@ -46,7 +46,7 @@ class MessageQueue(queue.Queue[AgentMessage]):
         """Queue a message (a str becomes a user message; anything else needs a ``role``)."""
         super().put(to_message(item), block, timeout)
 
-    def drain(self, mode: str = "all") -> list[AgentMessage]:
+    def drain(self, mode: QueueMode = "all") -> list[AgentMessage]:
         """Remove and return the oldest message (``"one-at-a-time"``) or all of them (``"all"``)."""
         _check_mode("mode", mode)
         with self.mutex:

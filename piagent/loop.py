@@ -15,15 +15,17 @@ while follow-up messages are waiting.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
+from . import instrumentation
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.types import AssistantMessage, Context, StreamOptions, ToolResultMessage
+from .ai.types import AssistantMessage, Context, Model, StreamOptions, ToolResultMessage
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -56,15 +58,20 @@ def run_agent_loop(
     Returns the new messages: the prompts, injected steering/follow-up messages, final
     assistant messages and tool results, in order. ``context`` is not mutated.
     """
-    new_messages: list[AgentMessage] = list(prompts)
-    current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
-    for message in prompts:
-        emit(MessageStartEvent(message))
-        emit(MessageEndEvent(message))
-    _run(current, new_messages, config, emit, signal or AbortController().signal, stream_fn)
-    return new_messages
+    signal = signal or AbortController().signal
+
+    def body(emit: Emit) -> list[AgentMessage]:
+        new_messages: list[AgentMessage] = list(prompts)
+        current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
+        emit(AgentStartEvent())
+        emit(TurnStartEvent())
+        for message in prompts:
+            emit(MessageStartEvent(message))
+            emit(MessageEndEvent(message))
+        _run(current, new_messages, config, emit, signal, stream_fn)
+        return new_messages
+
+    return _observed_run(body, emit, context, config, signal)
 
 
 def run_agent_loop_continue(
@@ -83,12 +90,31 @@ def run_agent_loop_continue(
     assistant tail, and which appends to the caller's message list (here it is copied).
     """
     _check_can_continue(context)
-    new_messages: list[AgentMessage] = []
-    current = dataclasses.replace(context, messages=list(context.messages))
-    emit(AgentStartEvent())
-    emit(TurnStartEvent())
-    _run(current, new_messages, config, emit, signal or AbortController().signal, stream_fn)
-    return new_messages
+    signal = signal or AbortController().signal
+
+    def body(emit: Emit) -> list[AgentMessage]:
+        new_messages: list[AgentMessage] = []
+        current = dataclasses.replace(context, messages=list(context.messages))
+        emit(AgentStartEvent())
+        emit(TurnStartEvent())
+        _run(current, new_messages, config, emit, signal, stream_fn)
+        return new_messages
+
+    return _observed_run(body, emit, context, config, signal)
+
+
+def _observed_run(
+    body: Callable[[Emit], list[AgentMessage]],
+    emit: Emit,
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+) -> list[AgentMessage]:
+    """``body(emit)``, through the installed instrumentation if there is one (piagent/instrumentation.py)."""
+    observer = instrumentation.active
+    if observer is None:
+        return body(emit)
+    return observer.run(body, emit, context, config, signal)
 
 
 def agent_loop(
@@ -143,7 +169,8 @@ def _in_background(run: Callable[[Emit], list[AgentMessage]]) -> EventStream[Age
         except BaseException as exc:  # delivered to the consumer, never lost
             events.end(error=exc)
 
-    threading.Thread(target=target, name="piagent-loop", daemon=True).start()
+    # in a copy of the caller's context: a trace (or any contextvar) the caller is in goes on there
+    threading.Thread(target=contextvars.copy_context().run, args=(target,), name="piagent-loop", daemon=True).start()
     return events
 
 
@@ -246,6 +273,22 @@ def _stream_assistant_response(
         raise ValueError("AgentLoopConfig.model is required")
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
+    observer = instrumentation.active
+    if observer is None:
+        return _stream_message(model, llm_context, options, context, emit, stream_fn)
+    return observer.model_call(
+        lambda: _stream_message(model, llm_context, options, context, emit, stream_fn), model, llm_context, options
+    )
+
+
+def _stream_message(
+    model: Model,
+    llm_context: Context,
+    options: StreamOptions,
+    context: AgentContext,
+    emit: Emit,
+    stream_fn: Optional[StreamFunction],
+) -> AssistantMessage:
     events = (stream_fn or stream_simple)(model, llm_context, options)
 
     partial: Optional[AssistantMessage] = None

@@ -53,14 +53,42 @@ def violations(under: str, allowed: tuple[str, ...]) -> list[str]:
 
 
 def test_the_llm_layer_imports_nothing_of_the_agent_layer() -> None:
-    assert violations("ai", ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent._threads")) == []
+    allowed = ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent._threads", "piagent.instrumentation")
+    assert violations("ai", allowed) == []
 
 
 @pytest.mark.parametrize("under", ["loop", "executors"])
 def test_the_loop_imports_nothing_of_the_agent(under: str) -> None:
     allowed = ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent.events", "piagent.types")
-    allowed += ("piagent.executors", "piagent._threads")
+    allowed += ("piagent.executors", "piagent._threads", "piagent.instrumentation")
     assert violations(under, allowed) == []
+
+
+def test_the_instrumentation_seam_imports_nothing_of_piagent_at_run_time() -> None:
+    tree = ast.parse((PACKAGE / "instrumentation.py").read_text(encoding="utf-8"))
+    runtime = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert [node.module for node in runtime if isinstance(node, ast.ImportFrom) and node.level] == []
+
+
+def test_the_core_imports_the_otel_extension_only_inside_instrument() -> None:
+    """``piagent.instrument()`` imports ``piagent.otel`` when called; nothing else in the core does."""
+    outside = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "otel" in path.relative_to(PACKAGE).parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed = {
+            id(node)
+            for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef) and function.name == "instrument"
+            for node in ast.walk(function)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in allowed:
+                names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
+                if any(name == "otel" or "otel" in name.split(".") for name in names):
+                    outside.append(f"{module_name(path)}:{node.lineno}")
+    assert outside == []
 
 
 def test_the_import_check_sees_relative_imports() -> None:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
+from .. import instrumentation
 from ..abort import AbortController, AbortSignal
 from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from ..ai.validation import validate_tool_arguments
@@ -342,8 +343,12 @@ class Notifications:
 
 def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tuple[AgentToolResult, bool]:
     """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result."""
+    run_tool = job.tool.execute
+    observer = instrumentation.active  # the seam: piagent/instrumentation.py
+    if observer is not None:
+        run_tool = observer.tool_call(run_tool, job.call)
     try:
-        result = job.tool.execute(job.call.id, job.args, job.controller.signal, on_update)
+        result = run_tool(job.call.id, job.args, job.controller.signal, on_update)
     except Exception as exc:
         return error_result(exception_message(exc)), True
     if not isinstance(result, AgentToolResult):

@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 import requests
 import urllib3.exceptions
 
+from ... import instrumentation
 from ..._threads import run_in_thread
 from ...abort import AbortSignal
 from ..types import Model, StreamOptions
@@ -407,6 +408,8 @@ def open_stream(
         DEFAULT_MAX_RETRY_DELAY_MS if options.max_retry_delay_ms is None else options.max_retry_delay_ms
     ) / 1000
     attempt = 0
+    status: Optional[int] = None
+    failure: Optional[BaseException] = None
     while True:
         if signal is not None and signal.aborted:
             raise AbortedRequest()
@@ -415,6 +418,7 @@ def open_stream(
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             if attempt >= max_retries or isinstance(exc, requests.exceptions.ReadTimeout):
                 raise
+            status, failure = None, exc
             delay = min(BASE_BACKOFF * 2**attempt, max_delay)
             logger.info("retrying %s after a connection failure (attempt %d)", model.provider, attempt + 1)
         else:
@@ -433,6 +437,7 @@ def open_stream(
                     f"{message} (the server asked to retry after {requested:g}s, "
                     f"more than max_retry_delay_ms={max_delay * 1000:g})",
                 )
+            status, failure = response.status_code, None
             backoff = BASE_BACKOFF * 2**attempt * (0.75 + random.random() / 2)
             delay = requested if requested is not None else min(backoff, max_delay)
             logger.info(
@@ -443,5 +448,7 @@ def open_stream(
                 attempt + 1,
             )
         attempt += 1
+        if instrumentation.active is not None:  # the seam: piagent/instrumentation.py
+            instrumentation.active.retry(attempt, delay, status, failure)
         if _pause(delay, signal):
             raise AbortedRequest()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from .abort import AbortController, AbortedError, AbortSignal
 from .agent import Agent
 from .ai.types import (
@@ -58,6 +61,26 @@ from .types import (
 
 __version__ = "0.1.0"
 
+
+def instrument(tracer_provider: Any = None, meter_provider: Any = None, capture_content: bool = False) -> None:
+    """Trace and measure every agent run with OpenTelemetry (the ``otel`` extra): see :func:`piagent.otel.instrument`.
+
+    Nothing is traced, and OpenTelemetry is not even imported, until this is called.
+    """
+    try:
+        from .otel import instrument as start
+    except ImportError as exc:
+        raise ImportError("piagent.instrument() needs OpenTelemetry's API: pip install 'piagent[otel]'") from exc
+    start(tracer_provider, meter_provider, capture_content)
+
+
+def uninstrument() -> None:
+    """Undo :func:`instrument` (a no-op if it was never called)."""
+    otel = sys.modules.get("piagent.otel")
+    if otel is not None:
+        otel.uninstrument()
+
+
 __all__ = [
     "AbortController",
     "AbortSignal",
@@ -105,8 +128,10 @@ __all__ = [
     "UserMessage",
     "agent_loop",
     "agent_loop_continue",
+    "instrument",
     "message_from_dict",
     "run_agent_loop",
     "run_agent_loop_continue",
     "tool",
+    "uninstrument",
 ]

@@ -1,0 +1,324 @@
+"""The OpenTelemetry :class:`~piagent.instrumentation.Instrumentation`: spans and metrics of runs.
+
+Span tree of a run (docs/observability.md#spans)::
+
+    invoke_agent                     INTERNAL, on the run thread, current while the run runs
+    ├── chat {model}                 CLIENT, one per model call (connection, retries, stream)
+    ├── execute_tool {tool}          INTERNAL, tool_execution_start .. tool_execution_end;
+    │                                current in the tool's own thread while it executes
+    └── chat {model} ...
+
+Parenting across threads rides on ``contextvars``: piagent runs every tool call in a copy of the
+run thread's context, and a ``wait=False`` run or ``agent_loop()`` in a copy of the caller's.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import Histogram, MeterProvider, get_meter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+
+from .. import __version__
+from ..instrumentation import Emit, Instrumentation
+from . import _convention as c
+
+SCOPE = "piagent"
+
+
+@dataclass
+class _Tool:
+    span: Span
+    started: float
+    attributes: dict[str, Any]
+    error_type: Optional[str] = None  # set on the tool's thread when execute raised
+
+
+@dataclass
+class _Run:
+    span: Span
+    signal: Any
+    descriptions: dict[str, str]
+    started: float
+    attributes: dict[str, Any]
+    tools: dict[str, _Tool] = field(default_factory=dict)
+    last_assistant: Any = None
+    error_type: Optional[str] = None  # of the last failed model call
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class _Call:
+    error_type: Optional[str] = None
+    span: Optional[Span] = None
+
+
+_RUN: contextvars.ContextVar[Optional[_Run]] = contextvars.ContextVar("piagent_otel_run", default=None)
+_CALL: contextvars.ContextVar[Optional[_Call]] = contextvars.ContextVar("piagent_otel_call", default=None)
+
+
+def current_run_span() -> Optional[Span]:
+    """The ``invoke_agent`` span of the run this thread works for (its tools' threads included)."""
+    run = _RUN.get()
+    return run.span if run is not None else None
+
+
+class OpenTelemetryInstrumentation(Instrumentation):
+    def __init__(
+        self,
+        tracer_provider: Optional[TracerProvider] = None,
+        meter_provider: Optional[MeterProvider] = None,
+        capture_content: bool = False,
+    ) -> None:
+        self.capture_content = capture_content
+        self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
+        meter = get_meter(SCOPE, __version__, meter_provider)
+        self._call_duration = _histogram(
+            meter, c.CLIENT_OPERATION_DURATION, "s", "GenAI operation duration.", c.DURATION_BUCKETS
+        )
+        self._tokens = _histogram(
+            meter, c.CLIENT_TOKEN_USAGE, "{token}", "Number of input and output tokens used.", c.TOKEN_BUCKETS
+        )
+        self._tool_duration = _histogram(
+            meter, c.EXECUTE_TOOL_DURATION, "s", "The duration of a single tool execution.", c.DURATION_BUCKETS
+        )
+        self._run_duration = _histogram(
+            meter, c.INVOKE_AGENT_DURATION, "s", "The duration of a single agent invocation.", c.AGENT_DURATION_BUCKETS
+        )
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def run(self, body: Callable[[Emit], Any], emit: Emit, context: Any, config: Any, signal: Any) -> Any:
+        model = config.model
+        attributes: dict[str, Any] = {c.OPERATION_NAME: "invoke_agent"}
+        if model is not None:
+            attributes[c.PROVIDER_NAME] = c.provider_name(model.provider)
+            attributes[c.REQUEST_MODEL] = model.id
+        if config.session_id:
+            attributes[c.CONVERSATION_ID] = config.session_id
+        span = self._tracer.start_span("invoke_agent", kind=SpanKind.INTERNAL, attributes=attributes)
+        if self.capture_content and context.system_prompt:
+            span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
+        descriptions = {tool.name: tool.description for tool in context.tools or ()}
+        run = _Run(span, signal, descriptions, time.monotonic(), attributes)
+
+        def observe(event: Any) -> None:
+            self._observe(run, event)
+            emit(event)
+
+        token = otel_context.attach(trace.set_span_in_context(span))
+        run_token = _RUN.set(run)
+        try:
+            messages = body(observe)
+        except BaseException as exc:
+            self._end_run(run, c.error_type(exc), str(exc) or type(exc).__name__, exc)
+            raise
+        finally:
+            _RUN.reset(run_token)
+            otel_context.detach(token)
+        last = run.last_assistant
+        if last is not None and last.stop_reason == "aborted":
+            self._end_run(run, c.ABORTED, last.error_message)
+        elif last is not None and last.stop_reason == "error":
+            self._end_run(run, run.error_type or c.OTHER, last.error_message)
+        else:
+            self._end_run(run, None, None)
+        return messages
+
+    def _end_run(
+        self, run: _Run, error: Optional[str], description: Optional[str], exc: Optional[BaseException] = None
+    ) -> None:
+        span = run.span
+        span.set_attribute(c.USAGE_INPUT_TOKENS, run.input_tokens)
+        span.set_attribute(c.USAGE_OUTPUT_TOKENS, run.output_tokens)
+        for tool in list(run.tools.values()):  # calls the run left behind (it raised mid-batch)
+            self._end_tool(run, tool, c.ABORTED if error is None else error)
+        metric = {k: v for k, v in run.attributes.items() if k == c.REQUEST_MODEL}
+        if error is not None:
+            _fail(span, error, description, exc)
+            metric[c.ERROR_TYPE] = error
+        span.end()
+        self._run_duration.record(time.monotonic() - run.started, metric)
+
+    def _observe(self, run: _Run, event: Any) -> None:
+        kind = event.type
+        if kind == "tool_execution_start":
+            self._start_tool(run, event)
+        elif kind == "tool_execution_end":
+            tool = run.tools.pop(event.tool_call_id, None)
+            if tool is not None:
+                self._end_tool(run, tool, self._tool_error(run, tool, event), event)
+        elif kind == "message_end" and getattr(event.message, "role", None) == "assistant":
+            run.last_assistant = event.message
+
+    # -- model calls ------------------------------------------------------------------------
+
+    def model_call(self, body: Callable[[], Any], model: Any, context: Any, options: Any) -> Any:
+        attributes: dict[str, Any] = {
+            c.OPERATION_NAME: "chat",
+            c.PROVIDER_NAME: c.provider_name(model.provider),
+            c.REQUEST_MODEL: model.id,
+            **c.server_attributes(model.base_url),
+        }
+        metric = dict(attributes)
+        attributes[c.REQUEST_STREAM] = True
+        if options.temperature is not None:
+            attributes[c.REQUEST_TEMPERATURE] = float(options.temperature)
+        if options.max_tokens is not None:
+            attributes[c.REQUEST_MAX_TOKENS] = int(options.max_tokens)
+        if options.session_id:
+            attributes[c.CONVERSATION_ID] = options.session_id
+        span = self._tracer.start_span(f"chat {model.id}", kind=SpanKind.CLIENT, attributes=attributes)
+        if self.capture_content:
+            span.set_attribute(c.INPUT_MESSAGES, c.input_messages(context.messages))
+            if context.system_prompt:
+                span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
+            if context.tools:
+                span.set_attribute(c.TOOL_DEFINITIONS, c.tool_definitions(context.tools))
+        call = _Call(span=span)
+        started = time.monotonic()
+        token = otel_context.attach(trace.set_span_in_context(span))
+        call_token = _CALL.set(call)
+        try:
+            message = body()
+        except BaseException as exc:
+            raised = c.error_type(exc)
+            _fail(span, raised, str(exc) or type(exc).__name__, exc)
+            span.end()
+            self._call_duration.record(time.monotonic() - started, {**metric, c.ERROR_TYPE: raised})
+            raise
+        finally:
+            _CALL.reset(call_token)
+            otel_context.detach(token)
+        error = self._record_response(span, message, call, metric)
+        span.end()
+        if error is not None:
+            metric[c.ERROR_TYPE] = error
+        self._call_duration.record(time.monotonic() - started, metric)
+        return message
+
+    def _record_response(self, span: Span, message: Any, call: _Call, metric: dict[str, Any]) -> Optional[str]:
+        """Set the response attributes and token metrics; the call's error.type, or None."""
+        if message.response_id:
+            span.set_attribute(c.RESPONSE_ID, message.response_id)
+        span.set_attribute(c.RESPONSE_FINISH_REASONS, [c.finish_reason(message.stop_reason)])
+        usage = message.usage
+        input_tokens = usage.input + usage.cache_read + usage.cache_write  # the conventions count cached ones in
+        if input_tokens or usage.output:
+            span.set_attribute(c.USAGE_INPUT_TOKENS, input_tokens)
+            span.set_attribute(c.USAGE_OUTPUT_TOKENS, usage.output)
+            span.set_attribute(c.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read)
+            span.set_attribute(c.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write)
+            self._tokens.record(input_tokens, {**metric, c.TOKEN_TYPE: "input"})
+            self._tokens.record(usage.output, {**metric, c.TOKEN_TYPE: "output"})
+            run = _RUN.get()
+            if run is not None:
+                run.input_tokens += input_tokens
+                run.output_tokens += usage.output
+        if self.capture_content:
+            span.set_attribute(c.OUTPUT_MESSAGES, c.output_messages(message))
+        error: Optional[str] = None
+        if message.stop_reason == "aborted":
+            error = c.ABORTED
+        elif message.stop_reason == "error":
+            error = call.error_type or c.OTHER
+            run = _RUN.get()
+            if run is not None:
+                run.error_type = error
+        if error is not None:
+            _fail(span, error, message.error_message)
+        return error
+
+    def model_call_failed(self, error: BaseException) -> None:
+        call = _CALL.get()
+        if call is not None:
+            call.error_type = c.error_type(error)
+
+    def retry(self, attempt: int, delay: float, status: Optional[int], error: Optional[BaseException]) -> None:
+        call = _CALL.get()
+        if call is None or call.span is None:
+            return
+        attributes: dict[str, Any] = {c.RETRY_ATTEMPT: attempt, c.RETRY_DELAY: float(delay)}
+        if status is not None:
+            attributes[c.HTTP_STATUS_CODE] = status
+            attributes[c.ERROR_TYPE] = str(status)
+        elif error is not None:
+            attributes[c.ERROR_TYPE] = c.error_type(error)
+        call.span.add_event(c.RETRY_EVENT, attributes)
+
+    # -- tool calls -------------------------------------------------------------------------
+
+    def _start_tool(self, run: _Run, event: Any) -> None:
+        attributes: dict[str, Any] = {
+            c.OPERATION_NAME: "execute_tool",
+            c.TOOL_NAME: event.tool_name,
+            c.TOOL_CALL_ID: event.tool_call_id,
+            c.TOOL_TYPE: "function",
+        }
+        description = run.descriptions.get(event.tool_name)
+        if description:
+            attributes[c.TOOL_DESCRIPTION] = description
+        span = self._tracer.start_span(
+            f"execute_tool {event.tool_name}",
+            trace.set_span_in_context(run.span),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        if self.capture_content:
+            span.set_attribute(c.TOOL_CALL_ARGUMENTS, c.to_json(event.args))
+        metric = {c.TOOL_NAME: event.tool_name, c.TOOL_TYPE: "function"}
+        run.tools[event.tool_call_id] = _Tool(span, time.monotonic(), metric)
+
+    def tool_call(self, execute: Callable[..., Any], call: Any) -> Callable[..., Any]:
+        run = _RUN.get()
+        tool = run.tools.get(call.id) if run is not None else None
+        if tool is None:
+            return execute
+
+        def traced(*args: Any) -> Any:
+            token = otel_context.attach(trace.set_span_in_context(tool.span))
+            try:
+                return execute(*args)
+            except Exception as exc:
+                tool.error_type = c.error_type(exc)  # read by the run thread at tool_execution_end
+                raise
+            finally:
+                otel_context.detach(token)
+
+        return traced
+
+    def _tool_error(self, run: _Run, tool: _Tool, event: Any) -> Optional[str]:
+        if not event.is_error:
+            return None
+        if run.signal is not None and run.signal.aborted:
+            return c.ABORTED
+        return tool.error_type or c.TOOL_ERROR
+
+    def _end_tool(self, run: _Run, tool: _Tool, error: Optional[str], event: Any = None) -> None:
+        span = tool.span
+        metric = tool.attributes
+        if error is not None:
+            description = c.tool_result_text(event.result.content) if self.capture_content and event else None
+            _fail(span, error, description)
+            metric = {**metric, c.ERROR_TYPE: error}
+        elif self.capture_content and event is not None:
+            span.set_attribute(c.TOOL_CALL_RESULT, c.tool_result_text(event.result.content))
+        span.end()
+        self._tool_duration.record(time.monotonic() - tool.started, metric)
+
+
+def _fail(span: Span, error: str, description: Optional[str], exc: Optional[BaseException] = None) -> None:
+    span.set_attribute(c.ERROR_TYPE, error)
+    span.set_status(Status(StatusCode.ERROR, description or None))
+    if exc is not None:
+        span.record_exception(exc)
+
+
+def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list) -> Histogram:
+    return meter.create_histogram(name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets)

@@ -1,0 +1,490 @@
+"""OpenTelemetry (``piagent.instrument``): spans, metrics and log correlation of real runs,
+read back with the OpenTelemetry SDK's in-memory span exporter and metric reader."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+import piagent
+from piagent import Agent, AgentTool, AgentToolResult, TextContent
+from piagent.ai import Model
+from piagent.testing import faux_message, faux_tool_call
+from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta, usage
+from tests.support.agent_support import WAIT, GatedStream
+from tests.support.scripted_server import ScriptedServer
+
+KEY = "sk-otel-secret-0123456789"
+EMPTY = {"type": "object", "properties": {}}
+WORD = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = self.tracer_provider.get_tracer("tests")
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    @property
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, prefix: str) -> list[ReadableSpan]:
+        return [span for span in self.spans if span.name.startswith(prefix)]
+
+    def children(self, parent: ReadableSpan) -> list[ReadableSpan]:
+        return [s for s in self.spans if s.parent is not None and s.parent.span_id == parent.context.span_id]
+
+    def tree(self, root: ReadableSpan, depth: int = 0) -> list[str]:
+        lines = ["  " * depth + root.name]
+        for child in sorted(self.children(root), key=lambda s: s.start_time or 0):
+            lines.extend(self.tree(child, depth + 1))
+        return lines
+
+    def points(self, metric: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        found = []
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for item in scope.metrics:
+                    if item.name == metric:
+                        found.extend(item.data.data_points)
+        return found
+
+    def dump(self) -> str:
+        return "\n".join(span.to_json() for span in self.spans)
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, telemetry.meter_provider)
+    yield telemetry
+    piagent.uninstrument()
+
+
+@pytest.fixture
+def otel_with_content() -> Iterator[Telemetry]:
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, telemetry.meter_provider, capture_content=True)
+    yield telemetry
+    piagent.uninstrument()
+
+
+def make_tool(name: str, execute: Any, schema: dict = EMPTY) -> AgentTool:
+    return AgentTool(name, f"the {name} tool", schema, execute)
+
+
+def ok(text: str) -> AgentToolResult:
+    return AgentToolResult([TextContent(text)])
+
+
+def http_model(server: ScriptedServer) -> Model:
+    return Model("gpt-test", api="openai-completions", provider="openai", base_url=server.url, max_tokens=4096)
+
+
+# --------------------------------------------------------------------------- switch
+
+
+def test_import_piagent_and_an_uninstrumented_run_never_import_opentelemetry() -> None:
+    script = (
+        "import sys, piagent\n"
+        "from piagent.testing import faux_message, register_faux_provider\n"
+        "faux = register_faux_provider(); faux.set_responses([faux_message('hi')])\n"
+        "piagent.Agent(model=faux.get_model()).prompt('hello')\n"
+        "piagent.uninstrument()\n"
+        "print(sorted(name for name in sys.modules if name.startswith('opentelemetry')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_run_after_uninstrument_records_nothing(faux) -> None:
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, telemetry.meter_provider)
+    piagent.uninstrument()
+    faux.set_responses([faux_message("hi")])
+    Agent(model=faux.get_model()).prompt("hello")
+    assert telemetry.spans == []
+    assert telemetry.points("gen_ai.client.operation.duration") == []
+    assert piagent.instrumentation.installed() is None
+
+
+def test_capture_content_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="capture_content"):
+        piagent.instrument(capture_content="yes")  # type: ignore[arg-type]
+    assert piagent.instrumentation.installed() is None
+
+
+# --------------------------------------------------------------------------- span tree and threads
+
+
+def test_a_parallel_batch_runs_its_tool_spans_on_worker_threads_under_the_run_span(otel, faux) -> None:
+    both_running = threading.Barrier(2, timeout=WAIT)  # the two calls run at the same time, on two threads
+    threads: dict[str, str] = {}
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        both_running.wait()
+        threads[call_id] = threading.current_thread().name
+        with otel.tracer.start_as_current_span(f"inside {call_id}"):  # user code in the tool
+            return ok("done")
+
+    faux.set_responses(
+        [faux_message([faux_tool_call("lookup", {}, id="a"), faux_tool_call("lookup", {}, id="b")]), faux_message("ok")]
+    )
+    Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)]).prompt("go")
+
+    (run,) = otel.named("invoke_agent")
+    assert otel.tree(run) == [
+        "invoke_agent",
+        "  chat faux-1",
+        "  execute_tool lookup",
+        "    inside a",
+        "  execute_tool lookup",
+        "    inside b",
+        "  chat faux-1",
+    ]
+    assert threading.current_thread().name not in threads.values() and len(set(threads.values())) == 2
+    assert {span.context.trace_id for span in otel.spans} == {run.context.trace_id}
+    for tool_span in otel.named("execute_tool"):
+        call_id = tool_span.attributes["gen_ai.tool.call.id"]
+        assert [child.name for child in otel.children(tool_span)] == [f"inside {call_id}"]
+        assert tool_span.kind == SpanKind.INTERNAL
+        assert dict(tool_span.attributes) == {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.description": "the lookup tool",
+        }
+    assert run.kind == SpanKind.INTERNAL and run.status.status_code == StatusCode.UNSET
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["gen_ai.provider.name"] == "faux"
+    assert run.attributes["gen_ai.request.model"] == "faux-1"
+    (tools,) = otel.points("gen_ai.execute_tool.duration")
+    assert tools.count == 2 and dict(tools.attributes) == {"gen_ai.tool.name": "lookup", "gen_ai.tool.type": "function"}
+    (runs,) = otel.points("gen_ai.invoke_agent.duration")
+    assert runs.count == 1
+
+
+def test_tool_spans_on_a_users_executor_are_children_of_their_run(otel, faux) -> None:
+    seen: list[str] = []
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen.append(threading.current_thread().name)
+        with otel.tracer.start_as_current_span("inside"):
+            return ok("done")
+
+    faux.set_responses([faux_message([faux_tool_call("lookup", {}, id="a")]), faux_message("ok")])
+    with ThreadPoolExecutor(1, thread_name_prefix="users-pool") as pool:
+        Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)], executor=pool).prompt("go")
+    assert seen[0].startswith("users-pool")
+    (run,) = otel.named("invoke_agent")
+    assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
+
+
+def test_a_run_started_with_wait_false_belongs_to_the_callers_current_span(otel, faux) -> None:
+    faux.set_responses([faux_message("hi")])
+    agent = Agent(model=faux.get_model())
+    with otel.tracer.start_as_current_span("web request") as request:
+        future = agent.prompt("hello", wait=False)
+    future.result(WAIT)  # type: ignore[union-attr]
+    (run,) = otel.named("invoke_agent")
+    assert run.parent is not None and run.parent.span_id == request.get_span_context().span_id
+    assert [span.name for span in otel.children(run)] == ["chat faux-1"]
+
+
+def test_agent_loop_on_its_background_thread_belongs_to_the_callers_span(otel, faux) -> None:
+    from piagent import AgentContext, AgentLoopConfig, UserMessage, agent_loop
+
+    faux.set_responses([faux_message("hi")])
+    with otel.tracer.start_as_current_span("caller") as caller:
+        stream = agent_loop([UserMessage("hello")], AgentContext("", [], []), AgentLoopConfig(model=faux.get_model()))
+    list(stream)
+    (run,) = otel.named("invoke_agent")
+    assert run.parent is not None and run.parent.span_id == caller.get_span_context().span_id
+
+
+def test_two_agents_in_two_threads_never_mix_their_spans(otel, faux) -> None:
+    all_in_tools = threading.Barrier(2, timeout=WAIT)  # both runs are inside a tool at once
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        all_in_tools.wait()
+        return ok(call_id)
+
+    faux.set_responses(
+        [
+            faux_message([faux_tool_call("lookup", {}, id="call-A")]),
+            faux_message([faux_tool_call("lookup", {}, id="call-B")]),
+            faux_message("A done"),
+            faux_message("B done"),
+        ]
+    )
+    started = threading.Barrier(2, timeout=WAIT)
+    parents: dict[str, Any] = {}
+
+    def serve(name: str) -> None:
+        agent = Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)])
+        with otel.tracer.start_as_current_span(f"request {name}") as request:
+            parents[name] = request.get_span_context()
+            started.wait()
+            agent.prompt(f"from {name}")
+
+    threads = [threading.Thread(target=serve, args=(name,)) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    runs = otel.named("invoke_agent")
+    assert len(runs) == 2
+    calls = set()
+    for run in runs:
+        owner = next(name for name, parent in parents.items() if parent.span_id == run.parent.span_id)
+        assert run.context.trace_id == parents[owner].trace_id
+        assert [s.name for s in otel.children(run)] == ["chat faux-1", "execute_tool lookup", "chat faux-1"]
+        (tool,) = [s for s in otel.children(run) if s.name.startswith("execute_tool")]
+        calls.add(tool.attributes["gen_ai.tool.call.id"])
+        assert all(s.context.trace_id == run.context.trace_id for s in otel.children(run))
+    assert calls == {"call-A", "call-B"}
+    assert parents["one"].trace_id != parents["two"].trace_id
+
+
+def test_a_steered_turn_is_one_more_chat_span_of_the_same_run(otel_with_content, faux) -> None:
+    otel = otel_with_content
+    agent = Agent(model=faux.get_model())
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        agent.steer("also mention the steered detail")
+        return ok("tool output")
+
+    agent.tools = [make_tool("lookup", execute)]
+    faux.set_responses([faux_message([faux_tool_call("lookup", {}, id="a")]), faux_message("ok")])
+    agent.prompt("go")
+    (run,) = otel.named("invoke_agent")
+    assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "  chat faux-1"]
+    second = sorted(otel.named("chat"), key=lambda s: s.start_time or 0)[1]
+    inputs = json.loads(second.attributes["gen_ai.input.messages"])
+    assert [m["role"] for m in inputs] == ["user", "assistant", "tool", "user"]
+    assert inputs[-1]["parts"] == [{"type": "text", "content": "also mention the steered detail"}]
+    assert inputs[2]["parts"] == [{"type": "tool_call_response", "id": "a", "response": "tool output"}]
+
+
+# --------------------------------------------------------------------------- errors, aborts, retries
+
+
+def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) -> None:
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("piagent")
+    logger.addHandler(handler)
+    previous_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with ScriptedServer() as server:
+            server.reply(b'{"error": {"message": "overloaded"}}', status=503, headers={"retry-after-ms": "0"})
+            server.reply(chat_text("Hello", usage_=usage(100, 20, cached=60)))
+            result = Agent(model=http_model(server), get_api_key=lambda provider: KEY).prompt("hi")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+    assert result.text == "Hello"
+    (run,) = otel.named("invoke_agent")
+    (chat,) = otel.named("chat")
+    assert chat.parent.span_id == run.context.span_id and chat.kind == SpanKind.CLIENT
+    assert chat.name == "chat gpt-test" and chat.status.status_code == StatusCode.UNSET
+    (retry,) = chat.events
+    assert retry.name == "piagent.retry"
+    assert dict(retry.attributes) == {
+        "piagent.retry.attempt": 1,
+        "piagent.retry.delay": 0.0,
+        "http.response.status_code": 503,
+        "error.type": "503",
+    }
+    attributes = dict(chat.attributes)
+    assert attributes == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-test",
+        "gen_ai.request.stream": True,
+        "server.address": "127.0.0.1",
+        "server.port": int(server.url.rsplit(":", 1)[1]),
+        "gen_ai.response.id": "chatcmpl-A1",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 20,
+        "gen_ai.usage.cache_read.input_tokens": 60,
+        "gen_ai.usage.cache_creation.input_tokens": 0,
+    }
+    assert run.attributes["gen_ai.usage.input_tokens"] == 100 and run.attributes["gen_ai.usage.output_tokens"] == 20
+    tokens = {point.attributes["gen_ai.token.type"]: point for point in otel.points("gen_ai.client.token.usage")}
+    assert (tokens["input"].sum, tokens["output"].sum) == (100, 20)
+    assert tokens["input"].attributes["gen_ai.request.model"] == "gpt-test"
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.count == 1 and "error.type" not in duration.attributes
+    (logged,) = [record for record in records if "retrying" in record.getMessage()]
+    assert logged.piagent_trace_id == format(run.context.trace_id, "032x")
+    assert logged.piagent_span_id == format(run.context.span_id, "016x")
+    assert KEY not in otel.dump()
+
+
+def test_a_failed_call_marks_its_chat_and_run_spans_with_the_status_code(otel) -> None:
+    with ScriptedServer() as server:
+        server.reply(b'{"error": {"message": "bad request: no such model"}}', status=400)
+        result = Agent(model=http_model(server), get_api_key=lambda provider: KEY).prompt("hi")
+    assert result.stop_reason == "error"
+    (run,) = otel.named("invoke_agent")
+    (chat,) = otel.named("chat")
+    for span in (chat, run):
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes["error.type"] == "400"
+        assert "no such model" in span.status.description
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.attributes["error.type"] == "400"
+    assert otel.points("gen_ai.client.token.usage") == []  # the call reported no usage
+
+
+def test_a_connection_failure_is_typed_by_its_exception_class(otel) -> None:
+    with ScriptedServer() as server:
+        url = server.url
+    model = Model("gpt-test", api="openai-completions", provider="openai", base_url=url)  # nobody listens
+    Agent(model=model, get_api_key=lambda provider: KEY, max_retries=0).prompt("hi")
+    (chat,) = otel.named("chat")
+    assert chat.attributes["error.type"] == "requests.exceptions.ConnectionError"
+
+
+def test_an_abort_during_a_model_call_ends_the_chat_and_run_spans_as_aborted(otel) -> None:
+    gate = GatedStream()
+    agent = Agent(model=Model("gated", provider="test"), stream_fn=gate)
+    future = agent.prompt("hi", wait=False)
+    assert gate.started.wait(WAIT)
+    agent.abort()
+    future.result(WAIT)  # type: ignore[union-attr]
+    (run,) = otel.named("invoke_agent")
+    (chat,) = otel.named("chat")
+    for span in (chat, run):
+        assert span.status.status_code == StatusCode.ERROR and span.attributes["error.type"] == "aborted"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("aborted",)
+
+
+def test_an_aborted_tool_call_ends_its_span_as_aborted(otel, faux) -> None:
+    running = threading.Event()
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        running.set()
+        signal.wait(WAIT)
+        raise RuntimeError("stopped")
+
+    faux.set_responses([faux_message([faux_tool_call("slow", {}, id="a")]), faux_message("never sent")])
+    agent = Agent(model=faux.get_model(), tools=[make_tool("slow", execute)])
+    future = agent.prompt("go", wait=False)
+    assert running.wait(WAIT)
+    agent.abort()
+    future.result(WAIT)  # type: ignore[union-attr]
+    (tool,) = otel.named("execute_tool")
+    assert tool.status.status_code == StatusCode.ERROR and tool.attributes["error.type"] == "aborted"
+    (run,) = otel.named("invoke_agent")
+    assert run.attributes["error.type"] == "aborted"
+
+
+def test_a_raising_tool_is_typed_by_its_exception_class(otel, faux) -> None:
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        raise ValueError("PRIVATE detail of the failure")
+
+    faux.set_responses([faux_message([faux_tool_call("broken", {}, id="a")]), faux_message("sorry")])
+    Agent(model=faux.get_model(), tools=[make_tool("broken", execute)]).prompt("go")
+    (tool,) = otel.named("execute_tool")
+    assert tool.status.status_code == StatusCode.ERROR and tool.attributes["error.type"] == "ValueError"
+    assert "PRIVATE" not in otel.dump()  # error text is content: only with capture_content
+    (duration,) = otel.points("gen_ai.execute_tool.duration")
+    assert duration.attributes["error.type"] == "ValueError"
+    (run,) = otel.named("invoke_agent")
+    assert run.status.status_code == StatusCode.UNSET  # the model answered the failure: the run succeeded
+
+
+def test_a_run_whose_listener_raises_records_the_exception_on_the_run_span(otel, faux) -> None:
+    faux.set_responses([faux_message("hi")])
+    agent = Agent(model=faux.get_model())
+
+    def listener(event: Any) -> None:
+        if event.type == "turn_end" and event.message.stop_reason == "stop":
+            raise KeyError("listener bug")
+
+    agent.subscribe(listener)
+    agent.prompt("hello")
+    (run,) = otel.named("invoke_agent")
+    assert run.status.status_code == StatusCode.ERROR and run.attributes["error.type"] == "KeyError"
+    assert [event.name for event in run.events] == ["exception"]
+
+
+# --------------------------------------------------------------------------- content
+
+
+def tool_conversation(server: ScriptedServer) -> list[bytes]:
+    return chat_stream(
+        chunk({"role": "assistant", "content": None}),
+        tool_delta(0, "call_1", "echo", '{"word": "PRIVATE-ARG"}'),
+        chunk({}, "tool_calls"),
+        chunk(choices=False, usage=usage(30, 5)),
+    )
+
+
+def run_tool_conversation(server: ScriptedServer) -> None:
+    server.reply(tool_conversation(server))
+    server.reply(chat_text("PRIVATE-ANSWER"))
+    echo = make_tool("echo", lambda call_id, args, signal, on_update: ok(f"PRIVATE-RESULT {args['word']}"), WORD)
+    agent = Agent(model=http_model(server), system_prompt="PRIVATE-SYSTEM", tools=[echo], get_api_key=lambda p: KEY)
+    agent.prompt("PRIVATE-PROMPT")
+
+
+def test_without_capture_content_no_message_argument_or_result_is_recorded(otel) -> None:
+    with ScriptedServer() as server:
+        run_tool_conversation(server)
+    assert len(otel.spans) == 4
+    dump = otel.dump()
+    assert "PRIVATE" not in dump and KEY not in dump
+
+
+def test_with_capture_content_messages_arguments_and_results_follow_the_conventions(otel_with_content) -> None:
+    otel = otel_with_content
+    with ScriptedServer() as server:
+        run_tool_conversation(server)
+    first, second = sorted(otel.named("chat"), key=lambda s: s.start_time or 0)
+    assert json.loads(first.attributes["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "PRIVATE-PROMPT"}]}
+    ]
+    assert json.loads(first.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "PRIVATE-SYSTEM"}]
+    assert json.loads(first.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "call_1", "name": "echo", "arguments": {"word": "PRIVATE-ARG"}}],
+            "finish_reason": "tool_call",
+        }
+    ]
+    (definition,) = json.loads(first.attributes["gen_ai.tool.definitions"])
+    assert definition == {"type": "function", "name": "echo", "description": "the echo tool", "parameters": WORD}
+    assert json.loads(second.attributes["gen_ai.output.messages"])[0]["parts"] == [
+        {"type": "text", "content": "PRIVATE-ANSWER"}
+    ]
+    (tool,) = otel.named("execute_tool")
+    assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"word": "PRIVATE-ARG"}
+    assert tool.attributes["gen_ai.tool.call.result"] == "PRIVATE-RESULT PRIVATE-ARG"
+    assert KEY not in otel.dump()

@@ -1,4 +1,4 @@
-"""The five scenarios of ``make bench``, each run by piagent and by the floor on the same bytes.
+"""The scenarios of ``make bench``: piagent and the floor on the same bytes, and piagent traced vs not.
 
 piagent always runs through a real :class:`piagent.Agent` with one listener attached, talking
 to the scripted server with the ``openai-completions`` provider (the ``turns`` scenario also
@@ -512,6 +512,71 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
     )
 
 
+# --------------------------------------------------------------------------- 6. otel
+
+
+def bench_otel(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    """The HTTP turns run with ``piagent.instrument()`` on (the OpenTelemetry SDK with a batch span
+    processor and an in-memory exporter, and a metric reader) against the same run with it off."""
+    import piagent
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    turns = sizes.turns
+    model = http_model(server.base_url("turns", turns))
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    seen: dict[str, bool] = {}
+
+    def noop(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+        return ok_result()
+
+    def run(key: str) -> None:
+        if key == "on":
+            piagent.instrument(tracer_provider, meter_provider)
+        try:
+            result = new_agent(model, [make_tool("noop", NOOP_SCHEMA, noop)]).prompt("go")
+        finally:
+            piagent.uninstrument()
+        seen[key] = len(tool_results(result)) == turns and result.text == wire.final_text()
+
+    rounds = Rounds({"off": lambda: run("off"), "on": lambda: run("on")}, sizes.repeats)
+    tracer_provider.force_flush()
+    spans = exporter.get_finished_spans()
+    per_run = 1 + (turns + 1) + turns  # invoke_agent, a chat span per model call, an execute_tool per tool call
+    runs = sizes.repeats + 1  # the warm-up round too
+    report.check("otel", "both runs answer; one span tree per instrumented run", seen == {"off": True, "on": True})
+    report.check("otel", f"{per_run} spans per instrumented run", len(spans) == per_run * runs, failure=len(spans))
+    tracer_provider.shutdown()
+    ratio = rounds.ratio("on", "off")
+    off, on = rounds.median("off"), rounds.median("on")
+    report.add(
+        Row(
+            "otel",
+            f"run of {turns} tool turns, traced vs off",
+            ms(on.wall),
+            ms(off.wall),
+            times(ratio),
+            "<= 1.15x off",
+            ratio <= 1.15,
+        )
+    )
+    report.add(
+        Row(
+            "otel",
+            "CPU of that run, traced vs off",
+            ms(on.cpu),
+            ms(off.cpu),
+            times(rounds.ratio("on", "off", cpu=True)),
+        )
+    )
+
+
 # --------------------------------------------------------------------------- import time
 
 
@@ -530,7 +595,7 @@ def bench_import(sizes: Sizes, report: Report) -> None:
     report.add(Row("import", "import piagent (fresh process)", ms(piagent), f"requests {ms(requests_)}"))
 
 
-SCENARIOS = (bench_stream, bench_args, bench_turns, bench_parallel, bench_fanout)
+SCENARIOS = (bench_stream, bench_args, bench_turns, bench_parallel, bench_fanout, bench_otel)
 
 
 def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:

@@ -17,7 +17,7 @@ def report():
 
 def test_every_scenario_checks_its_result_and_all_checks_pass(report):
     checks = [row for row in report.rows if row.check]
-    assert {row.scenario for row in checks} == {"stream", "args", "turns", "parallel", "fan-out"}
+    assert {row.scenario for row in checks} == {"stream", "args", "turns", "parallel", "fan-out", "otel"}
     failed = [(row.scenario, row.measure, row.piagent) for row in checks if not row.passed]
     assert failed == []
 
@@ -30,6 +30,7 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("args", "<= 2.00x (linear)"),
         ("turns", "<= 3.00x floor"),
         ("parallel", "<= 50 ms"),
+        ("otel", "<= 1.15x off"),
         ("total", "< 300 s"),
     }
     assert all(row.passed is not None for row in report.rows if row.target)

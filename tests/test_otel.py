@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -488,3 +490,14 @@ def test_with_capture_content_messages_arguments_and_results_follow_the_conventi
     assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"word": "PRIVATE-ARG"}
     assert tool.attributes["gen_ai.tool.call.result"] == "PRIVATE-RESULT PRIVATE-ARG"
     assert KEY not in otel.dump()
+
+
+def test_the_readme_shows_the_span_tree_its_observability_example_prints(capsys) -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Observability")
+    section = text[start : text.index("\n## ", start + 1)]
+    (example,) = re.findall(r"^```python\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
+    (shown,) = re.findall(r"^```text\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
+    exec(compile(example, "README.md Observability example", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == shown
+    assert piagent.instrumentation.installed() is None

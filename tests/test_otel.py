@@ -501,3 +501,21 @@ def test_the_readme_shows_the_span_tree_its_observability_example_prints(capsys)
     exec(compile(example, "README.md Observability example", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out == shown
     assert piagent.instrumentation.installed() is None
+
+
+def test_the_http_request_of_a_model_call_is_traced_under_its_chat_span(otel) -> None:
+    from opentelemetry.instrumentation.requests import RequestsInstrumentor
+
+    instrumentor = RequestsInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.tracer_provider)
+    try:
+        with ScriptedServer() as server:
+            server.reply(b'{"error": {"message": "busy"}}', status=503, headers={"retry-after-ms": "0"})
+            server.reply(chat_text("Hello"))
+            Agent(model=http_model(server), get_api_key=lambda provider: KEY).prompt("hi")
+    finally:
+        instrumentor.uninstrument()
+    (chat,) = otel.named("chat")
+    requests_spans = [span for span in otel.spans if span.name == "POST"]
+    assert len(requests_spans) == 2  # the 503 and the retry
+    assert all(span.parent is not None and span.parent.span_id == chat.context.span_id for span in requests_spans)

@@ -25,6 +25,7 @@ while the body streams a watcher shuts the socket on SIGINT (:class:`_InterruptW
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import email.utils
 import json
 import logging
@@ -351,7 +352,9 @@ def _send(
 
     remove = signal.add_listener(abandon) if signal is not None else (lambda: None)
     try:
-        run_in_thread(send)  # inside the try: a Ctrl-C can land while a new thread starts
+        # inside the try: a Ctrl-C can land while a new thread starts; in a copy of this
+        # thread's context, so that the request belongs to the caller's trace
+        run_in_thread(contextvars.copy_context().run, send)
         _wait(done)
     except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
         abandon()

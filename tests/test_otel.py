@@ -202,6 +202,22 @@ def test_tool_spans_on_a_users_executor_are_children_of_their_run(otel, faux) ->
     assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
 
 
+def test_a_sequential_tool_on_the_run_thread_runs_inside_its_span(otel, faux) -> None:
+    seen: list[str] = []
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen.append(threading.current_thread().name)
+        with otel.tracer.start_as_current_span("inside"):
+            return ok("done")
+
+    faux.set_responses([faux_message([faux_tool_call("lookup", {}, id="a")]), faux_message("ok")])
+    agent = Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)], tool_execution="sequential")
+    agent.prompt("go")
+    assert seen == [threading.current_thread().name]
+    (run,) = otel.named("invoke_agent")
+    assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
+
+
 def test_a_run_started_with_wait_false_belongs_to_the_callers_current_span(otel, faux) -> None:
     faux.set_responses([faux_message("hi")])
     agent = Agent(model=faux.get_model())

@@ -35,7 +35,7 @@ SCOPE = "piagent"
 class _Tool:
     span: Span
     started: float
-    attributes: dict[str, Any]
+    metric: dict[str, Any]  # the attributes of its gen_ai.execute_tool.duration
     error_type: Optional[str] = None  # set on the tool's thread when execute raised
 
 
@@ -45,7 +45,7 @@ class _Run:
     signal: Any
     descriptions: dict[str, str]
     started: float
-    attributes: dict[str, Any]
+    metric: dict[str, Any]  # the attributes of its gen_ai.invoke_agent.duration
     tools: dict[str, _Tool] = field(default_factory=dict)
     last_assistant: Any = None
     error_type: Optional[str] = None  # of the last failed model call
@@ -106,7 +106,8 @@ class OpenTelemetryInstrumentation(Instrumentation):
         if self.capture_content and context.system_prompt:
             span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
         descriptions = {tool.name: tool.description for tool in context.tools or ()}
-        run = _Run(span, signal, descriptions, time.monotonic(), attributes)
+        metric = {c.REQUEST_MODEL: model.id} if model is not None else {}
+        run = _Run(span, signal, descriptions, time.monotonic(), metric)
 
         def observe(event: Any) -> None:
             self._observe(run, event)
@@ -139,10 +140,10 @@ class OpenTelemetryInstrumentation(Instrumentation):
         span.set_attribute(c.USAGE_OUTPUT_TOKENS, run.output_tokens)
         for tool in list(run.tools.values()):  # calls the run left behind (it raised mid-batch)
             self._end_tool(run, tool, c.ABORTED if error is None else error)
-        metric = {k: v for k, v in run.attributes.items() if k == c.REQUEST_MODEL}
+        metric = run.metric
         if error is not None:
             _fail(span, error, description, exc)
-            metric[c.ERROR_TYPE] = error
+            metric = {**metric, c.ERROR_TYPE: error}
         span.end()
         self._run_duration.record(time.monotonic() - run.started, metric)
 
@@ -302,7 +303,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
 
     def _end_tool(self, run: _Run, tool: _Tool, error: Optional[str], event: Any = None) -> None:
         span = tool.span
-        metric = tool.attributes
+        metric = tool.metric
         if error is not None:
             description = c.tool_result_text(event.result.content) if self.capture_content and event else None
             _fail(span, error, description)

@@ -518,12 +518,13 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
 def bench_otel(server: BenchServer, sizes: Sizes, report: Report) -> None:
     """The HTTP turns run with ``piagent.instrument()`` on (the OpenTelemetry SDK with a batch span
     processor and an in-memory exporter, and a metric reader) against the same run with it off."""
-    import piagent
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import piagent
 
     turns = sizes.turns
     model = http_model(server.base_url("turns", turns))

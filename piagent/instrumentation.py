@@ -1,10 +1,12 @@
 """The instrumentation seam: where tracing, metrics or any other observer plugs into piagent.
 
-piagent calls at most one installed :class:`Instrumentation` at five points. With none
-installed (the default) each point costs one module-attribute read and an ``is None`` test, and
-nothing else runs: no wrapper, no allocation. :func:`piagent.instrument` installs the
-OpenTelemetry one (``piagent.otel``); anything else can subclass :class:`Instrumentation`,
-override what it needs and :func:`install` itself. See ``docs/observability.md``.
+A run is observed by its agent's ``instrumentation`` option if set, else by the one
+:func:`install`-ed for every run (:func:`piagent.instrument` installs the OpenTelemetry one,
+``piagent.otel``), else by nothing. That choice is made when the run starts and holds for the
+whole run (:func:`current` inside it). With none (the default) a run costs one ``is None`` test
+and each model or tool call one ``ContextVar`` read; nothing else runs: no wrapper, no
+allocation. Anything can subclass :class:`Instrumentation` and override what it needs. See
+``docs/observability.md#the-seam-other-observers``.
 
 Threads: ``run``, ``model_call`` and the events run on the run thread; ``tool_call`` returns
 the function that executes the tool, called on the thread that runs it (a worker thread, a
@@ -18,6 +20,9 @@ observes, it never changes a run.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:  # type names only: this module imports nothing of piagent at run time
@@ -25,7 +30,7 @@ if TYPE_CHECKING:  # type names only: this module imports nothing of piagent at 
     from .ai.types import AssistantMessage, Context, Model, StreamOptions, ToolCall
     from .types import AgentContext, AgentLoopConfig, AgentMessage
 
-__all__ = ["Instrumentation", "active", "install", "installed"]
+__all__ = ["Instrumentation", "active", "current", "install", "installed", "observing"]
 
 Emit = Callable[[Any], None]
 
@@ -66,17 +71,39 @@ class Instrumentation:
         return execute
 
 
-active: Optional[Instrumentation] = None  # read by the core at each seam
+active: Optional[Instrumentation] = None  # read by the loop when a run starts
+_current: contextvars.ContextVar[Optional[Instrumentation]] = contextvars.ContextVar("piagent_observer", default=None)
 
 
 def install(instrumentation: Optional[Instrumentation]) -> None:
-    """Make ``instrumentation`` the one piagent calls from now on (None: none)."""
+    """Make ``instrumentation`` observe every run started from now on (None: none), except
+    those of an agent with its own ``instrumentation`` option."""
     global active
-    if instrumentation is not None and not isinstance(instrumentation, Instrumentation):
-        raise TypeError(f"expected an Instrumentation or None, got {type(instrumentation).__name__}")
-    active = instrumentation
+    active = check("instrumentation", instrumentation)
 
 
 def installed() -> Optional[Instrumentation]:
     """The installed instrumentation, or None."""
     return active
+
+
+def current() -> Optional[Instrumentation]:
+    """The instrumentation of the run this thread works for (tool threads included), or None."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def observing(instrumentation: Instrumentation) -> Iterator[None]:
+    """Make ``instrumentation`` the :func:`current` one in this context (the loop does, for a run)."""
+    token = _current.set(instrumentation)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def check(name: str, value: Any) -> Optional[Instrumentation]:
+    """Validate an ``instrumentation`` option (an :class:`Instrumentation` or None)."""
+    if value is not None and not isinstance(value, Instrumentation):
+        raise TypeError(f"{name} must be a piagent.instrumentation.Instrumentation or None, got {type(value).__name__}")
+    return value

@@ -110,11 +110,12 @@ def _observed_run(
     config: AgentLoopConfig,
     signal: AbortSignal,
 ) -> list[AgentMessage]:
-    """``body(emit)``, through the installed instrumentation if there is one (piagent/instrumentation.py)."""
-    observer = instrumentation.active
+    """``body(emit)``, observed by the run's instrumentation if it has one (piagent/instrumentation.py)."""
+    observer = config.instrumentation or instrumentation.active
     if observer is None:
         return body(emit)
-    return observer.run(body, emit, context, config, signal)
+    with instrumentation.observing(observer):
+        return observer.run(body, emit, context, config, signal)
 
 
 def agent_loop(
@@ -273,7 +274,7 @@ def _stream_assistant_response(
         raise ValueError("AgentLoopConfig.model is required")
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
-    observer = instrumentation.active
+    observer = instrumentation.current()
     if observer is None:
         return _stream_message(model, llm_context, options, context, emit, stream_fn)
     return observer.model_call(

@@ -21,6 +21,8 @@ from ._options import Option, Options
 from .abort import AbortSignal
 from .ai.registry import StreamFunction
 from .ai.types import Model, OnPayload, OnResponse, ToolChoice
+from .instrumentation import Instrumentation
+from .instrumentation import check as check_instrumentation
 from .state import THINKING_LEVELS, check_messages, check_tools, resolve_model
 from .types import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -163,6 +165,11 @@ class AgentOptions(Options):
         default=DEFAULT_MAX_TOOL_RESULT_CHARS,
         check=opt.positive_int_or_none,
         doc="Characters of text kept per tool result (None: no bound).",
+    )
+    instrumentation: Same[Optional[Instrumentation]] = Option(
+        default=None,
+        check=check_instrumentation,
+        doc="Observes this agent's runs instead of piagent.instrument()'s (docs/observability.md).",
     )
 
     # -- model calls (None: the provider's default) --------------------------------------------

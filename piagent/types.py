@@ -25,6 +25,7 @@ from .ai.types import (
     ToolResultMessage,
     UserContent,
 )
+from .instrumentation import Instrumentation
 
 __all__ = [
     "AfterToolCall",
@@ -226,6 +227,7 @@ class AgentLoopConfig(StreamOptions):
     ``max_tool_result_chars`` bounds the text of each tool result (outputs and error messages)
     that enters the transcript and the model's context: longer text keeps its beginning and
     ends with a note saying how much was cut. None means no bound.
+    ``instrumentation`` observes the run instead of the installed one (piagent/instrumentation.py).
     """
 
     model: Optional[Model] = None
@@ -243,3 +245,4 @@ class AgentLoopConfig(StreamOptions):
     max_workers: Optional[int] = None
     tool_timeout: Optional[float] = None
     max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS
+    instrumentation: Optional[Instrumentation] = None

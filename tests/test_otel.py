@@ -135,6 +135,30 @@ def test_capture_content_must_be_a_bool() -> None:
     assert piagent.instrumentation.installed() is None
 
 
+def test_an_agents_own_instrumentation_traces_its_runs_only(faux) -> None:
+    from piagent.otel import OpenTelemetryInstrumentation
+
+    own, installed = Telemetry(), Telemetry()
+    traced = Agent(model=faux.get_model(), instrumentation=OpenTelemetryInstrumentation(own.tracer_provider))
+    plain = Agent(model=faux.get_model())
+    faux.set_responses([faux_message("one"), faux_message("two"), faux_message("three"), faux_message("four")])
+    try:
+        traced.prompt("hello")
+        plain.prompt("hello")
+        assert [span.name for span in own.spans] == ["chat faux-1", "invoke_agent"]
+        piagent.instrument(installed.tracer_provider)  # for every other agent
+        traced.prompt("again")
+        plain.prompt("again")
+    finally:
+        piagent.uninstrument()
+    assert len(own.named("invoke_agent")) == 2 and len(installed.named("invoke_agent")) == 1
+
+
+def test_the_instrumentation_option_takes_an_instrumentation_or_none(faux) -> None:
+    with pytest.raises(TypeError, match="instrumentation"):
+        Agent(model=faux.get_model(), instrumentation="otel")  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- span tree and threads
 
 

@@ -344,7 +344,7 @@ class Notifications:
 def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tuple[AgentToolResult, bool]:
     """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result."""
     run_tool = job.tool.execute
-    observer = instrumentation.active  # the seam: piagent/instrumentation.py
+    observer = instrumentation.current()  # the seam: piagent/instrumentation.py
     if observer is not None:
         run_tool = observer.tool_call(run_tool, job.call)
     try:

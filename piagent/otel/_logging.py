@@ -12,17 +12,42 @@ Both are "" for a record logged outside a run. Tool threads count as the run's.
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Callable, Optional
 
-from opentelemetry.trace import format_span_id, format_trace_id
-
-from ._tracing import current_run_span
+from opentelemetry.trace import Span, format_span_id, format_trace_id
 
 LOGGER = "piagent"
 
+_lock = threading.Lock()
+_filter: Optional[logging.Filter] = None
+
+
+def attach(run_span: Callable[[], Optional[Span]]) -> None:
+    """Add the identifiers of ``run_span()`` (the current run's span) to the ``piagent`` logger's
+    records; once, however often called."""
+    global _filter
+    with _lock:
+        if _filter is None:
+            _filter = RunIdentifiers(run_span)
+            logging.getLogger(LOGGER).addFilter(_filter)
+
+
+def detach() -> None:
+    global _filter
+    with _lock:
+        if _filter is not None:
+            logging.getLogger(LOGGER).removeFilter(_filter)
+            _filter = None
+
 
 class RunIdentifiers(logging.Filter):
+    def __init__(self, run_span: Callable[[], Optional[Span]]) -> None:
+        super().__init__()
+        self._run_span = run_span
+
     def filter(self, record: logging.LogRecord) -> bool:
-        span = current_run_span()
+        span = self._run_span()
         context = span.get_span_context() if span is not None else None
         if context is not None and context.is_valid:
             record.piagent_trace_id = format_trace_id(context.trace_id)

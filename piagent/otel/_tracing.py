@@ -27,6 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from .. import __version__
 from ..instrumentation import Emit, Instrumentation
 from . import _convention as c
+from . import _logging
 
 SCOPE = "piagent"
 
@@ -70,12 +71,18 @@ def current_run_span() -> Optional[Span]:
 
 
 class OpenTelemetryInstrumentation(Instrumentation):
+    """Spans and metrics of the runs it observes (all of them after :func:`piagent.instrument`, or
+    one agent's with ``Agent(instrumentation=...)``); creating one also adds the run identifiers
+    to piagent's log records (see ``_logging``)."""
+
     def __init__(
         self,
         tracer_provider: Optional[TracerProvider] = None,
         meter_provider: Optional[MeterProvider] = None,
         capture_content: bool = False,
     ) -> None:
+        if not isinstance(capture_content, bool):
+            raise TypeError(f"capture_content must be a bool, got {type(capture_content).__name__}")
         self.capture_content = capture_content
         self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         meter = get_meter(SCOPE, __version__, meter_provider)
@@ -91,6 +98,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
         self._run_duration = _histogram(
             meter, c.INVOKE_AGENT_DURATION, "s", "The duration of a single agent invocation.", c.AGENT_DURATION_BUCKETS
         )
+        _logging.attach(current_run_span)
 
     # -- runs -------------------------------------------------------------------------------
 

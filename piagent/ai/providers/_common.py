@@ -263,7 +263,7 @@ def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[Assis
             yield event
         raise ProviderStreamError("Provider stream ended without a terminal event")
     except Exception as exc:  # the contract: every failure ends the stream
-        observer = instrumentation.active  # the seam: piagent/instrumentation.py
+        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
         if observer is not None:
             observer.model_call_failed(exc)
         aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)

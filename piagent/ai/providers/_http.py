@@ -451,7 +451,8 @@ def open_stream(
                 attempt + 1,
             )
         attempt += 1
-        if instrumentation.active is not None:  # the seam: piagent/instrumentation.py
-            instrumentation.active.retry(attempt, delay, status, failure)
+        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
+        if observer is not None:
+            observer.retry(attempt, delay, status, failure)
         if _pause(delay, signal):
             raise AbortedRequest()

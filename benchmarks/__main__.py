@@ -28,7 +28,7 @@ def main(argv: list = None) -> int:  # type: ignore[assignment]
     args = parser.parse_args(argv)
     sizes = TINY if args.tiny else FULL
     if args.repeats is not None:
-        sizes = dataclasses.replace(sizes, repeats=args.repeats, args_repeats=args.repeats)
+        sizes = dataclasses.replace(sizes, repeats=args.repeats, args_repeats=args.repeats, otel_repeats=args.repeats)
     only = [name.strip() for name in args.only.split(",") if name.strip()]
     if args.profile:
         profiler = cProfile.Profile()

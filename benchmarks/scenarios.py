@@ -37,6 +37,7 @@ class Sizes:
     fanout_deltas: int = 40
     memory: bool = True
     import_repeats: int = 5
+    otel_repeats: int = 21  # two runs of ~0.1 s CPU each compared round by round: more rounds, steadier median
 
 
 FULL = Sizes()
@@ -54,6 +55,7 @@ TINY = Sizes(
     fanout_deltas=10,
     memory=False,
     import_repeats=1,
+    otel_repeats=1,
 )
 
 API_KEY = "bench-key"
@@ -546,36 +548,39 @@ def bench_otel(server: BenchServer, sizes: Sizes, report: Report) -> None:
             piagent.uninstrument()
         seen[key] = len(tool_results(result)) == turns and result.text == wire.final_text()
 
-    rounds = Rounds({"off": lambda: run("off"), "on": lambda: run("on")}, sizes.repeats)
+    rounds = Rounds({"off": lambda: run("off"), "on": lambda: run("on")}, sizes.otel_repeats)
     tracer_provider.force_flush()
     spans = exporter.get_finished_spans()
     per_run = 1 + (turns + 1) + turns  # invoke_agent, a chat span per model call, an execute_tool per tool call
-    runs = sizes.repeats + 1  # the warm-up round too
+    runs = sizes.otel_repeats + 1  # the warm-up round too
     report.check("otel", "both runs answer; one span tree per instrumented run", seen == {"off": True, "on": True})
     report.check("otel", f"{per_run} spans per instrumented run", len(spans) == per_run * runs, failure=len(spans))
     tracer_provider.shutdown()
-    ratio = rounds.ratio("on", "off")
     off, on = rounds.median("off"), rounds.median("on")
+    cpu_ratio = rounds.ratio("on", "off", cpu=True)
     report.add(
         Row(
             "otel",
             f"run of {turns} tool turns, traced vs off",
             ms(on.wall),
             ms(off.wall),
-            times(ratio),
-            "<= 1.15x off",
-            ratio <= 1.15,
+            times(rounds.ratio("on", "off")),
         )
     )
+    # the target is on CPU: the wall time of a 4-second run on a shared machine moves more than tracing adds
     report.add(
         Row(
             "otel",
             "CPU of that run, traced vs off",
             ms(on.cpu),
             ms(off.cpu),
-            times(rounds.ratio("on", "off", cpu=True)),
+            times(cpu_ratio),
+            "<= 1.30x off",
+            cpu_ratio <= 1.3,
         )
     )
+    added = max(0.0, on.cpu - off.cpu) / turns
+    report.add(Row("otel", "CPU added per turn (a model call and a tool call, 2 spans)", ms(added)))
 
 
 # --------------------------------------------------------------------------- import time

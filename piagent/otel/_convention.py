@@ -6,6 +6,7 @@ Checked against the conventions' registry (development status) as published in l
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Optional
 from urllib.parse import urlsplit
@@ -84,8 +85,10 @@ def finish_reason(stop_reason: str) -> str:
     return _FINISH_REASONS.get(stop_reason, stop_reason)
 
 
+@functools.lru_cache(maxsize=64)
 def server_attributes(base_url: str) -> dict[str, Any]:
-    """``server.address`` and ``server.port`` of a model's base URL (nothing if it has no host)."""
+    """``server.address`` and ``server.port`` of a model's base URL (nothing if it has no host); cached:
+    the same dict for the same URL, never to be changed."""
     try:
         parts = urlsplit(base_url)
         host, port = parts.hostname, parts.port

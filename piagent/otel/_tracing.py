@@ -118,7 +118,8 @@ class OpenTelemetryInstrumentation(Instrumentation):
         run = _Run(span, signal, descriptions, time.monotonic(), metric)
 
         def observe(event: Any) -> None:
-            self._observe(run, event)
+            if event.type != "message_update":  # the bulk of the events, and nothing to record
+                self._observe(run, event)
             emit(event)
 
         token = otel_context.attach(trace.set_span_in_context(span))

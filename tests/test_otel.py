@@ -242,6 +242,27 @@ def test_a_sequential_tool_on_the_run_thread_runs_inside_its_span(otel, faux) ->
     assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
 
 
+def test_an_agent_run_by_a_tool_is_a_child_of_that_tool_call(otel, faux) -> None:
+    inner = Agent(model=faux.get_model())
+
+    def delegate(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return ok(inner.prompt("sub-task").text)  # type: ignore[union-attr]
+
+    faux.set_responses(
+        [faux_message([faux_tool_call("delegate", {}, id="a")]), faux_message("inner"), faux_message("done")]
+    )
+    Agent(model=faux.get_model(), tools=[make_tool("delegate", delegate)]).prompt("go")
+    outer = next(span for span in otel.named("invoke_agent") if span.parent is None)
+    assert otel.tree(outer) == [
+        "invoke_agent",
+        "  chat faux-1",
+        "  execute_tool delegate",
+        "    invoke_agent",
+        "      chat faux-1",
+        "  chat faux-1",
+    ]
+
+
 def test_a_run_started_with_wait_false_belongs_to_the_callers_current_span(otel, faux) -> None:
     faux.set_responses([faux_message("hi")])
     agent = Agent(model=faux.get_model())

@@ -210,7 +210,8 @@ def test_a_parallel_batch_runs_its_tool_spans_on_worker_threads_under_the_run_sp
     assert runs.count == 1
 
 
-def test_tool_spans_on_a_users_executor_are_children_of_their_run(otel, faux) -> None:
+@pytest.mark.parametrize("where", ["a user's executor", "the run thread (sequential)"])
+def test_a_tool_runs_inside_its_execute_tool_span_wherever_it_runs(otel, faux, where: str) -> None:
     seen: list[str] = []
 
     def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
@@ -219,25 +220,14 @@ def test_tool_spans_on_a_users_executor_are_children_of_their_run(otel, faux) ->
             return ok("done")
 
     faux.set_responses([faux_message([faux_tool_call("lookup", {}, id="a")]), faux_message("ok")])
-    with ThreadPoolExecutor(1, thread_name_prefix="users-pool") as pool:
-        Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)], executor=pool).prompt("go")
-    assert seen[0].startswith("users-pool")
-    (run,) = otel.named("invoke_agent")
-    assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
-
-
-def test_a_sequential_tool_on_the_run_thread_runs_inside_its_span(otel, faux) -> None:
-    seen: list[str] = []
-
-    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        seen.append(threading.current_thread().name)
-        with otel.tracer.start_as_current_span("inside"):
-            return ok("done")
-
-    faux.set_responses([faux_message([faux_tool_call("lookup", {}, id="a")]), faux_message("ok")])
-    agent = Agent(model=faux.get_model(), tools=[make_tool("lookup", execute)], tool_execution="sequential")
-    agent.prompt("go")
-    assert seen == [threading.current_thread().name]
+    tools = [make_tool("lookup", execute)]
+    if where == "a user's executor":
+        with ThreadPoolExecutor(1, thread_name_prefix="users-pool") as pool:
+            Agent(model=faux.get_model(), tools=tools, executor=pool).prompt("go")
+        assert seen[0].startswith("users-pool")
+    else:
+        Agent(model=faux.get_model(), tools=tools, tool_execution="sequential").prompt("go")
+        assert seen == [threading.current_thread().name]
     (run,) = otel.named("invoke_agent")
     assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]
 

@@ -8,11 +8,11 @@ and each model or tool call one ``ContextVar`` read; nothing else runs: no wrapp
 allocation. Anything can subclass :class:`Instrumentation` and override what it needs. See
 ``docs/observability.md#the-seam-other-observers``.
 
-Threads: ``run``, ``model_call`` and the events run on the run thread; ``tool_call`` returns
-the function that executes the tool, called on the thread that runs it (a worker thread, a
-user's executor, or the run thread), inside a copy of the run thread's ``contextvars`` context
-taken when the call was started, so a ``ContextVar`` set in ``run`` is visible there;
-``retry`` and ``model_call_failed`` run inside ``model_call``'s body, on the run thread.
+Threads: ``run``, ``model_call`` and the events run on the run thread; ``tool_call``, and the
+function it returns, run on the thread that executes the tool (a worker thread, a user's
+executor, or the run thread), inside a copy of the run thread's ``contextvars`` context taken
+when the call was started, so a ``ContextVar`` set in ``run`` is visible there; ``retry`` and
+``model_call_failed`` run inside ``model_call``'s body, on the run thread.
 
 Every method must return (or re-raise) what its body returns (or raises): an instrumentation
 observes, it never changes a run.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # type names only: this module imports nothing of piagent at 
     from .ai.types import AssistantMessage, Context, Model, StreamOptions, ToolCall
     from .types import AgentContext, AgentLoopConfig, AgentMessage
 
-__all__ = ["Instrumentation", "active", "current", "install", "installed", "observing"]
+__all__ = ["Instrumentation", "active", "check", "current", "install", "installed", "observing"]
 
 Emit = Callable[[Any], None]
 

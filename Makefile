@@ -11,7 +11,7 @@ STAMP := $(VENV)/.piagent-installed
 LOCAL_STAMP := $(VENV)/.piagent-local-installed
 SERVER_STAMP := $(VENV)/.piagent-server-installed
 
-.PHONY: test test-local demo install clean bench
+.PHONY: test test-local demo install clean bench catalogue
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ test-local: $(STAMP) $(SERVER_STAMP)
 # Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# Regenerate piagent/ai/catalogue.json and the README's model table from the official SDKs'
+# model lists, genai-prices and scripts/catalogue_families.py (docs/models.md#the-catalogue).
+catalogue: $(STAMP)
+	$(BIN)/python -m pip install --quiet --upgrade -e '.[catalogue]'
+	$(BIN)/python scripts/generate_catalogue.py $(CATALOGUE_DATE)
 
 clean:
 	rm -rf .venv build *.egg-info

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 _NO_IDS: frozenset[str] = frozenset()
 

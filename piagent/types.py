@@ -69,7 +69,7 @@ class CustomMessage(Protocol):
 AgentMessage = Union[Message, CustomMessage]
 """What the transcript, the loop and the events carry: an LLM message or an application message."""
 
-ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 ToolExecutionMode = Literal["sequential", "parallel"]
 QueueMode = Literal["all", "one-at-a-time"]
 """How many queued steering/follow-up messages one poll takes: all of them or the oldest one."""

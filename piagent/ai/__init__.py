@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from .builder import MessageBuilder
+from .capabilities import Capabilities
 from .env import get_env_api_key
 from .json_stream import parse_streaming_json
-from .models import custom_model, get_model, get_models, get_providers, register_model, unregister_model
+from .models import (
+    custom_model,
+    get_model,
+    get_models,
+    get_providers,
+    load_catalogue,
+    register_model,
+    unregister_model,
+)
 from .registry import (
     ApiProvider,
     StreamFunction,
@@ -45,6 +54,7 @@ __all__ = [
     "AssistantMessage",
     "AssistantMessageEvent",
     "AssistantMessageEventStream",
+    "Capabilities",
     "Context",
     "Cost",
     "EventStream",
@@ -71,6 +81,7 @@ __all__ = [
     "get_model",
     "get_models",
     "get_providers",
+    "load_catalogue",
     "message_from_dict",
     "parse_streaming_json",
     "register_api_provider",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from typing_extensions import Literal
 
+from .capabilities import Capabilities
+
 if TYPE_CHECKING:
     from ..abort import AbortSignal
 
@@ -45,7 +47,9 @@ __all__ = [
     "now_ms",
 ]
 
-StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
+#: ``refusal``: the model declined to answer (a normal end, not an error; the refusal's text is
+#: in the content and its category in ``AssistantMessage.refusal``), see docs/models.md#refusals.
+StopReason = Literal["stop", "length", "toolUse", "error", "aborted", "refusal"]
 
 
 def now_ms() -> int:
@@ -181,26 +185,41 @@ class Cost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    #: On a model: the price of a 1-hour cache write (Anthropic); 0 means ``cache_write``'s.
+    cache_write_1h: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "input": self.input,
             "output": self.output,
             "cacheRead": self.cache_read,
             "cacheWrite": self.cache_write,
             "total": self.total,
         }
+        if self.cache_write_1h:
+            d["cacheWrite1h"] = self.cache_write_1h
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Cost:
         return cls(
-            d.get("input", 0), d.get("output", 0), d.get("cacheRead", 0), d.get("cacheWrite", 0), d.get("total", 0)
+            d.get("input", 0),
+            d.get("output", 0),
+            d.get("cacheRead", 0),
+            d.get("cacheWrite", 0),
+            d.get("total", 0),
+            d.get("cacheWrite1h", 0),
         )
 
 
 @dataclass
 class Usage:
-    """Token counts of one response; ``input`` excludes cached tokens, ``output`` includes reasoning."""
+    """Token counts of one response; ``input`` excludes cached tokens, ``output`` includes reasoning.
+
+    ``cache_write_1h`` is the part of ``cache_write`` written with a 1-hour lifetime (Anthropic;
+    priced at ``model.cost.cache_write_1h``); ``reasoning`` is the part of ``output`` spent on
+    reasoning, when the provider reports it. Both appear in ``to_dict()`` only when non-zero.
+    """
 
     input: int = 0
     output: int = 0
@@ -208,9 +227,11 @@ class Usage:
     cache_write: int = 0
     total_tokens: int = 0
     cost: Cost = field(default_factory=Cost)
+    cache_write_1h: int = 0
+    reasoning: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "input": self.input,
             "output": self.output,
             "cacheRead": self.cache_read,
@@ -218,6 +239,11 @@ class Usage:
             "totalTokens": self.total_tokens,
             "cost": self.cost.to_dict(),
         }
+        if self.cache_write_1h:
+            d["cacheWrite1h"] = self.cache_write_1h
+        if self.reasoning:
+            d["reasoning"] = self.reasoning
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Usage:
@@ -228,6 +254,8 @@ class Usage:
             d.get("cacheWrite", 0),
             d.get("totalTokens", 0),
             Cost.from_dict(d.get("cost") or {}),
+            d.get("cacheWrite1h", 0),
+            d.get("reasoning", 0),
         )
 
     def add(self, other: Usage) -> None:
@@ -236,6 +264,8 @@ class Usage:
         self.output += other.output
         self.cache_read += other.cache_read
         self.cache_write += other.cache_write
+        self.cache_write_1h += other.cache_write_1h
+        self.reasoning += other.reasoning
         self.total_tokens += other.total_tokens
         for name in ("input", "output", "cache_read", "cache_write", "total"):
             setattr(self.cost, name, getattr(self.cost, name) + getattr(other.cost, name))
@@ -244,11 +274,13 @@ class Usage:
         """Fill ``total_tokens`` and ``cost`` from the counts and the model's prices per million."""
         self.total_tokens = self.input + self.output + self.cache_read + self.cache_write
         prices = model.cost
+        long_writes = min(self.cache_write_1h, self.cache_write)
+        long_price = prices.cache_write_1h or prices.cache_write
         self.cost = Cost(
             prices.input * self.input / 1e6,
             prices.output * self.output / 1e6,
             prices.cache_read * self.cache_read / 1e6,
-            prices.cache_write * self.cache_write / 1e6,
+            (prices.cache_write * (self.cache_write - long_writes) + long_price * long_writes) / 1e6,
         )
         self.cost.total = self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write
 
@@ -286,6 +318,8 @@ class AssistantMessage(_ShownInNotebooks):
     response_id: Optional[str] = None
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
+    #: With ``stop_reason == "refusal"``: ``{"category": str | None, "explanation": str | None}``.
+    refusal: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(
@@ -299,6 +333,7 @@ class AssistantMessage(_ShownInNotebooks):
                 "usage": self.usage.to_dict(),
                 "stopReason": self.stop_reason,
                 "errorMessage": self.error_message,
+                "refusal": self.refusal,
                 "timestamp": self.timestamp,
             }
         )
@@ -378,6 +413,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             stop_reason=d.get("stopReason", "stop"),
             error_message=d.get("errorMessage"),
             response_id=d.get("responseId"),
+            refusal=d.get("refusal"),
             **stamp,
         )
     if role == "toolResult":
@@ -397,7 +433,13 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
 
 @dataclass
 class Model:
-    """A model and where to reach it; ``api`` selects the provider in the registry."""
+    """A model and where to reach it; ``api`` selects the provider in the registry.
+
+    ``capabilities`` says how the model is driven (thinking control, what it rejects; see
+    :mod:`piagent.ai.capabilities`); None means the API's defaults for a model declared by hand.
+    ``family`` names its catalogue family; ``shutdown`` (ISO date) and ``successor`` come from
+    the provider's deprecation notices.
+    """
 
     id: str
     name: str = ""
@@ -411,6 +453,10 @@ class Model:
     max_tokens: int = 0
     headers: Optional[dict[str, str]] = field(default=None, repr=False)
     compat: Optional[dict[str, Any]] = None
+    capabilities: Optional[Capabilities] = None
+    family: str = ""
+    shutdown: Optional[str] = None
+    successor: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -449,8 +495,9 @@ OnResponse = Callable[[dict[str, Any], "Model"], object]
 class StreamOptions:
     """Options of one model call. Providers ignore what they cannot use.
 
-    ``reasoning`` is a level (``minimal``..``xhigh``) or None for no reasoning; providers map it to
-    their own knob. ``api_key`` and ``headers`` never appear in a repr.
+    ``reasoning`` is a level (``minimal``, ``low``, ``medium``, ``high``, ``xhigh``, ``max``) or
+    None for "off"; providers map it to the model's own control
+    (docs/models.md#thinking-levels). ``api_key`` and ``headers`` never appear in a repr.
 
     ``tool_choice`` is None (the API's default), ``"auto"``, ``"none"``, ``"required"`` (some tool
     must be called) or ``{"name": "<tool>"}`` (that tool must be called). Each provider maps it to

@@ -19,20 +19,18 @@ def test_reference_and_two_argument_forms_find_the_same_model():
     "ref, api",
     [
         ("openai:gpt-4.1-mini", "openai-responses"),
-        ("openai:gpt-4o", "openai-responses"),
-        ("openai:gpt-4o-mini", "openai-responses"),
-        ("openai:o3", "openai-responses"),
-        ("openai:o4-mini", "openai-responses"),
-        ("openai:gpt-5", "openai-responses"),
-        ("openai:gpt-5-mini", "openai-responses"),
-        ("anthropic:claude-opus-4", "anthropic-messages"),
-        ("anthropic:claude-sonnet-4", "anthropic-messages"),
-        ("anthropic:claude-3-5-haiku", "anthropic-messages"),
-        ("google:gemini-2.5-pro", "google-generative-ai"),
+        ("openai:gpt-5.5", "openai-responses"),
+        ("openai:gpt-5.6-sol", "openai-responses"),
+        ("openai:gpt-6-luna", "openai-responses"),
+        ("anthropic:claude-opus-4-8", "anthropic-messages"),
+        ("anthropic:claude-sonnet-5", "anthropic-messages"),
+        ("anthropic:claude-haiku-4-5", "anthropic-messages"),
+        ("anthropic:claude-fable-5", "anthropic-messages"),
+        ("google:gemini-3.5-flash", "google-generative-ai"),
+        ("google:gemini-3.1-pro-preview", "google-generative-ai"),
         ("google:gemini-2.5-flash", "google-generative-ai"),
-        ("google:gemini-2.0-flash", "google-generative-ai"),
         ("groq:llama-3.3-70b-versatile", "openai-completions"),
-        ("deepseek:deepseek-chat", "openai-completions"),
+        ("deepseek:deepseek-v4-flash", "openai-completions"),
         ("openrouter:openai/gpt-4o-mini", "openai-completions"),
         ("xai:grok-4", "openai-completions"),
         ("mistral:mistral-large-latest", "openai-completions"),
@@ -46,19 +44,20 @@ def test_catalogue_covers_the_main_models_of_each_provider(ref, api):
 
 
 def test_reasoning_models_are_marked():
-    assert get_model("openai:o3").reasoning and get_model("openai:gpt-5").reasoning
-    assert not get_model("openai:gpt-4o").reasoning
-    assert get_model("deepseek:deepseek-reasoner").reasoning
+    assert get_model("openai:gpt-5.5").reasoning and get_model("anthropic:claude-opus-4-8").reasoning
+    assert not get_model("openai:gpt-4.1").reasoning
+    assert get_model("deepseek:deepseek-v4-pro").reasoning
 
 
-def test_alias_resolves_to_the_dated_id():
-    assert get_model("anthropic:claude-sonnet-4").id == "claude-sonnet-4-20250514"
+def test_dated_id_resolves_to_the_catalogue_model():
+    assert get_model("anthropic:claude-opus-4-5-20251101").id == "claude-opus-4-5"
+    assert get_model("openai:gpt-5.5-2026-04-23").id == "gpt-5.5"
 
 
-def test_unknown_model_lists_close_matches():
+def test_unknown_model_without_a_family_lists_close_matches():
     with pytest.raises(ModelNotFoundError) as info:
-        get_model("openai:gpt-4.2")
-    assert "openai:gpt-4.1" in str(info.value)
+        get_model("groq:llama-3.3-70b-versatil")
+    assert "groq:llama-3.3-70b-versatile" in str(info.value)
     assert "custom_model" in str(info.value)
 
 
@@ -83,7 +82,7 @@ def test_returned_models_are_copies():
 def test_get_models_and_get_providers():
     assert {"openai", "anthropic", "google", "groq", "deepseek", "openrouter", "xai", "mistral"} <= set(get_providers())
     ids = [m.id for m in get_models("openai")]
-    assert "gpt-4.1" in ids and "o4-mini" in ids
+    assert "gpt-4.1" in ids and "gpt-5.6-sol" in ids
     assert get_models("does-not-exist") == []
 
 

@@ -352,7 +352,7 @@ def test_message_from_dict_raises_a_clear_error(data, error, text):
     "spec, text",
     [
         ("no-such-provider:model", "Unknown provider 'no-such-provider'. Known providers: "),
-        ("gpt-4o", "Invalid model reference 'gpt-4o': use 'provider:model-id' (e.g. 'openai:gpt-4.1')"),
+        ("gpt-4o", "Invalid model reference 'gpt-4o': use 'provider:model-id' (e.g. 'openai:gpt-5.5')"),
         ("openai:gpt-nope", "Unknown model openai:gpt-nope."),
     ],
 )

@@ -1,0 +1,120 @@
+"""How a model is driven: its thinking controls and what its API rejects, as data.
+
+Every catalogue model carries a :class:`Capabilities` (``model.capabilities``); request
+builders read it and never look at the model id. The rules are written out in
+``docs/models.md#capabilities``; in short:
+
+* ``thinking`` is the control the model has: ``"none"`` (it never reasons), ``"budget"``
+  (a token budget: Anthropic ``budget_tokens``, Gemini 2.x ``thinkingBudget``),
+  ``"adaptive"`` (Anthropic ``thinking: {type: "adaptive"}`` + ``output_config.effort``),
+  ``"level"`` (Gemini 3+ ``thinkingLevel``), ``"effort"`` (OpenAI ``reasoning.effort`` /
+  ``reasoning_effort``) or ``"toggle"`` (DeepSeek ``thinking: {type}`` + ``reasoning_effort``).
+* ``efforts`` are the wire values the model accepts, lowest first. piagent's levels
+  (``minimal`` .. ``max``) map to the same value when the model has it, else to the next
+  higher one it has, else to its highest (:func:`effort_for`).
+* ``thinking_off`` says how "off" is said: ``"disabled"`` (an explicit switch), ``"none"``
+  (the effort value ``none``), ``"zero_budget"`` (``thinkingBudget: 0``), ``"omit"`` (sending
+  nothing is off); ``None`` when the model always thinks: "off" becomes its lowest effort.
+* ``sampling``: ``"always"``, ``"without_thinking"`` (temperature only while thinking is off)
+  or ``"never"``. A rejected temperature is left out with a one-time warning.
+* ``forced_tool_choice``: False when the model refuses a forced tool choice ("required" or a
+  named tool); such a choice is sent as "auto" with a one-time warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Optional
+
+__all__ = ["THINKING_LEVELS", "Capabilities", "effort_for", "lowest_effort", "warn_once"]
+
+logger = logging.getLogger("piagent")
+
+#: piagent's thinking levels above "off", lowest first (``StreamOptions.reasoning``).
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
+#: Every effort value an API may use, lowest first (the order :func:`effort_for` rounds in).
+_EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_THINKING_MODES = ("none", "budget", "adaptive", "level", "effort", "toggle")
+
+
+@dataclass
+class Capabilities:
+    """What a model accepts; see the module docstring and ``docs/models.md#capabilities``."""
+
+    thinking: str = "none"
+    efforts: tuple[str, ...] = ()
+    thinking_off: Optional[str] = "omit"
+    sampling: str = "always"
+    forced_tool_choice: bool = True
+    #: Chat Completions: ``"max_completion_tokens"`` or ``"max_tokens"`` (None: decided by the server).
+    max_tokens_field: Optional[str] = None
+    #: Gemini: a function call in the current turn must carry a thought signature.
+    thought_signatures: bool = False
+    #: Anthropic: ``thinking.display`` may be set (piagent asks for ``"summarized"``).
+    thinking_display: bool = False
+    #: Anthropic budget thinking: send the interleaved-thinking beta header with tools.
+    interleaved_thinking_beta: bool = False
+
+    def __post_init__(self) -> None:
+        if self.thinking not in _THINKING_MODES:
+            raise ValueError(f"thinking must be one of {', '.join(_THINKING_MODES)}; got {self.thinking!r}")
+        self.efforts = tuple(self.efforts)
+        unknown = [e for e in self.efforts if e not in _EFFORT_ORDER]
+        if unknown:
+            raise ValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
+        if self.sampling not in ("always", "without_thinking", "never"):
+            raise ValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
+
+    @property
+    def reasoning(self) -> bool:
+        return self.thinking != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["efforts"] = list(self.efforts)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Capabilities:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown capability fields {unknown}; known: {sorted(known)}")
+        return cls(**dict(data))
+
+
+def effort_for(level: str, efforts: Sequence[str]) -> str:
+    """The effort value for piagent's ``level``: itself if accepted, else the next higher
+    accepted one, else the highest accepted. Raises ``ValueError`` for an unknown level."""
+    if level not in THINKING_LEVELS:
+        raise ValueError(f"Unknown reasoning level {level!r}: use one of {', '.join(THINKING_LEVELS)}")
+    usable = [e for e in _EFFORT_ORDER if e in efforts and e != "none"]
+    if not usable:
+        return level
+    rank = _EFFORT_ORDER.index(level)
+    for effort in usable:
+        if _EFFORT_ORDER.index(effort) >= rank:
+            return effort
+    return usable[-1]
+
+
+def lowest_effort(efforts: Sequence[str]) -> Optional[str]:
+    """The lowest effort that still thinks (what "off" becomes on a model that always thinks)."""
+    usable = [e for e in _EFFORT_ORDER if e in efforts and e != "none"]
+    return usable[0] if usable else None
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(key: Any, message: str) -> None:
+    """Log ``message`` as a warning the first time ``key`` is seen in this process."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning(message)

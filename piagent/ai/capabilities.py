@@ -29,7 +29,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-__all__ = ["THINKING_LEVELS", "Capabilities", "effort_for", "lowest_effort", "warn_once"]
+__all__ = [
+    "THINKING_LEVELS",
+    "Capabilities",
+    "allowed_temperature",
+    "capabilities_of",
+    "effort_for",
+    "is_forced",
+    "lowest_effort",
+    "plan_thinking",
+    "warn_once",
+]
 
 logger = logging.getLogger("piagent")
 
@@ -118,3 +128,52 @@ def warn_once(key: Any, message: str) -> None:
             return
         _warned.add(key)
     logger.warning(message)
+
+
+#: What a Model declared by hand without capabilities gets, per API (the behaviour before the
+#: capabilities table): budget thinking on Anthropic and Gemini, low..high effort on OpenAI.
+BUDGET_DEFAULT = Capabilities(thinking="budget", efforts=THINKING_LEVELS, sampling="without_thinking")
+EFFORT_DEFAULT = Capabilities(thinking="effort", efforts=("low", "medium", "high"))
+NO_THINKING = Capabilities()
+
+
+def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities:
+    """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking."""
+    if model.capabilities is not None:
+        return model.capabilities  # type: ignore[no-any-return]
+    return reasoning_default if model.reasoning else NO_THINKING
+
+
+def plan_thinking(caps: Capabilities, level: Optional[str]) -> tuple[bool, Optional[str]]:
+    """``(thinking on, effort)`` for piagent's ``level`` (None = off): see docs/models.md#thinking-levels.
+
+    Off stays off where the model allows it; a model that always thinks gets its lowest effort.
+    """
+    if caps.thinking == "none":
+        return False, None
+    if level is None or level == "off":
+        if caps.thinking_off is not None:
+            return False, None
+        return True, lowest_effort(caps.efforts)
+    return True, effort_for(level, caps.efforts)
+
+
+def allowed_temperature(
+    model: Any, caps: Capabilities, temperature: Optional[float], thinking: bool
+) -> Optional[float]:
+    """``temperature`` unless the model rejects it now (then None, with a one-time warning)."""
+    if temperature is None:
+        return None
+    if caps.sampling == "never" or (caps.sampling == "without_thinking" and thinking):
+        why = "" if caps.sampling == "never" else " while thinking"
+        warn_once(
+            ("temperature", model.provider, model.id, thinking),
+            f"{model.provider}:{model.id} rejects temperature{why}: it is left out of the request",
+        )
+        return None
+    return temperature
+
+
+def is_forced(choice: Any) -> bool:
+    """True for a tool choice that forces a call: ``"required"`` or ``{"name": ...}``."""
+    return choice == "required" or isinstance(choice, Mapping)

@@ -54,7 +54,14 @@ __all__ = [
 logger = logging.getLogger("piagent")
 
 ABORTED_MESSAGE = "Request was aborted"
-DEFAULT_THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+DEFAULT_THINKING_BUDGETS: dict[str, int] = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+    "max": 65536,
+}
 MAX_DEFAULT_OUTPUT_TOKENS = 32000
 _SENSITIVE_HEADER_WORDS = ("key", "auth", "token", "secret", "cookie")
 
@@ -143,14 +150,13 @@ def default_max_tokens(model: Model) -> int:
 
 
 def reasoning_budget(level: str, options: StreamOptions, model: Model) -> int:
-    """Thinking tokens for a reasoning ``level``: minimal 1024, low 2048, medium 8192, high 16384;
-    ``xhigh`` is treated as ``high``; ``options.thinking_budgets`` overrides per level
-    (docs/llm.md#stream-function-contract)."""
-    level = "high" if level == "xhigh" else level
+    """Thinking tokens for a reasoning ``level``: minimal 1024, low 2048, medium 8192, high 16384,
+    xhigh 32768, max 65536 (capped later by the model's output limit); ``options.thinking_budgets``
+    overrides per level (docs/models.md#thinking-levels)."""
     budgets = dict(DEFAULT_THINKING_BUDGETS)
     budgets.update(options.thinking_budgets or {})
     if level not in budgets:
-        raise ValueError(f"Unknown reasoning level: {level!r} (expected minimal, low, medium, high or xhigh)")
+        raise ValueError(f"Unknown reasoning level: {level!r} (expected minimal, low, medium, high, xhigh or max)")
     return int(budgets[level])
 
 

@@ -8,9 +8,24 @@ provider glues them to the HTTP layer; every failure ends the stream as an ``err
 
 Prompt caching: unless ``cache_retention == "none"``, the system prompt and the last user
 message carry ``cache_control: {"type": "ephemeral"}`` (``"long"`` adds ``"ttl": "1h"``).
-Thinking: ``options.reasoning`` (a level) becomes ``thinking: {"type": "enabled",
-"budget_tokens": N}``, ``max_tokens`` is raised to fit the budget and ``temperature`` is
-left out (the API rejects it with thinking on).
+
+Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels):
+
+* ``adaptive`` models: ``thinking: {"type": "adaptive", "display": "summarized"}`` plus
+  ``output_config: {"effort": ...}``; off is ``{"type": "disabled"}`` where the model accepts
+  it, its lowest effort where it always thinks;
+* ``budget`` models: ``thinking: {"type": "enabled", "budget_tokens": N}`` with ``max_tokens``
+  raised to fit the budget, and the interleaved-thinking beta header when tools are sent;
+  off sends nothing.
+
+``temperature`` is left out where the model rejects it (one-time warning). A forced tool
+choice is never combined with thinking (the API rejects it): thinking is turned off for that
+request where the model allows it, else the choice becomes ``auto`` (one-time warning).
+
+Response: ``stop_reason: "refusal"`` ends the message with ``stop_reason == "refusal"`` and
+``message.refusal`` from ``stop_details``; usage records 1-hour cache writes apart
+(``cache_creation.ephemeral_1h_input_tokens``) and thinking tokens
+(``output_tokens_details.thinking_tokens``).
 """
 
 from __future__ import annotations
@@ -21,6 +36,15 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
+from ..capabilities import (
+    BUDGET_DEFAULT,
+    Capabilities,
+    allowed_temperature,
+    capabilities_of,
+    is_forced,
+    plan_thinking,
+    warn_once,
+)
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
@@ -49,11 +73,13 @@ __all__ = [
     "AnthropicStreamMapper",
     "build_request",
     "normalize_tool_call_id",
+    "request_headers",
     "stream_anthropic",
 ]
 
 API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -65,7 +91,6 @@ STOP_REASONS: dict[str, StopReason] = {
     "tool_use": "toolUse",
 }
 FAILED_STOP_REASONS = {
-    "refusal": "The model refused to answer (stop_reason: refusal)",
     "sensitive": "The response was withheld as sensitive content (stop_reason: sensitive)",
 }
 
@@ -175,6 +200,54 @@ def _tool_choice(choice: Any) -> Optional[dict[str, Any]]:
     return {"type": "any" if choice == "required" else choice}
 
 
+def _thinking_fields(
+    model: Model, caps: Capabilities, options: StreamOptions, thinking: bool, effort: Optional[str]
+) -> dict[str, Any]:
+    """The ``thinking`` / ``output_config`` / ``max_tokens`` fields for the planned thinking."""
+    fields: dict[str, Any] = {}
+    if caps.thinking == "adaptive":
+        if thinking:
+            config: dict[str, Any] = {"type": "adaptive"}
+            if caps.thinking_display:
+                config["display"] = "summarized"
+            fields["thinking"] = config
+            if effort:
+                fields["output_config"] = {"effort": effort}
+        elif caps.thinking_off == "disabled":
+            fields["thinking"] = {"type": "disabled"}
+    elif caps.thinking == "budget" and thinking and effort:
+        budget = reasoning_budget(effort, options, model)
+        fields["max_tokens"], budget = max_tokens_with_budget(options, model, budget)
+        config = {"type": "enabled", "budget_tokens": budget}
+        if caps.thinking_display:
+            config["display"] = "summarized"
+        fields["thinking"] = config
+    return fields
+
+
+def _plan(model: Model, context: Context, options: StreamOptions) -> tuple[Capabilities, bool, Optional[str], Any]:
+    """``(capabilities, thinking on, effort, tool_choice)`` after the forced-choice rule."""
+    caps = capabilities_of(model, BUDGET_DEFAULT)
+    thinking, effort = plan_thinking(caps, options.reasoning)
+    choice = options.tool_choice
+    if context.tools and is_forced(choice) and (thinking or not caps.forced_tool_choice):
+        if caps.forced_tool_choice and caps.thinking_off is not None:
+            warn_once(
+                ("forced-choice-thinking", model.provider, model.id),
+                f"{model.provider}:{model.id}: a forced tool choice cannot be combined with thinking; "
+                "thinking is off for such requests",
+            )
+            thinking, effort = False, None
+        else:
+            warn_once(
+                ("forced-choice", model.provider, model.id),
+                f"{model.provider}:{model.id} always thinks and refuses a forced tool choice; "
+                'it is sent as "auto" (the model may answer without calling the tool)',
+            )
+            choice = "auto"
+    return caps, thinking, effort, choice
+
+
 def build_request(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of a streaming Messages request for ``context`` (before ``on_payload``)."""
     cache = _cache_control(options)
@@ -187,6 +260,7 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
                 message["content"][-1] = last
                 break
 
+    caps, thinking, effort, choice = _plan(model, context, options)
     max_tokens = options.max_tokens or default_max_tokens(model)
     payload: dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens, "stream": True}
     if context.system_prompt:
@@ -194,23 +268,30 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
         if cache is not None:
             system["cache_control"] = cache
         payload["system"] = [system]
-    if options.reasoning and model.reasoning:
-        budget = reasoning_budget(options.reasoning, options, model)
-        payload["max_tokens"], budget = max_tokens_with_budget(options, model, budget)
-        payload["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    elif options.temperature is not None:
-        payload["temperature"] = options.temperature
+    payload.update(_thinking_fields(model, caps, options, thinking, effort))
+    temperature = allowed_temperature(model, caps, options.temperature, thinking)
+    if temperature is not None:
+        payload["temperature"] = temperature
     if context.tools:
         payload["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in context.tools
         ]
-        choice = _tool_choice(options.tool_choice)
-        if choice is not None:
-            payload["tool_choice"] = choice
+        tool_choice = _tool_choice(choice)
+        if tool_choice is not None:
+            payload["tool_choice"] = tool_choice
     user_id = (options.metadata or {}).get("user_id")
     if user_id is not None:
         payload["metadata"] = {"user_id": str(user_id)}
     return payload
+
+
+def request_headers(model: Model, context: Context, options: StreamOptions) -> dict[str, str]:
+    """Headers the request needs besides the key: the interleaved-thinking beta for budget
+    thinking with tools, on the models that need it."""
+    caps, thinking, _, _ = _plan(model, context, options)
+    if thinking and context.tools and caps.thinking == "budget" and caps.interleaved_thinking_beta:
+        return {"anthropic-beta": INTERLEAVED_THINKING_BETA}
+    return {}
 
 
 def _key_headers(api_key: str) -> dict[str, str]:
@@ -232,6 +313,7 @@ class AnthropicStreamMapper:
         self.builder = builder
         self._blocks: dict[int, int] = {}  # wire index -> content index
         self._stop_reason: Optional[str] = None
+        self._stop_details: Optional[dict[str, Any]] = None
         self.stopped = False
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
@@ -244,6 +326,12 @@ class AnthropicStreamMapper:
             target.cache_read = usage["cache_read_input_tokens"]
         if usage.get("cache_creation_input_tokens") is not None:
             target.cache_write = usage["cache_creation_input_tokens"]
+        creation = usage.get("cache_creation")
+        if isinstance(creation, dict) and creation.get("ephemeral_1h_input_tokens") is not None:
+            target.cache_write_1h = int(creation["ephemeral_1h_input_tokens"] or 0)
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict) and details.get("thinking_tokens") is not None:
+            target.reasoning = int(details["thinking_tokens"] or 0)
         target.compute_cost(self.builder.model)
 
     def feed(self, event: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -266,6 +354,8 @@ class AnthropicStreamMapper:
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):
                 self._stop_reason = delta["stop_reason"]
+            if isinstance(delta.get("stop_details"), dict):
+                self._stop_details = delta["stop_details"]
             self._read_usage(event.get("usage") or {})
             return []
         if kind == "message_stop":
@@ -324,6 +414,14 @@ class AnthropicStreamMapper:
         reason = self._stop_reason or "end_turn"
         if reason in FAILED_STOP_REASONS:
             raise ProviderStreamError(FAILED_STOP_REASONS[reason])
+        if reason == "refusal":
+            details = self._stop_details or {}
+            self.builder.message.refusal = {
+                "category": details.get("category"),
+                "explanation": details.get("explanation"),
+            }
+            events.append(self.builder.done("refusal"))
+            return events
         mapped = STOP_REASONS.get(reason)
         if mapped is None:
             raise ProviderStreamError(f"Unhandled stop reason: {reason}")
@@ -339,7 +437,12 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
         url = model.base_url.rstrip("/") + "/v1/messages"
-        with open_request(model, options, url, build_request(model, context, options), _key_headers) as http:
+        extra = request_headers(model, context, options)
+
+        def headers(api_key: str) -> dict[str, str]:
+            return {**_key_headers(api_key), **extra}
+
+        with open_request(model, options, url, build_request(model, context, options), headers) as http:
             yield builder.start()
             mapper = AnthropicStreamMapper(builder)
             for _name, data in http.sse():

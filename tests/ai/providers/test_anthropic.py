@@ -333,12 +333,25 @@ def test_stop_reasons_map_to_pi_reasons(server, stop_reason, expected):
     assert events[-1].type == "done" and message.stop_reason == expected
 
 
-def test_refusal_stop_reason_is_an_error_with_explanation(server):
-    server.reply(frames(*text_stream("I can", stop_reason="refusal")))
+def test_a_refusal_is_its_own_outcome_with_text_and_category_kept(server):
+    events_in = text_stream("I can't help with that.", stop_reason="refusal")
+    events_in[-2]["delta"]["stop_details"] = {
+        "type": "refusal",
+        "category": "cyber",
+        "explanation": "Could enable malware development.",
+    }
+    server.reply(frames(*events_in))
     events, message = run(server)
-    assert events[-1].type == "error" and message.stop_reason == "error"
-    assert "refused" in message.error_message
-    assert message.content == [TextContent("I can")]
+    assert events[-1].type == "done" and message.stop_reason == "refusal"
+    assert message.text == "I can't help with that." and message.error_message is None
+    assert message.refusal == {"category": "cyber", "explanation": "Could enable malware development."}
+    assert message.to_dict()["refusal"]["category"] == "cyber"
+
+
+def test_a_refusal_without_details_still_is_a_refusal(server):
+    server.reply(frames(*text_stream("No.", stop_reason="refusal")))
+    _, message = run(server)
+    assert message.stop_reason == "refusal" and message.refusal == {"category": None, "explanation": None}
 
 
 # --------------------------------------------------------------------------- failures

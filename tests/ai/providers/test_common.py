@@ -64,21 +64,16 @@ def test_on_payload_may_replace_the_payload():
     assert apply_on_payload(StreamOptions(), {"a": 1}, MODEL) == {"a": 1}
 
 
-def test_default_budgets_and_xhigh_clamps_to_high():
+def test_default_budgets_grow_with_every_level_up_to_max():
     options = StreamOptions()
-    assert [reasoning_budget(level, options, MODEL) for level in ("minimal", "low", "medium", "high", "xhigh")] == [
-        1024,
-        2048,
-        8192,
-        16384,
-        16384,
-    ]
+    levels = ("minimal", "low", "medium", "high", "xhigh", "max")
+    assert [reasoning_budget(level, options, MODEL) for level in levels] == [1024, 2048, 8192, 16384, 32768, 65536]
 
 
 def test_thinking_budgets_override_defaults():
     options = StreamOptions(thinking_budgets={"low": 3000, "high": 20000})
     assert reasoning_budget("low", options, MODEL) == 3000
-    assert reasoning_budget("xhigh", options, MODEL) == 20000
+    assert reasoning_budget("xhigh", options, MODEL) == 32768
     assert reasoning_budget("medium", options, MODEL) == 8192
     with pytest.raises(ValueError, match="Unknown reasoning level"):
         reasoning_budget("huge", options, MODEL)

@@ -507,6 +507,6 @@ def test_thinking_configuration_per_model():
     assert flash["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
     plain = build_request(make_model(id="gemini-2.0-flash", reasoning=False), context, StreamOptions(reasoning="high"))
     assert "thinkingConfig" not in plain["generationConfig"]
-    custom = build_request(make_model(), context, StreamOptions(reasoning="xhigh", thinking_budgets={"high": 20000}))
+    custom = build_request(make_model(), context, StreamOptions(reasoning="high", thinking_budgets={"high": 20000}))
     assert custom["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 20000, "includeThoughts": True}
     assert custom["generationConfig"]["maxOutputTokens"] == 32000

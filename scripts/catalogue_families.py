@@ -134,7 +134,8 @@ OPENAI: dict[str, dict[str, Any]] = {
         },
     },
     "gpt-5.6": {
-        "doc": "GPT-5.6 and GPT-6: effort none..max",
+        "doc": "GPT-5.6 and GPT-6: effort none..max; Chat Completions refuses function tools with "
+        "reasoning (Responses API recommended)",
         "match": ["gpt-5.6", "gpt-6"],
         "max_tokens": 128000,
         "capabilities": {
@@ -143,6 +144,7 @@ OPENAI: dict[str, dict[str, Any]] = {
             "thinking_off": "none",
             "sampling": "never",
             "max_tokens_field": "max_completion_tokens",
+            "chat_tools_with_reasoning": False,
         },
     },
 }

@@ -67,6 +67,9 @@ class Capabilities:
     thinking_display: bool = False
     #: Anthropic budget thinking: send the interleaved-thinking beta header with tools.
     interleaved_thinking_beta: bool = False
+    #: OpenAI Chat Completions: False when function tools are refused together with reasoning
+    #: (the request then reasons at the model's "off" setting, with a one-time warning).
+    chat_tools_with_reasoning: bool = True
 
     def __post_init__(self) -> None:
         if self.thinking not in _THINKING_MODES:

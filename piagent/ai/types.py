@@ -219,6 +219,7 @@ class Usage:
     ``cache_write_1h`` is the part of ``cache_write`` written with a 1-hour lifetime (Anthropic;
     priced at ``model.cost.cache_write_1h``); ``reasoning`` is the part of ``output`` spent on
     reasoning, when the provider reports it. Both appear in ``to_dict()`` only when non-zero.
+    Cache writes of a model without a cache-write price are priced as input (OpenAI's).
     """
 
     input: int = 0
@@ -275,12 +276,13 @@ class Usage:
         self.total_tokens = self.input + self.output + self.cache_read + self.cache_write
         prices = model.cost
         long_writes = min(self.cache_write_1h, self.cache_write)
-        long_price = prices.cache_write_1h or prices.cache_write
+        write_price = prices.cache_write or prices.input
+        long_price = prices.cache_write_1h or write_price
         self.cost = Cost(
             prices.input * self.input / 1e6,
             prices.output * self.output / 1e6,
             prices.cache_read * self.cache_read / 1e6,
-            (prices.cache_write * (self.cache_write - long_writes) + long_price * long_writes) / 1e6,
+            (write_price * (self.cache_write - long_writes) + long_price * long_writes) / 1e6,
         )
         self.cost.total = self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write
 

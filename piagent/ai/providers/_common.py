@@ -37,6 +37,7 @@ __all__ = [
     "ProviderStreamError",
     "apply_on_payload",
     "default_max_tokens",
+    "is_local_url",
     "make_usage",
     "open_request",
     "max_tokens_with_budget",
@@ -86,13 +87,14 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
     env_key = get_env_api_key(model.provider)  # already stripped
     if env_key:
         return env_key
-    if not needs_api_key(model.provider) or _is_local(model.base_url):
+    if not needs_api_key(model.provider) or is_local_url(model.base_url):
         return ""
     names = " or ".join(env_vars_for(model.provider))
     raise MissingApiKeyError(f"No API key for provider {model.provider}: set {names} or pass api_key")
 
 
-def _is_local(base_url: str) -> bool:
+def is_local_url(base_url: str) -> bool:
+    """True for a server on this machine (localhost, 127.0.0.1, ::1, 0.0.0.0)."""
     host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
     return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 

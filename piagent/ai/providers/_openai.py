@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ..types import ImageContent, Model, StreamOptions, ToolResultMessage
-from ._common import default_max_tokens
+from ..capabilities import EFFORT_DEFAULT, Capabilities, capabilities_of, plan_thinking
+from ..types import ImageContent, Model, StreamOptions, ToolResultMessage, Usage
+from ._common import default_max_tokens, make_usage
 
 __all__ = [
     "CONTENT_FILTER_MESSAGE",
@@ -14,6 +15,7 @@ __all__ = [
     "bearer_headers",
     "data_uri",
     "is_openai_host",
+    "openai_usage",
     "reasoning_effort",
     "safe_call_id",
     "tool_result_parts",
@@ -42,20 +44,19 @@ def data_uri(image: ImageContent) -> str:
     return f"data:{image.mime_type};base64,{image.data}"
 
 
-def reasoning_effort(model: Model, level: Optional[str]) -> Optional[str]:
-    """The ``reasoning_effort`` for a level, or None when the model does not reason.
+def reasoning_effort(model: Model, level: Optional[str]) -> tuple[Capabilities, bool, Optional[str]]:
+    """``(capabilities, thinking on, effort to send)`` for piagent's ``level`` (None = off).
 
-    ``xhigh`` becomes ``high`` unless ``model.compat["supports_xhigh"]``; ``minimal`` is kept
-    for the GPT-5 family (or ``compat["supports_minimal"]``) and becomes ``low`` elsewhere.
+    The effort is one the model accepts (docs/models.md#thinking-levels); "off" is ``"none"``
+    on models that take it, nothing where not sending an effort is off, and the lowest effort
+    on models that always reason. A model declared by hand without capabilities takes
+    ``low``/``medium``/``high`` when it reasons.
     """
-    if not level or not model.reasoning:
-        return None
-    compat: dict[str, Any] = model.compat or {}
-    if level == "xhigh" and not compat.get("supports_xhigh", False):
-        return "high"
-    if level == "minimal" and not compat.get("supports_minimal", model.id.startswith("gpt-5")):
-        return "low"
-    return level
+    caps = capabilities_of(model, EFFORT_DEFAULT)
+    thinking, effort = plan_thinking(caps, level)
+    if not thinking and caps.thinking_off == "none":
+        effort = "none"
+    return caps, thinking, effort
 
 
 def safe_call_id(call_id: str, max_length: int) -> str:
@@ -78,3 +79,25 @@ def with_default_max_tokens(model: Model, options: StreamOptions) -> StreamOptio
     if options.max_tokens:
         return options
     return StreamOptions.from_object(options, max_tokens=default_max_tokens(model))
+
+
+def openai_usage(
+    model: Model,
+    prompt_tokens: Any,
+    output_tokens: Any,
+    cached: Any = 0,
+    cache_written: Any = 0,
+    reasoning: Any = 0,
+) -> Usage:
+    """A :class:`Usage` from counts where the prompt includes the tokens read from and written
+    to the cache (OpenAI): ``input`` is the rest; ``reasoning`` is part of ``output``."""
+    read, written = int(cached or 0), int(cache_written or 0)
+    usage = make_usage(
+        model,
+        input=max(0, int(prompt_tokens or 0) - read - written),
+        output=output_tokens,
+        cache_read=read,
+        cache_write=written,
+    )
+    usage.reasoning = int(reasoning or 0)
+    return usage

@@ -6,7 +6,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
 ``base_url``:
 
 ================================  ==========================================================
-``max_tokens_field``              ``"max_completion_tokens"`` on api.openai.com, else ``"max_tokens"``
+``max_tokens_field``              ``"max_completion_tokens"``, unless the model's capabilities
+                                  or a local server (localhost) say ``"max_tokens"``
 ``supports_developer_role``       system prompt of a reasoning model sent as ``developer`` (api.openai.com)
 ``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
 ``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
@@ -21,7 +22,14 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   server requires)
 ================================  ==========================================================
 
-Streaming: ``content`` deltas are text, ``reasoning_content``/``reasoning``/``reasoning_text``
+Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
+get ``reasoning_effort`` (``"none"`` for off where the model has it), ``toggle`` models
+(DeepSeek) get ``thinking: {"type": "enabled"|"disabled"}`` plus ``reasoning_effort``. A
+``temperature`` the model rejects is left out (one-time warning). A model that refuses
+function tools together with reasoning here reasons at its "off" setting when tools are sent.
+
+Streaming: ``refusal`` deltas are text and end the message with ``stop_reason == "refusal"``;
+``content`` deltas are text, ``reasoning_content``/``reasoning``/``reasoning_text``
 deltas are thinking (the field name is kept as the thinking signature), tool calls are keyed
 by ``index`` (an id or name repeated in later deltas, as llama.cpp does, is the same value).
 Text and tool-call blocks stay open side by side and are closed in content order at the end.
@@ -39,17 +47,18 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
+from ..capabilities import allowed_temperature, warn_once
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
     ProviderStreamError,
+    is_local_url,
     open_request,
     parse_event_json,
     stream_events,
     tool_choice_name,
-    usage_with_cached_prompt,
 )
 from ._openai import (
     CONTENT_FILTER_MESSAGE,
@@ -57,6 +66,7 @@ from ._openai import (
     bearer_headers,
     data_uri,
     is_openai_host,
+    openai_usage,
     reasoning_effort,
     safe_call_id,
     tool_result_parts,
@@ -84,8 +94,9 @@ def resolve_compat(model: Model) -> dict[str, Any]:
     url = model.base_url.lower()
     openai = is_openai_host(url)
     mistral = "mistral.ai" in url
+    declared = model.capabilities.max_tokens_field if model.capabilities is not None else None
     compat: dict[str, Any] = {
-        "max_tokens_field": "max_completion_tokens" if openai or "openai.azure.com" in url else "max_tokens",
+        "max_tokens_field": declared or ("max_tokens" if is_local_url(model.base_url) else "max_completion_tokens"),
         "supports_developer_role": openai,
         "supports_usage_in_streaming": True,
         "supports_reasoning_effort": not ("x.ai" in url or "deepseek.com" in url),
@@ -183,6 +194,28 @@ def _tool_choice(choice: Any) -> Any:
     return {"type": "function", "function": {"name": name}} if name else choice
 
 
+def _reasoning_fields(model: Model, context: Context, options: StreamOptions, compat: dict[str, Any]) -> dict[str, Any]:
+    """``reasoning_effort`` (and DeepSeek's ``thinking`` switch) for the level asked."""
+    caps, thinking, effort = reasoning_effort(model, options.reasoning)
+    if thinking and context.tools and not caps.chat_tools_with_reasoning:
+        warn_once(
+            ("chat-tools-reasoning", model.provider, model.id),
+            f"{model.provider}:{model.id} refuses function tools with reasoning on Chat Completions: "
+            "reasoning is off for requests with tools (use the openai-responses API to keep it)",
+        )
+        thinking, effort = False, ("none" if caps.thinking_off == "none" else None)
+    fields: dict[str, Any] = {}
+    if caps.thinking == "toggle":
+        if thinking or caps.thinking_off is not None:
+            fields["thinking"] = {"type": "enabled" if thinking else "disabled"}
+        if thinking and effort:
+            fields["reasoning_effort"] = effort
+    elif caps.thinking == "effort" and effort and compat["supports_reasoning_effort"]:
+        fields["reasoning_effort"] = effort
+    fields["_thinking"] = thinking
+    return fields
+
+
 def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body for ``POST /chat/completions`` (before ``on_payload``)."""
     compat = resolve_compat(model)
@@ -191,8 +224,12 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         payload["stream_options"] = {"include_usage": True}
     if options.max_tokens:
         payload[compat["max_tokens_field"]] = options.max_tokens
-    if options.temperature is not None:
-        payload["temperature"] = options.temperature
+    reasoning = _reasoning_fields(model, context, options, compat)
+    thinking = reasoning.pop("_thinking")
+    caps = reasoning_effort(model, options.reasoning)[0]
+    temperature = allowed_temperature(model, caps, options.temperature, thinking)
+    if temperature is not None:
+        payload["temperature"] = temperature
     if context.tools:
         payload["tools"] = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
@@ -200,9 +237,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         ]
     if options.tool_choice is not None:
         payload["tool_choice"] = _tool_choice(options.tool_choice)
-    effort = reasoning_effort(model, options.reasoning)
-    if effort and compat["supports_reasoning_effort"]:
-        payload["reasoning_effort"] = effort
+    payload.update(reasoning)
     if options.session_id and compat["supports_prompt_cache_key"]:
         payload["prompt_cache_key"] = options.session_id
     return payload
@@ -221,6 +256,7 @@ class _Chunks:
         self.calls: dict[int, int] = {}  # wire index -> content index
         self.finish_reason: Optional[str] = None
         self.usage: Optional[dict[str, Any]] = None
+        self.refused = False
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         """The events for one chunk (a list: this runs once per streamed delta)."""
@@ -245,6 +281,10 @@ class _Chunks:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text(content, out)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self.refused = True
+                self._text(refusal, out)
             calls = delta.get("tool_calls")
             if calls:
                 for position, call in enumerate(calls):
@@ -309,13 +349,30 @@ class _Chunks:
             raise ProviderStreamError(f"The provider stopped the response with an unknown finish_reason: {reason}")
         if mapped == "stop" and self.builder.message.tool_calls:
             mapped = "toolUse"  # some local servers say "stop" after tool calls
+        if mapped == "stop" and self.refused:
+            self.builder.message.refusal = {"category": None, "explanation": None}
+            mapped = "refusal"
         yield self.builder.done(mapped)
 
 
 def _usage(raw: Optional[dict[str, Any]], model: Model) -> Any:
+    """Usage from OpenAI's fields (``prompt_tokens_details.cached_tokens`` /
+    ``cache_write_tokens``, ``completion_tokens_details.reasoning_tokens``) or DeepSeek's
+    (``prompt_cache_hit_tokens``, ``completion_tokens_details.reasoning_tokens``)."""
     raw = raw or {}
-    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
-    return usage_with_cached_prompt(model, raw.get("prompt_tokens"), cached, raw.get("completion_tokens"))
+    prompt = raw.get("prompt_tokens_details") or {}
+    completion = raw.get("completion_tokens_details") or {}
+    cached = prompt.get("cached_tokens")
+    if cached is None:
+        cached = raw.get("prompt_cache_hit_tokens")
+    return openai_usage(
+        model,
+        raw.get("prompt_tokens"),
+        raw.get("completion_tokens"),
+        cached=cached,
+        cache_written=prompt.get("cache_write_tokens"),
+        reasoning=completion.get("reasoning_tokens"),
+    )
 
 
 def _body(

@@ -8,14 +8,22 @@ goes in ``instructions``; history becomes input items (``message``, ``function_c
 What is kept on the message so the next request can replay it exactly:
 
 * a thinking block's signature is the JSON of its ``reasoning`` output item;
-* a text block's signature is the id of its ``message`` output item;
+* a text block's signature is the id of its ``message`` output item, or, when the item has a
+  ``phase`` (``commentary`` / ``final_answer``), ``{"id": ..., "phase": ...}`` as JSON: the
+  phase is sent back with the item, as the API asks;
 * a tool call's id is ``"<call_id>|<item id>"``; tool results answer it with the ``call_id`` part.
 
 Streaming: ``response.created`` (id), ``response.output_item.added`` opens a block per output
 item, text / reasoning-summary / argument deltas fill it, ``response.output_item.done`` closes
 it, ``response.completed`` (or ``response.incomplete``) carries usage and status;
 ``response.failed`` and ``error`` events end the stream with an error. A stream cut before the
-terminal event is an error.
+terminal event is an error. Refusal parts are text and end the message with
+``stop_reason == "refusal"``.
+
+Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``reasoning:
+{"effort", "summary": "auto"}``, ``{"effort": "none"}`` for off where the model has it; a
+``temperature`` the model rejects is left out (one-time warning). Usage records cache writes
+(``input_tokens_details.cache_write_tokens``) and reasoning tokens.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
+from ..capabilities import allowed_temperature
 from ..json_stream import parse_streaming_json
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
@@ -45,13 +54,13 @@ from ._common import (
     parse_event_json,
     stream_events,
     tool_choice_name,
-    usage_with_cached_prompt,
 )
 from ._openai import (
     CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
     bearer_headers,
     data_uri,
+    openai_usage,
     reasoning_effort,
     safe_call_id,
     tool_result_parts,
@@ -69,6 +78,24 @@ API = "openai-responses"
 def _split_id(tool_call_id: str) -> list[str]:
     call_id, _, item_id = tool_call_id.partition("|")
     return [call_id, item_id]
+
+
+def _text_signature(item: dict[str, Any]) -> Optional[str]:
+    """What a text block keeps of its ``message`` item: the id, and the phase when there is one."""
+    if item.get("phase"):
+        return json.dumps({"id": item.get("id"), "phase": item["phase"]}, separators=(",", ":"))
+    return item.get("id")
+
+
+def _split_text_signature(signature: str) -> tuple[str, Optional[str]]:
+    if signature.startswith("{"):
+        try:
+            value = json.loads(signature)
+        except ValueError:
+            return signature, None
+        if isinstance(value, dict):
+            return str(value.get("id") or ""), value.get("phase")
+    return signature, None
 
 
 def _user_item(content: Any) -> dict[str, Any]:
@@ -99,15 +126,17 @@ def _assistant_items(message: AssistantMessage, model: Model) -> list[dict[str, 
             if not block.text:
                 continue
             if same and block.text_signature:
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "id": block.text_signature,
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": block.text, "annotations": []}],
-                    }
-                )
+                item_id, phase = _split_text_signature(block.text_signature)
+                item = {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": item_id,
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                }
+                if phase:
+                    item["phase"] = phase
+                items.append(item)
             else:
                 items.append({"role": "assistant", "content": block.text})
         elif block.type == "toolCall":
@@ -162,8 +191,10 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         payload["instructions"] = context.system_prompt
     if options.max_tokens:
         payload["max_output_tokens"] = options.max_tokens
-    if options.temperature is not None:
-        payload["temperature"] = options.temperature
+    caps, thinking, effort = reasoning_effort(model, options.reasoning)
+    temperature = allowed_temperature(model, caps, options.temperature, thinking)
+    if temperature is not None:
+        payload["temperature"] = temperature
     if context.tools:
         payload["tools"] = [
             {
@@ -177,11 +208,12 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         ]
     if options.tool_choice is not None:
         payload["tool_choice"] = _tool_choice(options.tool_choice)
-    if model.reasoning:
+    if caps.reasoning:
         payload["include"] = ["reasoning.encrypted_content"]
-        effort = reasoning_effort(model, options.reasoning)
-        if effort:
+        if thinking and effort:
             payload["reasoning"] = {"effort": effort, "summary": "auto"}
+        elif effort:
+            payload["reasoning"] = {"effort": effort}
     if options.session_id:
         payload["prompt_cache_key"] = options.session_id
     return payload
@@ -209,6 +241,7 @@ class _Events:
         self.blocks: dict[Any, int] = {}  # output_index -> content index of its open block
         self.arguments: dict[int, str] = {}  # content index -> final argument text
         self.finished = False
+        self.refused = False
 
     def _index(self, event: dict[str, Any]) -> Optional[int]:
         """The content index of the still-open block of this output item, if any."""
@@ -224,6 +257,8 @@ class _Events:
         elif kind == "response.output_item.added":
             yield from self._item_added(event)
         elif kind in _DELTAS:
+            if kind == "response.refusal.delta":
+                self.refused = True
             index = self._index(event)
             if index is not None and event.get("delta"):
                 yield _DELTAS[kind](b, index, event["delta"])
@@ -259,7 +294,7 @@ class _Events:
         item = event.get("item") or {}
         kind = item.get("type")
         if kind == "message":
-            started = self.builder.text_start(text_signature=item.get("id"))
+            started = self.builder.text_start(text_signature=_text_signature(item))
         elif kind == "reasoning":
             started = self.builder.thinking_start()
         elif kind == "function_call":
@@ -291,11 +326,14 @@ class _Events:
                     yield b.thinking_delta(index, summary)
             yield b.thinking_end(index, thinking_signature=json.dumps(item, separators=(",", ":")))
         elif kind == "message":
+            parts = item.get("content") or []
+            if any(part.get("type") == "refusal" for part in parts):
+                self.refused = True
             if not (isinstance(block, TextContent) and block.text):
-                text = "".join(part.get("text") or part.get("refusal") or "" for part in item.get("content") or [])
+                text = "".join(part.get("text") or part.get("refusal") or "" for part in parts)
                 if text:
                     yield b.text_delta(index, text)
-            yield b.text_end(index, text_signature=item.get("id"))
+            yield b.text_end(index, text_signature=_text_signature(item))
         elif kind == "function_call":
             raw = item.get("arguments") if isinstance(item.get("arguments"), str) else self.arguments.get(index)
             arguments = parse_streaming_json(raw) if raw else None
@@ -305,9 +343,14 @@ class _Events:
 
     def _record_usage(self, response: dict[str, Any]) -> None:
         usage = response.get("usage") or {}
-        cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
-        self.builder.message.usage = usage_with_cached_prompt(
-            self.model, usage.get("input_tokens"), cached, usage.get("output_tokens")
+        details = usage.get("input_tokens_details") or {}
+        self.builder.message.usage = openai_usage(
+            self.model,
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+            cached=details.get("cached_tokens"),
+            cache_written=details.get("cache_write_tokens"),
+            reasoning=(usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
         )
 
     def _completed(self, response: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
@@ -320,6 +363,9 @@ class _Events:
         reason: StopReason
         if status == "completed":
             reason = "toolUse" if self.builder.message.tool_calls else "stop"
+            if reason == "stop" and self.refused:
+                self.builder.message.refusal = {"category": None, "explanation": None}
+                reason = "refusal"
         elif status == "incomplete":
             cause = (response.get("incomplete_details") or {}).get("reason")
             if cause == "content_filter":

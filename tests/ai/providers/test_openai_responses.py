@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from piagent.ai import stream, stream_simple
+from piagent.ai import Capabilities, stream, stream_simple
 from piagent.ai.types import (
     AssistantMessage,
     Context,
@@ -80,8 +80,9 @@ def test_request_has_instructions_input_items_and_bearer_key(server):
 
 def test_reasoning_models_request_encrypted_reasoning_and_effort(server):
     server.reply(responses_text("ok"))
+    gpt5 = Capabilities(thinking="effort", efforts=("minimal", "low", "medium", "high"), thinking_off=None)
     run(
-        model_for(server, reasoning=True),
+        model_for(server, reasoning=True, capabilities=gpt5),
         ctx(tools=[WEATHER]),
         reasoning="minimal",
         session_id="sess-7",
@@ -103,7 +104,7 @@ def test_reasoning_models_request_encrypted_reasoning_and_effort(server):
     assert body["tool_choice"] == {"type": "function", "name": "get_weather"}
 
 
-def test_minimal_effort_becomes_low_for_models_without_it(server):
+def test_minimal_effort_becomes_low_for_a_reasoning_model_declared_without_capabilities(server):
     server.reply(responses_text("ok"))
     run(model_for(server, id="o4-mini", reasoning=True), ctx(), reasoning="minimal", tool_choice="none")
     body = server.requests[0].json

@@ -12,7 +12,18 @@ API), not as ``parameters`` (an OpenAPI subset that rejects ``additionalProperti
 Function calls arrive whole: each becomes ``toolcall_start``, one ``toolcall_delta`` with
 the full JSON arguments and ``toolcall_end``. Calls without an id get one, unique in the
 message. ``thoughtSignature`` on a part is kept on the block it belongs to and sent back
-for the same model only (the history transform drops it for others).
+for the same model only (the history transform drops it for others); on models whose
+capabilities require signatures (Gemini 3+), a call made by another model carries the value
+Google documents for skipping the check.
+
+Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``thinkingLevel``
+(Gemini 3+; "off" is the lowest level, thinking cannot be turned off) or ``thinkingBudget``
+(2.x; "off" is a zero budget where the model allows it).
+
+Finish reasons: ``CONTINUATION`` (the per-request token limit was reached, generation not done)
+is continued with the returned ``continuationToken`` into the same message, at most
+:data:`MAX_CONTINUATIONS` times; ``MISSING_THOUGHT_SIGNATURE``, ``TOO_MANY_TOOL_CALLS``,
+``MALFORMED_RESPONSE`` and the other failures end the stream with a message saying what happened.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from ..builder import MessageBuilder
+from ..capabilities import THINKING_LEVELS, Capabilities, allowed_temperature, capabilities_of, plan_thinking
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
@@ -42,6 +54,10 @@ from ._common import (
 __all__ = ["API", "GoogleStreamMapper", "build_request", "request_url", "stream_google"]
 
 API = "google-generative-ai"
+#: How many times one response is continued after ``finishReason: CONTINUATION``.
+MAX_CONTINUATIONS = 8
+#: A model declared by hand without capabilities: budget thinking, nothing sent for "off".
+GEMINI_DEFAULT = Capabilities(thinking="budget", efforts=THINKING_LEVELS)
 
 # Gemini 3 rejects a function call in the current turn without a thought signature; for
 # calls made by another model Google documents this value to skip the check.
@@ -57,7 +73,18 @@ FAILED_FINISH_REASONS = {
     "MALFORMED_FUNCTION_CALL": "The model produced a malformed function call",
     "UNEXPECTED_TOOL_CALL": "The model called a tool although none was available",
     "IMAGE_SAFETY": "The generated image was blocked by safety filters",
+    "IMAGE_PROHIBITED_CONTENT": "The generated image was blocked for prohibited content",
+    "IMAGE_RECITATION": "The generated image was blocked for recitation",
+    "IMAGE_OTHER": "The image generation stopped for an unspecified reason",
+    "NO_IMAGE": "The model was expected to generate an image but did not",
     "OTHER": "The response was stopped for an unspecified reason",
+    "MISSING_THOUGHT_SIGNATURE": "The request lacked a thought signature the model requires on its own earlier "
+    "function calls (replay the conversation unchanged, or start a new one)",
+    "TOO_MANY_TOOL_CALLS": "The model made too many tool calls in one request; the server-side tool loop stopped",
+    "MALFORMED_RESPONSE": "The model produced a malformed response",
+    "ESCALATION": "The request was filtered by an escalation rule",
+    "PUP_LIMITED_DISABLED": "The account is limited or disabled for Prohibited Use Policy violations",
+    "MODEL_ARMOR": "The response was blocked by Model Armor",
 }
 
 
@@ -75,10 +102,6 @@ def _user_parts(content: Any) -> list[dict[str, Any]]:
         elif block.type == "image":
             parts.append({"inlineData": {"mimeType": block.mime_type, "data": block.data}})
     return parts
-
-
-def _is_gemini_3(model: Model) -> bool:
-    return "gemini-3" in model.id
 
 
 def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
@@ -100,7 +123,8 @@ def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]
                 parts.append(part)
         elif block.type == "toolCall":
             part = {"functionCall": {"name": block.name, "args": block.arguments}}
-            signature = block.thought_signature or (SKIP_SIGNATURE if _is_gemini_3(model) else None)
+            needs_signature = capabilities_of(model, GEMINI_DEFAULT).thought_signatures
+            signature = block.thought_signature or (SKIP_SIGNATURE if needs_signature else None)
             if signature:
                 part["thoughtSignature"] = signature
             parts.append(part)
@@ -159,9 +183,13 @@ def _tool_config(choice: Any) -> Optional[dict[str, Any]]:
     return {"functionCallingConfig": {"mode": mode}}
 
 
-def _can_disable_thinking(model: Model) -> bool:
-    # Gemini 2.5 Flash and Flash-Lite accept a zero budget; the Pro models always think.
-    return "flash" in model.id and "gemini-3" not in model.id
+def _thinking_config(model: Model, caps: Capabilities, options: StreamOptions) -> Optional[dict[str, Any]]:
+    thinking, effort = plan_thinking(caps, options.reasoning)
+    if not thinking or not effort:
+        return {"thinkingBudget": 0} if caps.thinking == "budget" and caps.thinking_off == "zero_budget" else None
+    if caps.thinking == "level":
+        return {"thinkingLevel": effort.upper(), "includeThoughts": True}
+    return {"thinkingBudget": reasoning_budget(effort, options, model), "includeThoughts": True}
 
 
 def build_request(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
@@ -170,14 +198,13 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
     if context.system_prompt:
         payload["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
     config: dict[str, Any] = {"maxOutputTokens": options.max_tokens or default_max_tokens(model)}
-    if options.temperature is not None:
-        config["temperature"] = options.temperature
-    if model.reasoning:
-        if options.reasoning:
-            budget = reasoning_budget(options.reasoning, options, model)
-            config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
-        elif _can_disable_thinking(model):
-            config["thinkingConfig"] = {"thinkingBudget": 0}
+    caps = capabilities_of(model, GEMINI_DEFAULT)
+    thinking_config = _thinking_config(model, caps, options)
+    temperature = allowed_temperature(model, caps, options.temperature, bool(thinking_config))
+    if temperature is not None:
+        config["temperature"] = temperature
+    if thinking_config is not None:
+        config["thinkingConfig"] = thinking_config
     payload["generationConfig"] = config
     if context.tools:
         payload["tools"] = [
@@ -221,7 +248,9 @@ class GoogleStreamMapper:
         self._signature: Optional[str] = None  # of the open block
         self._ids: set = set()
         self.finish_reason: Optional[str] = None
+        self.continuation_token: Optional[str] = None
         self._block_reason: Optional[str] = None
+        self._usage: dict[str, int] = {}  # counts of earlier requests of a continued response
 
     def _close_open(self) -> list[AssistantMessageEvent]:
         if self._open is None:
@@ -233,10 +262,18 @@ class GoogleStreamMapper:
         return [self.builder.text_end(index, signature)]
 
     def _read_usage(self, meta: dict[str, Any]) -> None:
-        output = (meta.get("candidatesTokenCount") or 0) + (meta.get("thoughtsTokenCount") or 0)
-        self.builder.message.usage = usage_with_cached_prompt(
+        thoughts = meta.get("thoughtsTokenCount") or 0
+        output = (meta.get("candidatesTokenCount") or 0) + thoughts
+        usage = usage_with_cached_prompt(
             self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
         )
+        if self._usage:  # a continued response: add what the earlier requests used
+            usage.input += self._usage["input"]
+            usage.output += self._usage["output"]
+            usage.cache_read += self._usage["cache_read"]
+            usage.compute_cost(self.builder.model)
+        usage.reasoning = int(thoughts)
+        self.builder.message.usage = usage
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         if chunk.get("responseId") and not self.builder.message.response_id:
@@ -258,7 +295,18 @@ class GoogleStreamMapper:
                 events.extend(self._function_call(part))
         if candidate.get("finishReason"):
             self.finish_reason = candidate["finishReason"]
+        if candidate.get("continuationToken"):
+            self.continuation_token = candidate["continuationToken"]
         return events
+
+    def continue_with(self) -> Optional[str]:
+        """The token to continue a ``CONTINUATION`` stop with (None otherwise); resets for the next request."""
+        if self.finish_reason != "CONTINUATION" or not self.continuation_token:
+            return None
+        token, self.continuation_token, self.finish_reason = self.continuation_token, None, None
+        usage = self.builder.message.usage
+        self._usage = {"input": usage.input, "output": usage.output, "cache_read": usage.cache_read}
+        return token
 
     def _text_part(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:
         builder = self.builder
@@ -320,6 +368,11 @@ class GoogleStreamMapper:
         events = self._close_open()
         if reason in FAILED_FINISH_REASONS:
             raise ProviderStreamError(f"{FAILED_FINISH_REASONS[reason]} (finishReason: {reason})")
+        if reason == "CONTINUATION":  # without a token (continue_with() handles the rest)
+            raise ProviderStreamError(
+                "The response stopped incomplete at the per-request token limit and gave no continuationToken "
+                "(finishReason: CONTINUATION)"
+            )
         mapped: StopReason
         if reason == "MAX_TOKENS":
             mapped = "length"
@@ -347,14 +400,22 @@ def stream_google(model: Model, context: Context, options: StreamOptions) -> Ass
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
         payload = build_request(model, context, options)
-        with open_request(model, options, request_url(model), payload, _key_headers) as http:
-            yield builder.start()
-            mapper = GoogleStreamMapper(builder)
-            for _name, data in http.sse():
-                for event in mapper.feed(_parse(data)):
-                    yield event
-            for event in mapper.finish():
-                yield event
+        mapper = GoogleStreamMapper(builder)
+        for hop in range(MAX_CONTINUATIONS + 1):
+            with open_request(model, options, request_url(model), payload, _key_headers) as http:
+                if hop == 0:
+                    yield builder.start()
+                for _name, data in http.sse():
+                    for event in mapper.feed(_parse(data)):
+                        yield event
+            token = mapper.continue_with()
+            if token is None:
+                break
+            payload = dict(payload, continuationToken=token)
+        else:
+            raise ProviderStreamError(f"The response was still incomplete after {MAX_CONTINUATIONS} continuations")
+        for event in mapper.finish():
+            yield event
 
     return stream_events(model, options, body)
 

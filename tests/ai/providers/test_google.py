@@ -22,6 +22,7 @@ from piagent.ai import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    get_model,
 )
 from piagent.ai.providers.google import build_request, stream_google
 from tests.ai.providers.helpers import drain, event_types, hello, stream_options
@@ -41,6 +42,7 @@ def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) ->
         cost=Cost(input=0.3, output=2.5, cache_read=0.075, cache_write=0.0),
         context_window=1_048_576,
         max_tokens=65_536,
+        capabilities=get_model("google:gemini-2.5-flash").capabilities,
     )
     fields.update(overrides)
     return Model(**fields)
@@ -480,7 +482,8 @@ def test_foreign_history_loses_signatures_and_gemini_3_calls_get_the_skip_marker
     context = Context(messages=[UserMessage("go"), other, ToolResultMessage("call_1", "echo", [TextContent("1")])])
     parts = build_request(make_model(), context, StreamOptions())["contents"][1]["parts"]
     assert parts == [{"text": "deep"}, {"functionCall": {"name": "echo", "args": {"v": 1}}}]
-    gemini3 = build_request(make_model(id="gemini-3-pro-preview"), context, StreamOptions())
+    gemini3_caps = get_model("google:gemini-3.5-flash").capabilities
+    gemini3 = build_request(make_model(id="gemini-3.5-flash", capabilities=gemini3_caps), context, StreamOptions())
     assert gemini3["contents"][1]["parts"][1]["thoughtSignature"] == "skip_thought_signature_validator"
 
 
@@ -501,12 +504,15 @@ def test_tool_choice_maps_to_function_calling_config(choice, expected):
 
 def test_thinking_configuration_per_model():
     context = Context(messages=[UserMessage("x")])
-    pro = build_request(make_model(id="gemini-2.5-pro"), context, StreamOptions())
-    assert "thinkingConfig" not in pro["generationConfig"]  # Pro cannot stop thinking
-    flash = build_request(make_model(), context, StreamOptions())
-    assert flash["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
-    plain = build_request(make_model(id="gemini-2.0-flash", reasoning=False), context, StreamOptions(reasoning="high"))
+
+    def config(ref: str, **opts: Any) -> dict[str, Any]:
+        return build_request(get_model(ref), context, StreamOptions(**opts))["generationConfig"]
+
+    # Gemini 2.5 Pro cannot stop thinking: "off" is its lowest budget
+    assert config("google:gemini-2.5-pro")["thinkingConfig"] == {"thinkingBudget": 1024, "includeThoughts": True}
+    assert config("google:gemini-2.5-flash")["thinkingConfig"] == {"thinkingBudget": 0}
+    custom = config("google:gemini-2.5-flash", reasoning="high", thinking_budgets={"high": 20000})
+    assert custom["thinkingConfig"] == {"thinkingBudget": 20000, "includeThoughts": True}
+    assert custom["maxOutputTokens"] == 32000
+    plain = build_request(make_model(id="gemini-x", reasoning=False, capabilities=None), context, StreamOptions())
     assert "thinkingConfig" not in plain["generationConfig"]
-    custom = build_request(make_model(), context, StreamOptions(reasoning="high", thinking_budgets={"high": 20000}))
-    assert custom["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 20000, "includeThoughts": True}
-    assert custom["generationConfig"]["maxOutputTokens"] == 32000

@@ -1,0 +1,207 @@
+"""Every Gemini catalogue family at every thinking level: the exact request, checked against the
+official ``google-genai`` SDK; and the finish reasons added in 2026 (CONTINUATION continued)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Optional
+
+import pytest
+
+from piagent.ai import (
+    AssistantMessage,
+    Context,
+    StreamOptions,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    get_model,
+)
+from piagent.ai.providers.google import SKIP_SIGNATURE, stream_google
+from tests.ai.providers.sdk_oracle import replay_with_sdk
+from tests.support.scripted_server import ScriptedServer
+
+KEY = "test-gemini-key-0123456789"
+TOOL = Tool("lookup", "Look a word up.", {"type": "object", "properties": {"word": {"type": "string"}}})
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedServer() as s:
+        yield s
+
+
+def chunks(*bodies: dict[str, Any]) -> list[bytes]:
+    return [f"data: {json.dumps(b)}\n\n".encode() for b in bodies]
+
+
+def text_chunk(text: str, finish: Optional[str] = "STOP", **candidate: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, **candidate}]}
+    if finish:
+        body["candidates"][0]["finishReason"] = finish
+    body["usageMetadata"] = {"promptTokenCount": 10, "candidatesTokenCount": 2, "thoughtsTokenCount": 3}
+    return body
+
+
+def model_at(server: ScriptedServer, model_id: str) -> Any:
+    model = get_model("google", model_id)
+    model.base_url = server.url + "/v1beta"
+    return model
+
+
+def send(server, model, context: Optional[Context] = None, **options) -> tuple[dict[str, Any], AssistantMessage]:
+    server.reply(chunks(text_chunk("ok")))
+    context = context or Context(system_prompt="Be brief.", messages=[UserMessage("Hi", timestamp=1)])
+    message = stream_google(model, context, StreamOptions(api_key=KEY, max_tokens=800, **options)).result(10)
+    return server.requests[-1].json, message
+
+
+@functools.cache
+def _client(url: str) -> Any:
+    from google import genai
+    from google.genai import types
+
+    return genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=url, api_version="v1beta"))
+
+
+def camel(value: Any) -> Any:
+    """Keys in lowerCamelCase: the API reads protobuf JSON, where ``thinking_level`` and
+    ``thinkingLevel`` are the same field (the SDK sends some nested configs in snake_case)."""
+    if isinstance(value, dict):
+        return {_camel_key(k): camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel(v) for v in value]
+    return value
+
+
+def _camel_key(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def sdk_body(server: ScriptedServer, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The body google-genai sends for the same request (its types reject unknown fields), in
+    camelCase; compare with ``camel(body)``."""
+    pytest.importorskip("google.genai")
+    from google.genai import types
+
+    config = dict(body["generationConfig"])
+    for key in ("systemInstruction", "tools", "toolConfig"):
+        if key in body:
+            config[key] = body[key]
+    thinking = config.get("thinkingConfig", {})
+    if "thinkingLevel" in thinking:
+        assert thinking["thinkingLevel"] in types.ThinkingLevel.__members__
+    sdk_config = types.GenerateContentConfig.model_validate(config)
+    contents = [types.Content.model_validate(c) for c in body["contents"]]
+    client = _client(server.url)
+    return camel(
+        replay_with_sdk(
+            server, lambda: client.models.generate_content_stream(model=model_id, contents=contents, config=sdk_config)
+        )
+    )
+
+
+EXPECTED: dict[str, dict[Optional[str], Optional[dict[str, Any]]]] = {
+    "gemini-3.8-flash": {
+        None: {"thinkingLevel": "MINIMAL", "includeThoughts": True},
+        "minimal": {"thinkingLevel": "MINIMAL", "includeThoughts": True},
+        "low": {"thinkingLevel": "LOW", "includeThoughts": True},
+        "medium": {"thinkingLevel": "MEDIUM", "includeThoughts": True},
+        "high": {"thinkingLevel": "HIGH", "includeThoughts": True},
+        "xhigh": {"thinkingLevel": "HIGH", "includeThoughts": True},
+        "max": {"thinkingLevel": "HIGH", "includeThoughts": True},
+    },
+    "gemini-3.1-pro-preview": {
+        None: {"thinkingLevel": "LOW", "includeThoughts": True},
+        "minimal": {"thinkingLevel": "LOW", "includeThoughts": True},
+        "medium": {"thinkingLevel": "MEDIUM", "includeThoughts": True},
+    },
+    "gemini-4-argon": {
+        None: {"thinkingLevel": "LOW", "includeThoughts": True},
+        "xhigh": {"thinkingLevel": "XHIGH", "includeThoughts": True},
+        "max": {"thinkingLevel": "XHIGH", "includeThoughts": True},
+    },
+    "gemini-2.5-flash": {
+        None: {"thinkingBudget": 0},
+        "low": {"thinkingBudget": 2048, "includeThoughts": True},
+        "max": {"thinkingBudget": 65536, "includeThoughts": True},
+    },
+    "gemini-2.5-pro": {
+        None: {"thinkingBudget": 1024, "includeThoughts": True},
+        "high": {"thinkingBudget": 16384, "includeThoughts": True},
+    },
+}
+CASES = [(model_id, level) for model_id, levels in EXPECTED.items() for level in levels]
+
+
+@pytest.mark.parametrize("model_id, level", CASES)
+def test_each_family_and_level_sends_the_documented_thinking_config(server, model_id, level):
+    body, _ = send(server, model_at(server, model_id), reasoning=level)
+    assert body["generationConfig"].get("thinkingConfig") == EXPECTED[model_id][level]
+    assert "thinkingBudget" not in json.dumps(body) or model_id.startswith("gemini-2")
+    assert sdk_body(server, model_id, body) == camel(body)
+
+
+def test_a_call_made_by_another_model_carries_the_skip_signature_on_every_model_that_requires_signatures(server):
+    history = [
+        UserMessage("Look up 'cat'", timestamp=1),
+        AssistantMessage([ToolCall("c1", "lookup", {"word": "cat"})], api="anthropic-messages", provider="x"),
+        ToolResultMessage("c1", "lookup", [], timestamp=2),
+    ]
+    context = Context(messages=history, tools=[TOOL])
+    for model_id in ("gemini-4-argon", "gemini-3.5-flash"):
+        body, _ = send(server, model_at(server, model_id), context)
+        call = body["contents"][1]["parts"][0]
+        assert call["thoughtSignature"] == SKIP_SIGNATURE
+        assert sdk_body(server, model_id, body) == camel(body)
+    body, _ = send(server, model_at(server, "gemini-2.5-flash"), context)
+    assert "thoughtSignature" not in body["contents"][1]["parts"][0]
+
+
+def test_an_unknown_gemini_id_is_driven_like_its_family(server):
+    body, _ = send(server, model_at(server, "gemini-3.9-flash"), reasoning="low")
+    assert body["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "LOW", "includeThoughts": True}
+
+
+def test_continuation_is_continued_into_the_same_message(server):
+    model = model_at(server, "gemini-3.8-flash")
+    server.reply(chunks(text_chunk("Part one, ", finish="CONTINUATION", continuationToken="dG9rZW4=")))
+    server.reply(chunks(text_chunk("part two.")))
+    before = len(server.requests)
+    context = Context(messages=[UserMessage("Write", timestamp=1)])
+    message = stream_google(model, context, StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "stop" and message.text == "Part one, part two."
+    first, second = (r.json for r in server.requests[before:])
+    assert "continuationToken" not in first and second["continuationToken"] == "dG9rZW4="
+    assert second["contents"] == first["contents"]
+    assert message.usage.input == 20 and message.usage.output == 10 and message.usage.reasoning == 3
+
+
+@pytest.mark.parametrize(
+    "reason, words",
+    [
+        ("MISSING_THOUGHT_SIGNATURE", "thought signature"),
+        ("TOO_MANY_TOOL_CALLS", "too many tool calls"),
+        ("MALFORMED_RESPONSE", "malformed response"),
+        ("CONTINUATION", "incomplete"),  # without a token there is nothing to continue with
+    ],
+)
+def test_new_finish_reasons_end_with_a_clear_message(server, reason, words):
+    server.reply(chunks(text_chunk("x", finish=reason)))
+    model = model_at(server, "gemini-3.8-flash")
+    message = stream_google(model, Context(messages=[UserMessage("Hi")]), StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "error" and words in message.error_message and reason in message.error_message
+
+
+def test_continuations_are_bounded(server):
+    from piagent.ai.providers.google import MAX_CONTINUATIONS
+
+    for _ in range(MAX_CONTINUATIONS + 1):
+        server.reply(chunks(text_chunk("more ", finish="CONTINUATION", continuationToken="dA==")))
+    model = model_at(server, "gemini-3.8-flash")
+    message = stream_google(model, Context(messages=[UserMessage("Hi")]), StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "error" and f"after {MAX_CONTINUATIONS} continuations" in message.error_message
+    assert message.text == "more " * (MAX_CONTINUATIONS + 1)

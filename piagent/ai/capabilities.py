@@ -143,7 +143,7 @@ NO_THINKING = Capabilities()
 def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities:
     """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking."""
     if model.capabilities is not None:
-        return model.capabilities  # type: ignore[no-any-return]
+        return model.capabilities
     return reasoning_default if model.reasoning else NO_THINKING
 
 

@@ -176,9 +176,9 @@ def test_max_turns_stops_a_tool_loop(faux: Any) -> None:
 def test_model_comes_from_the_option_then_the_environment_then_a_key_then_the_embedded_model() -> None:
     assert resolve_model("openai:gpt-4.1", environ={"PIAGENT_MODEL": "anthropic:claude-sonnet-4"}).id == "gpt-4.1"
     assert resolve_model(None, environ={"PIAGENT_MODEL": "anthropic:claude-sonnet-4"}).provider == "anthropic"
-    assert _default_ref({"OPENAI_API_KEY": "sk-test"}) == "openai:gpt-4.1-mini"
-    assert _default_ref({"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "k"}) == "anthropic:claude-sonnet-4-5"
-    assert _default_ref({"GEMINI_API_KEY": "k"}) == "google:gemini-2.5-flash"
+    assert _default_ref({"OPENAI_API_KEY": "sk-test"}) == "openai:gpt-5.4-mini"
+    assert _default_ref({"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "k"}) == "anthropic:claude-sonnet-5"
+    assert _default_ref({"GEMINI_API_KEY": "k"}) == "google:gemini-3.5-flash"
     assert _default_ref({"OPENAI_API_KEY": "  "}) == LOCAL_MODEL == "local:smollm2-135m"
 
 

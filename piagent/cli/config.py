@@ -20,9 +20,9 @@ __all__ = ["DEFAULT_MODELS", "LOCAL_MODEL", "TOOL_NAMES", "build_tools", "resolv
 LOCAL_MODEL = "local:smollm2-135m"
 #: The model used when a provider's key is in the environment, in order of preference.
 DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
-    ("anthropic", "anthropic:claude-sonnet-4-5"),
-    ("openai", "openai:gpt-4.1-mini"),
-    ("google", "google:gemini-2.5-flash"),
+    ("anthropic", "anthropic:claude-sonnet-5"),
+    ("openai", "openai:gpt-5.4-mini"),
+    ("google", "google:gemini-3.5-flash"),
 )
 TOOL_NAMES = ("read_file", "list_dir", "write_file", "run_command", "calculator")
 

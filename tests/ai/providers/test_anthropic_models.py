@@ -189,3 +189,31 @@ def test_budget_thinking_with_tools_sends_the_interleaved_thinking_beta(server):
 def test_an_unknown_claude_id_is_driven_like_its_family(server):
     body, _ = send(server, model_at(server, "claude-opus-6"), reasoning="xhigh")
     assert body["thinking"]["type"] == "adaptive" and body["output_config"] == {"effort": "xhigh"}
+
+
+def test_one_hour_cache_writes_are_priced_apart_and_thinking_tokens_recorded(server):
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 3000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000},
+    }
+    events = [
+        {"type": "message_start", "message": {"id": "msg_c", "usage": usage}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 50, "output_tokens_details": {"thinking_tokens": 30}},
+        },
+        {"type": "message_stop"},
+    ]
+    server.reply([f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events])
+    model = model_at(server, "claude-opus-4-8")
+    context = Context(messages=[UserMessage("Hi")])
+    result = stream_anthropic(model, context, StreamOptions(api_key=KEY, cache_retention="long")).result(10).usage
+    assert (result.cache_write, result.cache_write_1h, result.reasoning) == (3000, 2000, 30)
+    prices = model.cost
+    assert prices.cache_write_1h > prices.cache_write > 0
+    assert result.cost.cache_write == pytest.approx((1000 * prices.cache_write + 2000 * prices.cache_write_1h) / 1e6)
+    assert result.to_dict()["cacheWrite1h"] == 2000

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from piagent.ai import capabilities as caps_module
 from piagent.ai.capabilities import Capabilities, effort_for
 from piagent.ai.models import CATALOGUE_FILE, custom_model, get_model, get_models, load_catalogue, unregister_model
 
@@ -26,14 +25,7 @@ CATALOGUE = json.loads(CATALOGUE_FILE.read_text())
 GENERATED = datetime.date.fromisoformat(CATALOGUE["generated"])
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    """Each test sees its one-time warnings (the set is process-wide)."""
-    saved = set(caps_module._warned)
-    caps_module._warned.clear()
-    yield
-    caps_module._warned.clear()
-    caps_module._warned.update(saved)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def _sdk_ids(alias: typing.Any) -> list[str]:

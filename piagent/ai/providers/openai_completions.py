@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
-from ..capabilities import allowed_temperature, warn_once
+from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
@@ -194,8 +194,11 @@ def _tool_choice(choice: Any) -> Any:
     return {"type": "function", "function": {"name": name}} if name else choice
 
 
-def _reasoning_fields(model: Model, context: Context, options: StreamOptions, compat: dict[str, Any]) -> dict[str, Any]:
-    """``reasoning_effort`` (and DeepSeek's ``thinking`` switch) for the level asked."""
+def _reasoning_fields(
+    model: Model, context: Context, options: StreamOptions, compat: dict[str, Any]
+) -> tuple[dict[str, Any], Capabilities, bool]:
+    """``(fields, capabilities, thinking on)``: ``reasoning_effort`` (and DeepSeek's ``thinking``
+    switch) for the level asked."""
     caps, thinking, effort = reasoning_effort(model, options.reasoning)
     if thinking and context.tools and not caps.chat_tools_with_reasoning:
         warn_once(
@@ -212,8 +215,7 @@ def _reasoning_fields(model: Model, context: Context, options: StreamOptions, co
             fields["reasoning_effort"] = effort
     elif caps.thinking == "effort" and effort and compat["supports_reasoning_effort"]:
         fields["reasoning_effort"] = effort
-    fields["_thinking"] = thinking
-    return fields
+    return fields, caps, thinking
 
 
 def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
@@ -224,9 +226,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         payload["stream_options"] = {"include_usage": True}
     if options.max_tokens:
         payload[compat["max_tokens_field"]] = options.max_tokens
-    reasoning = _reasoning_fields(model, context, options, compat)
-    thinking = reasoning.pop("_thinking")
-    caps = reasoning_effort(model, options.reasoning)[0]
+    reasoning, caps, thinking = _reasoning_fields(model, context, options, compat)
     temperature = allowed_temperature(model, caps, options.temperature, thinking)
     if temperature is not None:
         payload["temperature"] = temperature

@@ -46,3 +46,11 @@ def _adapter(params_type: Any) -> Any:
     import pydantic
 
     return pydantic.TypeAdapter(params_type)
+
+
+@functools.cache
+def openai_client(url: str, key: str) -> Any:
+    """One ``openai.OpenAI`` per server (creating one takes a while)."""
+    import openai
+
+    return openai.OpenAI(api_key=key, base_url=url, max_retries=0)

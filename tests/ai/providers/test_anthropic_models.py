@@ -11,7 +11,6 @@ from typing import Any, Optional
 import pytest
 
 from piagent.ai import Context, StreamOptions, Tool, UserMessage, get_model
-from piagent.ai import capabilities as caps_module
 from piagent.ai.providers.anthropic import INTERLEAVED_THINKING_BETA, stream_anthropic
 from tests.ai.providers.sdk_oracle import check_types, replay_with_sdk
 from tests.support.scripted_server import ScriptedServer
@@ -33,13 +32,7 @@ def server():
         yield s
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    saved = set(caps_module._warned)
-    caps_module._warned.clear()
-    yield
-    caps_module._warned.clear()
-    caps_module._warned.update(saved)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def model_at(server: ScriptedServer, model_id: str) -> Any:

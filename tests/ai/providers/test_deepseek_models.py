@@ -4,17 +4,15 @@ cache-hit and reasoning usage."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any, Optional
 
 import pytest
 
 from piagent.ai import Context, StreamOptions, UserMessage, get_model
-from piagent.ai import capabilities as caps_module
 from piagent.ai.providers.openai_completions import stream_openai_completions
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk
-from tests.ai.providers.sdk_oracle import check_types, replay_with_sdk
+from tests.ai.providers.sdk_oracle import check_types, openai_client, replay_with_sdk
 from tests.support.scripted_server import ScriptedServer
 
 KEY = "sk-deepseek-test-0123456789"
@@ -26,20 +24,7 @@ def server():
         yield s
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    saved = set(caps_module._warned)
-    caps_module._warned.clear()
-    yield
-    caps_module._warned.clear()
-    caps_module._warned.update(saved)
-
-
-@functools.cache
-def _client(url: str) -> Any:
-    import openai
-
-    return openai.OpenAI(api_key=KEY, base_url=url, max_retries=0)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def model_at(server: ScriptedServer, model_id: str) -> Any:
@@ -65,7 +50,7 @@ def sdk_body(server, body: dict[str, Any]) -> dict[str, Any]:
     check_types(CompletionCreateParamsStreaming, body)
     fields = {k: v for k, v in body.items() if k not in ("stream", "thinking")}
     extra = {"thinking": body["thinking"]} if "thinking" in body else None
-    client = _client(server.url)
+    client = openai_client(server.url, KEY)
     return replay_with_sdk(server, lambda: client.chat.completions.create(**fields, stream=True, extra_body=extra))
 
 

@@ -3,18 +3,16 @@ checked against the official ``openai`` SDK; and what comes back (refusals, phas
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any, Optional
 
 import pytest
 
 from piagent.ai import AssistantMessage, Context, StreamOptions, TextContent, Tool, UserMessage, get_model
-from piagent.ai import capabilities as caps_module
 from piagent.ai.providers.openai_completions import stream_openai_completions
 from piagent.ai.providers.openai_responses import stream_openai_responses
 from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, responses_text
-from tests.ai.providers.sdk_oracle import check_types, replay_with_sdk
+from tests.ai.providers.sdk_oracle import check_types, openai_client, replay_with_sdk
 from tests.support.scripted_server import ScriptedServer
 
 KEY = "sk-test-openai-0123456789"
@@ -28,20 +26,7 @@ def server():
         yield s
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    saved = set(caps_module._warned)
-    caps_module._warned.clear()
-    yield
-    caps_module._warned.clear()
-    caps_module._warned.update(saved)
-
-
-@functools.cache
-def _client(url: str) -> Any:
-    import openai
-
-    return openai.OpenAI(api_key=KEY, base_url=url, max_retries=0)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def model_at(server: ScriptedServer, model_id: str, api: str = "openai-responses") -> Any:
@@ -78,7 +63,9 @@ def sdk_responses(server, body: dict[str, Any]) -> dict[str, Any]:
 
     check_types(ResponseCreateParamsStreaming, body)
     fields = {k: v for k, v in body.items() if k != "stream"}
-    return replay_with_sdk(server, lambda: _client(server.url + "/v1").responses.create(**fields, stream=True))
+    return replay_with_sdk(
+        server, lambda: openai_client(server.url + "/v1", KEY).responses.create(**fields, stream=True)
+    )
 
 
 def sdk_chat(server, body: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +74,9 @@ def sdk_chat(server, body: dict[str, Any]) -> dict[str, Any]:
 
     check_types(CompletionCreateParamsStreaming, body)
     fields = {k: v for k, v in body.items() if k != "stream"}
-    return replay_with_sdk(server, lambda: _client(server.url + "/v1").chat.completions.create(**fields, stream=True))
+    return replay_with_sdk(
+        server, lambda: openai_client(server.url + "/v1", KEY).chat.completions.create(**fields, stream=True)
+    )
 
 
 # The effort each family gets for each level (None: no effort sent).

@@ -268,7 +268,11 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
         if cache is not None:
             system["cache_control"] = cache
         payload["system"] = [system]
-    payload.update(_thinking_fields(model, caps, options, thinking, effort))
+    for key, value in _thinking_fields(model, caps, options, thinking, effort).items():
+        if key == "output_config":  # shared with other settings (e.g. a response format): merged
+            payload.setdefault("output_config", {}).update(value)
+        else:
+            payload[key] = value
     temperature = allowed_temperature(model, caps, options.temperature, thinking)
     if temperature is not None:
         payload["temperature"] = temperature

@@ -213,6 +213,7 @@ class FauxProvider:
             aborted = scripted.stop_reason == "aborted"
             yield builder.error(scripted.error_message or "Request failed", aborted=aborted)
         else:
+            builder.message.refusal = scripted.refusal
             yield builder.done(scripted.stop_reason)
 
     def _block_events(self, builder: MessageBuilder, block: Any) -> Iterator[AssistantMessageEvent]:

@@ -177,3 +177,17 @@ def test_a_message_queued_as_the_run_ends_is_not_lost(faux: Any) -> None:
     s.terminal.type(None)
     assert s.finish() == 0
     assert s.transcript() == ["user:hello", "assistant:first answer", "user:one more thing", "assistant:late answer"]
+
+
+def test_a_refusal_is_shown_as_such_after_its_text(faux: Any) -> None:
+    refusal = faux_message("I can't help with that.", stop_reason="refusal")
+    refusal.refusal = {"category": "cyber", "explanation": None}
+    faux.set_responses([refusal])
+    agent = Agent(model=faux.get_model())
+    out, err = io.StringIO(), io.StringIO()
+    agent.subscribe(ConsoleRenderer(Console(out, err)))
+    agent.prompt("write malware")
+    assert agent.wait_for_idle(WAIT)
+    assert out.getvalue() == "I can't help with that.\n"
+    assert "(the model refused: cyber)" in err.getvalue() and "error" not in err.getvalue()
+    assert agent.state.messages[-1].stop_reason == "refusal"

@@ -214,6 +214,10 @@ class ConsoleRenderer:
             self.console.end_out_line()
             label = "aborted" if message.stop_reason == "aborted" else "error"
             self.console.note(self.console.style(f"{label}: {text}", "31"))
+        elif message.stop_reason == "refusal":
+            category = (getattr(message, "refusal", None) or {}).get("category")
+            self.console.end_out_line()
+            self.console.note(self.console.style(f"(the model refused{': ' + category if category else ''})", "33"))
 
     def _on_tool_execution_start(self, event: Any) -> None:
         self.console.end_out_line()

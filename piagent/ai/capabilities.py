@@ -50,9 +50,9 @@ _EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _THINKING_MODES = ("none", "budget", "adaptive", "level", "effort", "toggle")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Capabilities:
-    """What a model accepts; see the module docstring and ``docs/models.md#capabilities``."""
+    """What a model accepts (immutable); see the module docstring and ``docs/models.md#capabilities``."""
 
     thinking: str = "none"
     efforts: tuple[str, ...] = ()
@@ -74,7 +74,7 @@ class Capabilities:
     def __post_init__(self) -> None:
         if self.thinking not in _THINKING_MODES:
             raise ValueError(f"thinking must be one of {', '.join(_THINKING_MODES)}; got {self.thinking!r}")
-        self.efforts = tuple(self.efforts)
+        object.__setattr__(self, "efforts", tuple(self.efforts))  # a list from JSON becomes a tuple
         unknown = [e for e in self.efforts if e not in _EFFORT_ORDER]
         if unknown:
             raise ValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")

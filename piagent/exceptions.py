@@ -7,7 +7,10 @@
     ├── ModelNotFoundError (also LookupError)   unknown "provider:model-id"
     ├── MissingApiKeyError (also ValueError)    no key in options, get_api_key or the environment
     ├── ToolArgumentsError (also ValueError)    tool arguments that fail their schema
-    └── StreamEndedWithoutResult                an event stream ended without a terminal event
+    ├── StreamEndedWithoutResult                an event stream ended without a terminal event
+    └── SessionError                            a session store cannot be read or written
+        ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
+        └── SessionBusyError (also TimeoutError)  another writer held the session's lock too long
 
 Model and tool failures are not exceptions: they end a run with an error message in the
 transcript (pi's contract). These exceptions are for misuse and for the low-level API.
@@ -22,6 +25,9 @@ __all__ = [
     "ModelNotFoundError",
     "PiAgentError",
     "ProviderNotFoundError",
+    "SessionBusyError",
+    "SessionError",
+    "SessionFormatError",
     "StreamEndedWithoutResult",
     "ToolArgumentsError",
 ]
@@ -57,3 +63,15 @@ class ToolArgumentsError(PiAgentError, ValueError):
 
 class StreamEndedWithoutResult(PiAgentError):
     """An event stream was ended without a terminal event and without a result."""
+
+
+class SessionError(PiAgentError):
+    """A session store cannot be read or written (see docs/sessions.md)."""
+
+
+class SessionFormatError(SessionError, ValueError):
+    """The stored data is not a session piagent can read; the message names the place."""
+
+
+class SessionBusyError(SessionError, TimeoutError):
+    """Another writer held the session's write lock longer than the lock timeout."""

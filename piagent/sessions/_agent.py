@@ -1,0 +1,65 @@
+"""How a session records an agent (docs/sessions.md#agents).
+
+The agent starts from the session's current branch. A listener, subscribed before any other,
+appends every message at its ``message_end``: listeners run on the run thread before the
+loop goes on, so a message is durable before the next model call starts, and a partial
+assistant message (``message_update``) is never written. At each ``agent_start`` the
+agent's model and thinking level are recorded when they differ from the branch's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ModelNotFoundError
+from ._context import branch_settings, convert_to_llm
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["attach"]
+
+logger = logging.getLogger("piagent.sessions")
+
+
+def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None:
+    state = agent.state
+    if state.messages:
+        raise ValueError("Agent(messages=..., session=...): the messages come from the session; give one or the other")
+    context = session.context()
+    if not model_given and context.model is not None:
+        _use_recorded_model(agent, context.model)
+    if not thinking_level_given and context.thinking_level is not None:
+        state.thinking_level = context.thinking_level
+    state.messages = context.messages
+    if agent.convert_to_llm is None:
+        agent.convert_to_llm = convert_to_llm
+
+    def record(event: Any) -> None:
+        kind = event.type
+        if kind == "message_end":
+            session.append_message(event.message)
+        elif kind == "agent_start":
+            _record_settings(session, agent)
+
+    agent.subscribe(record)
+
+
+def _use_recorded_model(agent: Any, recorded: tuple[str, str]) -> None:
+    from ..ai.models import get_model
+
+    provider, model_id = recorded
+    try:
+        agent.state.model = get_model(f"{provider}:{model_id}")
+    except ModelNotFoundError:
+        logger.warning("the session's model %s:%s is not in the catalogue; give Agent(model=...)", provider, model_id)
+
+
+def _record_settings(session: Session, agent: Any) -> None:
+    recorded = branch_settings(session.branch())
+    model, level = agent.state.model, agent.state.thinking_level
+    if recorded.model != (model.provider, model.id):
+        session.append_model_change(model.provider, model.id)
+    if (recorded.thinking_level or "off") != level:
+        session.append_thinking_level_change(level)

@@ -1,0 +1,235 @@
+"""The model's context from a branch of a session, and pi's own message roles.
+
+:func:`build_context` walks a branch from its root to its leaf the way pi does
+(docs/sessions.md#the-context-of-a-branch). :class:`StoredMessage` carries every message role
+piagent does not model (``bashExecution``, ``custom``, ``branchSummary``,
+``compactionSummary`` or any other) as pi's dict, unchanged; :func:`convert_to_llm` turns them
+into user messages the way pi does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..ai.types import TextContent, UserMessage, content_from_dict, message_from_dict
+from ..exceptions import SessionFormatError
+from ._format import iso_to_ms
+
+__all__ = ["SessionContext", "StoredMessage", "branch_settings", "build_context", "convert_to_llm", "message_to_record"]
+
+LLM_ROLES = ("user", "assistant", "toolResult")
+COMPACTION_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUFFIX = "\n</summary>"
+BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+BRANCH_SUFFIX = "</summary>"
+
+
+class StoredMessage:
+    """A message of a role piagent does not model, kept as pi's dict (``data``) and written back as is.
+
+    It has a ``role`` (so an :class:`~piagent.Agent` keeps it in its transcript) and a
+    ``timestamp``; :func:`convert_to_llm` decides what the model sees of it.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        if not isinstance(data.get("role"), str):
+            raise ValueError("a stored message needs a string 'role'")
+        self.data = dict(data)
+
+    @property
+    def role(self) -> str:
+        return self.data["role"]  # type: ignore[no-any-return]  # checked to be a str in __init__
+
+    @property
+    def timestamp(self) -> int:
+        stamp = self.data.get("timestamp")
+        return stamp if isinstance(stamp, int) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoredMessage) and other.data == self.data
+
+    def __repr__(self) -> str:
+        return f"StoredMessage(role={self.role!r})"
+
+
+@dataclass
+class SessionContext:
+    """What a branch gives an agent: its messages, and the model and thinking level it recorded.
+
+    ``model`` is ``(provider, model_id)`` from the branch's last ``model_change`` entry or
+    assistant message; ``thinking_level`` is from its last ``thinking_level_change`` entry.
+    Each is None when the branch records none.
+    """
+
+    messages: list[Any] = field(default_factory=list)
+    model: Optional[tuple[str, str]] = None
+    thinking_level: Optional[str] = None
+
+
+def message_from_record(data: Any, entry_id: str) -> Any:
+    """A ``message`` entry's message: a piagent message for the LLM roles, else a :class:`StoredMessage`."""
+    if not isinstance(data, dict) or not isinstance(data.get("role"), str):
+        raise SessionFormatError(f"entry {entry_id}: a message entry needs a 'message' object with a string 'role'")
+    if data["role"] not in LLM_ROLES:
+        return StoredMessage(data)
+    try:
+        return message_from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise SessionFormatError(f"entry {entry_id}: {exc}") from None
+
+
+def message_to_record(message: Any) -> dict[str, Any]:
+    """The dict a ``message`` entry stores for ``message`` (its ``to_dict()``)."""
+    to_dict = getattr(message, "to_dict", None)
+    if not callable(to_dict):
+        raise TypeError(
+            f"cannot store a {type(message).__name__} in a session: give it a to_dict() method returning "
+            "its JSON form with a 'role' (see docs/sessions.md#messages)"
+        )
+    record = to_dict()
+    if not isinstance(record, dict) or not isinstance(record.get("role"), str):
+        raise TypeError(f"{type(message).__name__}.to_dict() must return a dict with a string 'role'")
+    return record
+
+
+def _custom(entry: Mapping[str, Any]) -> StoredMessage:
+    return StoredMessage(
+        {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": entry.get("content", ""),
+            "display": entry.get("display", True),
+            "details": entry.get("details"),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
+    )
+
+
+def _context_message(entry: Mapping[str, Any]) -> Optional[Any]:
+    kind = entry.get("type")
+    if kind == "message":
+        return message_from_record(entry.get("message"), str(entry.get("id")))
+    if kind == "custom_message":
+        return _custom(entry)
+    if kind == "branch_summary" and entry.get("summary"):
+        return StoredMessage(
+            {
+                "role": "branchSummary",
+                "summary": entry["summary"],
+                "fromId": entry.get("fromId"),
+                "timestamp": iso_to_ms(entry.get("timestamp")),
+            }
+        )
+    return None
+
+
+def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
+    """The model and thinking level a branch recorded (no messages): its last record of each."""
+    context = SessionContext()
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "thinking_level_change" and isinstance(entry.get("thinkingLevel"), str):
+            context.thinking_level = entry["thinkingLevel"]
+        elif kind == "model_change":
+            context.model = (str(entry.get("provider", "")), str(entry.get("modelId", "")))
+        elif kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                context.model = (str(message.get("provider", "")), str(message.get("model", "")))
+    return context
+
+
+def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
+    """The context of a branch, given as its entries from the root to the leaf.
+
+    With a ``compaction`` on the branch, the last one wins: its summary comes first, then the
+    entries from its ``firstKeptEntryId`` up to it, then the entries after it. Messages,
+    ``custom_message`` and ``branch_summary`` entries give messages; every other entry type
+    gives none.
+    """
+    context = branch_settings(path)
+    compaction_at = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), None)
+
+    selected: Sequence[Mapping[str, Any]] = path
+    if compaction_at is not None:
+        compaction = path[compaction_at]
+        context.messages.append(
+            StoredMessage(
+                {
+                    "role": "compactionSummary",
+                    "summary": compaction.get("summary", ""),
+                    "tokensBefore": compaction.get("tokensBefore", 0),
+                    "timestamp": iso_to_ms(compaction.get("timestamp")),
+                }
+            )
+        )
+        first_kept = compaction.get("firstKeptEntryId")
+        before = path[:compaction_at]
+        kept_from = next((i for i, entry in enumerate(before) if entry.get("id") == first_kept), len(before))
+        selected = list(before[kept_from:]) + list(path[compaction_at + 1 :])
+    for entry in selected:
+        message = _context_message(entry)
+        if message is not None:
+            context.messages.append(message)
+    return context
+
+
+def _bash_text(data: Mapping[str, Any]) -> str:
+    text = f"Ran `{data.get('command', '')}`\n"
+    output = data.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = data.get("exitCode")
+    if data.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if data.get("truncated") and data.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {data['fullOutputPath']}]"
+    return text
+
+
+def _stored_to_llm(data: Mapping[str, Any]) -> Optional[UserMessage]:
+    role, stamp = data.get("role"), data.get("timestamp")
+    stamp_kw = {"timestamp": stamp} if isinstance(stamp, int) else {}
+    if role == "bashExecution":
+        if data.get("excludeFromContext"):
+            return None
+        return UserMessage([TextContent(_bash_text(data))], **stamp_kw)
+    if role == "custom":
+        content = data.get("content", "")
+        blocks = [TextContent(content)] if isinstance(content, str) else [content_from_dict(b) for b in content]
+        return UserMessage(blocks, **stamp_kw)
+    if role == "branchSummary":
+        return UserMessage([TextContent(BRANCH_PREFIX + str(data.get("summary", "")) + BRANCH_SUFFIX)], **stamp_kw)
+    if role == "compactionSummary":
+        text = COMPACTION_PREFIX + str(data.get("summary", "")) + COMPACTION_SUFFIX
+        return UserMessage([TextContent(text)], **stamp_kw)
+    return None
+
+
+def convert_to_llm(messages: Sequence[Any]) -> list[Any]:
+    """pi's conversion for the model: LLM roles as they are, pi's own roles as user messages.
+
+    ``bashExecution`` becomes the command and its output (unless ``excludeFromContext``),
+    ``custom`` its content, ``branchSummary`` and ``compactionSummary`` their summary wrapped
+    in pi's wording. Any other role is left out, as with the agent's default conversion.
+    """
+    converted: list[Any] = []
+    for message in messages:
+        role = getattr(message, "role", None)
+        if role in LLM_ROLES:
+            converted.append(message)
+        elif isinstance(message, StoredMessage):
+            user = _stored_to_llm(message.data)
+            if user is not None:
+                converted.append(user)
+    return converted

@@ -1,0 +1,125 @@
+"""``SqliteSession``: many sessions in one SQLite database (docs/sessions.md#sqlite).
+
+Two tables: ``piagent_sessions`` (one row per session: its id and header) and
+``piagent_session_entries`` (one row per entry: session id, position, entry id, the entry's
+JSON). The database runs in WAL mode with ``synchronous=FULL``: a committed append survives a
+crash of the process and of the machine. Each append is one ``BEGIN IMMEDIATE`` transaction,
+so appends from many threads and processes are serialised by SQLite's write lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from ..exceptions import SessionBusyError, SessionError
+from ._format import dumps
+from ._jsonl import DEFAULT_LOCK_TIMEOUT
+from ._session import Session
+
+__all__ = ["SqliteSession", "SqliteStore"]
+
+Record = dict[str, Any]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS piagent_sessions (id TEXT PRIMARY KEY, header TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS piagent_session_entries ("
+    " session_id TEXT NOT NULL REFERENCES piagent_sessions(id),"
+    " position INTEGER NOT NULL, entry_id TEXT NOT NULL, entry TEXT NOT NULL,"
+    " PRIMARY KEY (session_id, position))",
+)
+
+
+class SqliteStore:
+    """The :class:`~piagent.sessions.SessionStore` of one session in a SQLite database.
+
+    One connection per store, shared by its threads under a lock; ``lock_timeout`` is
+    SQLite's busy timeout (seconds), after which an append raises :class:`SessionBusyError`.
+    """
+
+    def __init__(self, path: Any, session_id: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        self.path = os.fspath(path)
+        self.session_id = session_id
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=lock_timeout, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            with self._transaction():
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            raise SessionError(f"{self.path}: cannot open as a session database: {exc}") from None
+
+    def load(self) -> list[Record]:
+        with self._lock, self._transaction("BEGIN"):
+            row = self._db.execute("SELECT header FROM piagent_sessions WHERE id = ?", (self.session_id,)).fetchone()
+            if row is None:
+                return []
+            rows = self._db.execute(
+                "SELECT entry FROM piagent_session_entries WHERE session_id = ? ORDER BY position", (self.session_id,)
+            ).fetchall()
+        loads = json.loads
+        return [loads(row[0])] + [loads(entry) for (entry,) in rows]
+
+    def append(self, header: Record, entries: Sequence[Record]) -> None:
+        with self._lock, self._transaction():
+            self._db.execute(
+                "INSERT OR IGNORE INTO piagent_sessions (id, header) VALUES (?, ?)", (self.session_id, dumps(header))
+            )
+            (last,) = self._db.execute(
+                "SELECT COALESCE(MAX(position), 0) FROM piagent_session_entries WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+            self._db.executemany(
+                "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
+                [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __repr__(self) -> str:
+        return f"{self.path}#{self.session_id}"
+
+    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> _Transaction:
+        return _Transaction(self._db, begin, repr(self))
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection, begin: str, name: str) -> None:
+        self.db, self.begin, self.name = db, begin, name
+
+    def __enter__(self) -> None:
+        try:
+            self.db.execute(self.begin)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise SessionBusyError(f"{self.name}: the database stayed locked by another writer ({exc})") from None
+            raise
+
+    def __exit__(self, kind: Optional[type], exc: Optional[BaseException], tb: Any) -> None:
+        if kind is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+class SqliteSession(Session):
+    """The session ``session_id`` in the SQLite database at ``path``, created on its first append."""
+
+    def __init__(
+        self, path: Any, session_id: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cwd: Optional[str] = None
+    ) -> None:
+        super().__init__(SqliteStore(path, session_id, lock_timeout=lock_timeout), session_id=session_id, cwd=cwd)
+
+    @property
+    def path(self) -> str:
+        return self._store.path  # type: ignore[attr-defined, no-any-return]  # always a SqliteStore here

@@ -42,7 +42,7 @@ from .ai.registry import StreamFunction, stream_simple
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError
-from .loop import Emit, is_failed_assistant, run_agent_loop, run_agent_loop_continue
+from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .queues import MessageQueue, to_message
 from .result import RunResult
@@ -165,6 +165,10 @@ class Agent(AgentOptions):
         self._idle = threading.Event()
         self._idle.set()
         self._listeners: tuple[tuple[Listener, bool], ...] = ()
+        if self.session is not None:  # duck-typed: the core never imports piagent.sessions
+            self.session.attach(
+                self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
+            )
 
     # -- state ----------------------------------------------------------------------------
 
@@ -255,7 +259,9 @@ class Agent(AgentOptions):
         With an assistant message last, queued steering messages (else follow-ups) are run as a
         prompt; with nothing queued it raises :class:`InvalidStateError`, as with an empty
         transcript, unless that message failed (stop reason "error" or "aborted"): then the
-        failed call is retried (the failed message stays in the transcript and is not sent).
+        failed call is retried (the failed message stays in the transcript and is not sent), or
+        it has tool calls without results (a run killed mid-batch, resumed from a session): then
+        the model is called again, and providers answer each such call with "No result provided".
         Same return convention as :meth:`prompt`.
         """
         with self._lock:
@@ -277,8 +283,9 @@ class Agent(AgentOptions):
                     # drained steering is delivered now: the loop's initial steering poll is skipped
                     run = self._claim(skip_initial_steering=queue is self._steering_queue)
                     run.in_flight.extend((queue, message) for message in prompts)
-                elif is_failed_assistant(messages[-1]):
-                    run, prompts = self._claim(), None  # a retry of the failed call (docs/loop.md#rule-26)
+                elif can_continue_from(messages[-1]):
+                    # a retry of the failed call (docs/loop.md#rule-26), or a tool batch cut short
+                    run, prompts = self._claim(), None
                 else:
                     raise InvalidStateError("Cannot continue from message role: assistant")
         return self._launch(run, prompts, wait)

@@ -84,10 +84,12 @@ def run_agent_loop_continue(
     """Continue from the context as it is: a retry.
 
     The last message must not be an assistant message, unless that message failed
-    (``stop_reason`` "error" or "aborted"): providers leave failed messages out of the request
-    (docs/llm.md#history-normalisation), so continuing from one retries the call that failed,
-    and it stays in the transcript (docs/loop.md#rule-3). Unlike pi, which refuses any
-    assistant tail, and which appends to the caller's message list (here it is copied).
+    (``stop_reason`` "error" or "aborted") or its tool calls have no results
+    (:func:`can_continue_from`): providers leave failed messages out of the request and answer
+    a call without a result with "No result provided" (docs/llm.md#history-normalisation), so
+    continuing from one retries the call that failed, and it stays in the transcript
+    (docs/loop.md#rule-3). Unlike pi, which refuses any assistant tail, and which appends to
+    the caller's message list (here it is copied).
     """
     _check_can_continue(context)
     signal = signal or AbortController().signal
@@ -145,11 +147,25 @@ def is_failed_assistant(message: AgentMessage) -> bool:
     return isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted")
 
 
+def can_continue_from(message: AgentMessage) -> bool:
+    """Whether a continue may start from this last message.
+
+    Anything but an assistant message; or an assistant message that failed (the call is
+    retried), or whose tool calls have no results (its run was killed mid-batch, e.g. a
+    resumed session: providers answer each such call with "No result provided").
+    """
+    if getattr(message, "role", None) != "assistant":
+        return True
+    return is_failed_assistant(message) or any(
+        getattr(block, "type", None) == "toolCall" for block in getattr(message, "content", ())
+    )
+
+
 def _check_can_continue(context: AgentContext) -> None:
     if not context.messages:
         raise ValueError("Cannot continue: no messages in context")
     last = context.messages[-1]
-    if getattr(last, "role", None) == "assistant" and not is_failed_assistant(last):
+    if not can_continue_from(last):
         raise ValueError("Cannot continue from message role: assistant")
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from typing import Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
+
+from typing_extensions import Protocol
 
 from . import _options as opt
 from ._options import Option, Options
@@ -41,7 +43,7 @@ from .types import (
     TurnUpdate,
 )
 
-__all__ = ["AgentOptions", "LegacyPrepareNextTurn", "ModelSpec"]
+__all__ = ["AgentOptions", "AgentSession", "LegacyPrepareNextTurn", "ModelSpec"]
 
 T = TypeVar("T")
 Same = Option[T, T]  # an option that stores what it accepts
@@ -67,6 +69,25 @@ def _tools(name: str, value: Iterable[AgentTool]) -> list[AgentTool]:
 
 def _messages(name: str, value: Iterable[AgentMessage]) -> list[AgentMessage]:
     return check_messages(value)
+
+
+class AgentSession(Protocol):
+    """What ``Agent(session=...)`` needs: a :mod:`piagent.sessions` session, or any object like it.
+
+    ``attach`` is called once, at the end of the agent's construction: it sets the agent's
+    transcript (and its model and thinking level unless given) and subscribes what records
+    each message (docs/sessions.md#agents).
+    """
+
+    def attach(self, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None: ...
+
+
+def _session(name: str, value: Optional[AgentSession]) -> Optional[AgentSession]:
+    if value is not None and not callable(getattr(value, "attach", None)):
+        raise TypeError(
+            f"{name} must be a piagent.sessions session (with an attach() method), got {type(value).__name__}"
+        )
+    return value
 
 
 def _budgets(name: str, value: Optional[Mapping[str, int]]) -> Optional[dict[str, int]]:
@@ -101,6 +122,13 @@ class AgentOptions(Options):
     )
     messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
         default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."
+    )
+    session: Same[Optional[AgentSession]] = Option(
+        default=None,
+        check=_session,
+        doc="Where the transcript is kept (piagent.sessions): the agent starts from its branch, and its model and "
+        "thinking level unless given (a model, a level other than 'off'), and appends each message at its "
+        "message_end. Attached at construction; assigning it later only stops the recording.",
     )
 
     # -- hooks (run on the run thread; docs/loop.md) -----------------------------------------

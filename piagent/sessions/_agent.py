@@ -37,6 +37,8 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
         agent.convert_to_llm = convert_to_llm
 
     def record(event: Any) -> None:
+        if agent.session is not session:
+            return  # the agent was given another session (or None): this one records no more
         kind = event.type
         if kind == "message_end":
             session.append_message(event.message)

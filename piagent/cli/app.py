@@ -25,6 +25,7 @@ from ..state import THINKING_LEVELS
 from ..types import TurnUpdate
 from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
 from .render import Console, ConsoleRenderer, JsonRenderer
+from .sessions import add_session_arguments, open_session, print_sessions
 
 __all__ = ["build_agent", "build_parser", "main", "run_once"]
 
@@ -57,11 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tool-choice", help="auto, none, required, or a tool name: force a tool call in the first turn of each prompt"
     )
-    parser.add_argument("--thinking", choices=THINKING_LEVELS, default="off", help="reasoning effort")
+    parser.add_argument(
+        "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
+    )
     parser.add_argument("--max-turns", type=int, help="stop after this many turns per prompt")
     parser.add_argument("--sequential", action="store_true", help="run tool calls one at a time")
     parser.add_argument("--json", action="store_true", help="print every agent event as one JSON line")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what piagent does on stderr")
+    add_session_arguments(parser)
     return parser
 
 
@@ -71,8 +75,8 @@ def _tool_choice(value: Optional[str]) -> Any:
     return {"name": value}
 
 
-def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = None) -> Agent:
-    """The agent the options describe (its tools confined to ``cwd``)."""
+def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = None, session: Any = None) -> Agent:
+    """The agent the options describe (its tools confined to ``cwd``), recording into ``session``."""
     if args.max_turns is not None and args.max_turns < 1:
         raise SetupError("--max-turns must be 1 or more")
     tools = build_tools(args.tools, cwd or os.getcwd())
@@ -94,6 +98,7 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
         tool_choice=choice,
         prepare_next_turn=free_choice_after_tools if forced else None,
         get_api_key=_base_url_key if args.base_url else None,
+        session=session,
     )
 
 
@@ -150,12 +155,18 @@ def main(
         level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
     )
     console = Console(out, err)
+    if args.list_sessions:
+        print_sessions(os.getcwd(), out, environ)
+        return EXIT_OK
     try:
         chosen = model or resolve_model(args.model, args.base_url, environ)
-        agent = build_agent(args, chosen)
+        session = open_session(args, os.getcwd(), environ)
+        agent = build_agent(args, chosen, session=session)
     except SetupError as exc:
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
+    if session is not None and args.verbose:
+        console.note(f"piagent: session: {session.path}")
     renderer = JsonRenderer(console) if args.json else ConsoleRenderer(console)
     agent.subscribe(renderer)
     prompt = " ".join(args.prompt).strip()

@@ -1,0 +1,59 @@
+"""The command's sessions: ``--session PATH``, ``-c/--continue``, ``--list-sessions``, ``--no-session``.
+
+Every run is recorded in a session file (docs/sessions.md#the-command): a new one in the
+current directory's session directory unless ``--session`` names one or ``--continue`` picks
+the most recent one there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping
+from typing import IO, Optional
+
+from ..exceptions import SessionError
+from ..sessions import JsonlSession, list_sessions, most_recent_session, new_session_path, session_dir
+from .config import SetupError
+
+__all__ = ["add_session_arguments", "open_session", "print_sessions"]
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="PATH", help="record the run in this session file (continuing it)")
+    group.add_argument(
+        "-c", "--continue", dest="continue_session", action="store_true", help="continue this directory's last session"
+    )
+    group.add_argument("--no-session", action="store_true", help="do not record the run")
+    parser.add_argument("--list-sessions", action="store_true", help="list this directory's sessions and exit")
+
+
+def open_session(
+    args: argparse.Namespace, cwd: str, environ: Optional[Mapping[str, str]] = None
+) -> Optional[JsonlSession]:
+    """The session the options ask for (None with ``--no-session``). Raises :class:`SetupError`."""
+    if args.no_session:
+        return None
+    directory = session_dir(cwd, environ)
+    path = args.session
+    if path is None and args.continue_session:
+        path = most_recent_session(directory)
+    try:
+        return JsonlSession(path or new_session_path(directory), cwd=cwd)
+    except (SessionError, OSError) as exc:
+        raise SetupError(f"cannot open the session: {exc}") from None
+
+
+def print_sessions(cwd: str, out: IO[str], environ: Optional[Mapping[str, str]] = None) -> None:
+    """One line per session of ``cwd``, the most recent first: time, messages, first prompt, path."""
+    directory = session_dir(cwd, environ)
+    infos = list_sessions(directory)
+    if not infos:
+        out.write(f"no sessions in {directory}\n")
+    for info in infos:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.modified_ms / 1000))
+        first = " ".join(info.first_message.split())
+        first = first if len(first) <= 60 else first[:59] + "…"
+        name = f"[{info.name}] " if info.name else ""
+        out.write(f"{when}  {info.message_count:4d} messages  {name}{first or '(no prompt)'}\n    {info.path}\n")

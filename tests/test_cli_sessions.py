@@ -1,0 +1,120 @@
+"""The command's sessions: every run recorded, ``-c``, ``--session``, ``--list-sessions``, ``-v``."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent.cli import main
+from piagent.sessions import JsonlSession, session_dir
+from piagent.testing import FauxProvider, faux_message
+from tests.ai.providers.openai_wire import chat_text
+from tests.support.scripted_server import ScriptedServer
+
+WAIT = 30
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A project directory to run in, and the user's session directory."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    return {"PIAGENT_SESSIONS_DIR": str(tmp_path / "sessions")}
+
+
+def run(faux: FauxProvider, environ: dict[str, str], *argv: str) -> dict[str, Any]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdin=io.StringIO(""), stdout=out, stderr=err, model=faux.get_model(), environ=environ)
+    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
+
+
+def test_a_one_shot_run_is_recorded_and_v_prints_its_session_file(faux: FauxProvider, home: dict[str, str]) -> None:
+    faux.set_responses([faux_message("Hello!")])
+    result = run(faux, home, "-v", "Say hello")
+    assert result["code"] == 0 and result["out"] == "Hello!\n"
+    (path,) = Path(session_dir(os.getcwd(), home)).glob("*.jsonl")
+    assert f"piagent: session: {path}\n" in result["err"]
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "assistant"]
+    assert JsonlSession(path).header["cwd"] == os.getcwd()
+    assert Path(session_dir(os.getcwd(), home)).name == "--" + os.getcwd().lstrip("/").replace("/", "-") + "--"
+
+
+def test_continue_picks_the_most_recent_session_of_the_directory(faux: FauxProvider, home: dict[str, str]) -> None:
+    faux.set_responses([faux_message("one"), faux_message("two"), faux_message("three")])
+    run(faux, home, "first")
+    run(faux, home, "second")  # a new session
+    assert run(faux, home, "-c", "third")["code"] == 0
+    sent = faux.state.requests[2].context.messages
+    assert [m.content[0].text if m.role == "user" else m.text for m in sent] == ["second", "two", "third"]
+    assert len(list(Path(session_dir(os.getcwd(), home)).glob("*.jsonl"))) == 2
+
+
+def test_session_path_records_there_and_continues_it(faux: FauxProvider, home: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "mine.jsonl"
+    faux.set_responses([faux_message("one"), faux_message("two")])
+    run(faux, home, "--session", str(path), "first")
+    run(faux, home, "--session", str(path), "second")
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "assistant", "user", "assistant"]
+    assert not Path(session_dir(os.getcwd(), home)).exists()
+
+
+def test_no_session_records_nothing(faux: FauxProvider, home: dict[str, str]) -> None:
+    faux.set_responses([faux_message("one")])
+    assert run(faux, home, "--no-session", "first")["code"] == 0
+    assert not Path(session_dir(os.getcwd(), home)).exists()
+
+
+def test_list_sessions_shows_each_session_of_the_directory(faux: FauxProvider, home: dict[str, str]) -> None:
+    assert run(faux, home, "--list-sessions")["out"].startswith("no sessions in ")
+    faux.set_responses([faux_message("one"), faux_message("two")])
+    run(faux, home, "What is a tree?")
+    run(faux, home, "And a forest?")
+    listing = run(faux, home, "--list-sessions")
+    assert listing["code"] == 0
+    lines = listing["out"].splitlines()
+    assert len(lines) == 4 and "2 messages  And a forest?" in lines[0] and "What is a tree?" in lines[2]
+    assert all(Path(line.strip()).is_file() for line in lines[1::2])
+
+
+def test_a_session_file_that_cannot_be_read_is_a_usage_error(
+    faux: FauxProvider, home: dict[str, str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not a session\n")
+    result = run(faux, home, "--session", str(bad), "hi")
+    assert result["code"] == 2 and "cannot open the session" in result["err"] and "line 1: not JSON" in result["err"]
+    assert bad.read_text() == "not a session\n"
+
+
+def test_continue_and_session_together_are_refused(faux: FauxProvider, home: dict[str, str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run(faux, home, "-c", "--session", "x.jsonl", "hi")
+    assert exit_info.value.code == 2
+
+
+def test_two_processes_continue_one_conversation_over_http(home: dict[str, str], tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+    with ScriptedServer() as server:
+        server.reply(chat_text("Paris."))
+        server.reply(chat_text("About 2 million."))
+        for argv in (["-v", "Capital of France?"], ["-c", "Its population?"]):
+            process = subprocess.run(
+                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1", *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=WAIT,
+                cwd=os.getcwd(),
+            )
+            assert process.returncode == 0, process.stderr
+        second = server.requests[1].json["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert second[1]["content"] == "Paris."

@@ -91,7 +91,7 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
     return Agent(
         system_prompt=args.system,
         model=model,
-        thinking_level=args.thinking,
+        thinking_level=args.thinking or "off",  # "off": the session's level, if it recorded one
         tools=tools,
         tool_execution="sequential" if args.sequential else "parallel",
         max_turns=args.max_turns,

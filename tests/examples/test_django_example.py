@@ -107,3 +107,39 @@ def test_ask_agent_reports_a_model_error_as_a_command_error(django_project: None
             call_command("ask_agent", "Anything?", model=provider.get_model(), stdout=io.StringIO())
     finally:
         provider.unregister()
+
+
+def test_a_conversation_is_kept_in_two_models_and_the_next_command_continues_it(django_project: None) -> None:
+    """The session store of catalog/sessions.py: one row per conversation, one per entry."""
+    from catalog.models import Book, Conversation
+    from catalog.sessions import conversation_session
+    from django.core.management import call_command
+
+    provider = register_faux_provider()
+    provider.set_responses(
+        [
+            faux_message([faux_tool_call("search_books", {"query": "Le Guin"})]),
+            answer_with_the_tool_result,
+            faux_message([faux_tool_call("search_books", {"query": "Earthsea"})]),
+            answer_with_the_tool_result,
+        ]
+    )
+    Book.objects.create(title="A Wizard of Earthsea", author="Ursula K. Le Guin", year=1968)
+    try:
+        for question in ("Anything by Le Guin?", "When was Earthsea written?"):
+            call_command(
+                "ask_agent", question, conversation="reader-7", model=provider.get_model(), stdout=io.StringIO()
+            )
+    finally:
+        provider.unregister()
+        Book.objects.all().delete()
+    second_call = provider.state.requests[2].context.messages
+    assert [m.role for m in second_call] == ["user", "assistant", "toolResult", "assistant", "user"]
+    assert second_call[0].content[0].text == "Anything by Le Guin?"
+    conversation = Conversation.objects.get(pk="reader-7")
+    assert conversation.header["id"] == "reader-7" and conversation.entries.count() == 9  # model_change + 8 messages
+    positions = list(conversation.entries.order_by("position").values_list("position", flat=True))
+    assert positions == list(range(1, 10))
+    session = conversation_session("reader-7")
+    assert [m.role for m in session.messages()][-2:] == ["toolResult", "assistant"]
+    assert session.messages()[-1].text.startswith("In the catalogue: A Wizard of Earthsea")

@@ -4,6 +4,9 @@ The tool runs with ``tool_execution="sequential"``, so it runs on this command's
 it uses the command's database connection and sees whatever the caller's transaction sees,
 uncommitted rows included. The first turn is forced to search the catalogue
 (``tool_choice``), so even the small embedded model answers from the database.
+
+``--conversation ID`` keeps the exchange in the database (``catalog.sessions``): the next
+``ask_agent --conversation ID`` continues it.
 """
 
 import os
@@ -14,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from piagent import Agent
 from piagent.types import TurnUpdate
 
+from ...sessions import conversation_session
 from ...tools import search_books
 
 SYSTEM_PROMPT = "You are the assistant of a small bookshop. Answer briefly, from the catalogue only."
@@ -29,6 +33,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("question")
         parser.add_argument("--model", help="provider:model-id (default: $PIAGENT_MODEL or local:smollm2-135m)")
+        parser.add_argument("--conversation", help="keep the exchange in this conversation, continuing it")
 
     def handle(self, *args: Any, **options: Any) -> None:
         agent = Agent(
@@ -39,6 +44,7 @@ class Command(BaseCommand):
             tool_choice={"name": "search_books"},
             prepare_next_turn=answer_after_searching,
             max_turns=4,
+            session=conversation_session(options["conversation"]) if options["conversation"] else None,
         )
         agent.subscribe(self.show)
         result = agent.prompt(options["question"])

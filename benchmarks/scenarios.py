@@ -18,6 +18,7 @@ from typing import Any, Callable
 from . import floor, wire
 from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
 from .server import BenchServer
+from .sessions import bench_sessions
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Sizes:
     memory: bool = True
     import_repeats: int = 5
     otel_repeats: int = 21  # two runs of ~0.1 s CPU each compared round by round: more rounds, steadier median
+    session_sizes: tuple[int, int] = (100, 10_000)
+    session_appends: int = 30
 
 
 FULL = Sizes()
@@ -56,6 +59,8 @@ TINY = Sizes(
     memory=False,
     import_repeats=1,
     otel_repeats=1,
+    session_sizes=(10, 100),
+    session_appends=2,
 )
 
 API_KEY = "bench-key"
@@ -613,6 +618,8 @@ def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:
             name = scenario.__name__[len("bench_") :]
             if not only or name in only:
                 scenario(server, sizes, report)
+    if not only or "sessions" in only:
+        bench_sessions(sizes, report)
     if not only or "import" in only:
         bench_import(sizes, report)
     elapsed = time.perf_counter() - started

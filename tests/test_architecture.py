@@ -94,3 +94,17 @@ def test_the_core_imports_the_otel_extension_only_inside_instrument() -> None:
 def test_the_import_check_sees_relative_imports() -> None:
     assert "piagent.ai.types" in imported_modules(PACKAGE / "loop.py")
     assert "piagent.abort" in imported_modules(PACKAGE / "ai" / "providers" / "_http.py")
+
+
+def test_only_the_command_imports_sessions_and_sessions_import_no_command() -> None:
+    """piagent.sessions sits on the core; the core reaches a session only through Agent(session=...)."""
+    importers = {
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith("piagent.sessions")
+        and any(name.startswith("piagent.sessions") for name in imported_modules(path))
+    }
+    assert importers == {"piagent.cli.sessions"}
+    assert [
+        name for path in sources("sessions") for name in imported_modules(path) if name.startswith("piagent.cli")
+    ] == []

@@ -44,7 +44,7 @@ class StoredMessage:
 
     @property
     def role(self) -> str:
-        return self.data["role"]  # type: ignore[no-any-return]  # checked to be a str in __init__
+        return str(self.data["role"])
 
     @property
     def timestamp(self) -> int:

@@ -25,8 +25,8 @@ from ._session import Session
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: no advisory locks (docs/sessions.md#jsonl-files)
-    fcntl = None  # type: ignore[assignment]  # checked before every use
+except ImportError:  # pragma: no cover - Windows (docs/sessions.md#jsonl-files)
+    fcntl = None  # type: ignore[assignment]  # JsonlStore refuses to start without it
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "JsonlSession", "JsonlStore"]
 
@@ -45,8 +45,6 @@ class _FileLock:
         self.fd, self.path, self.timeout, self.exclusive = fd, path, timeout, exclusive
 
     def __enter__(self) -> None:
-        if fcntl is None:
-            return
         mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         deadline = time.monotonic() + self.timeout
         pause = 0.001
@@ -63,8 +61,7 @@ class _FileLock:
                 pause = min(pause * 2, 0.05)
 
     def __exit__(self, *exc: Any) -> None:
-        if fcntl is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 def _split(data: bytes, path: str) -> list[bytes]:
@@ -91,6 +88,8 @@ class JsonlStore:
     """The :class:`~piagent.sessions.SessionStore` of one JSONL file (see the module docstring)."""
 
     def __init__(self, path: Any, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        if fcntl is None:  # pragma: no cover - Windows
+            raise SessionError("JsonlSession needs POSIX file locks (Linux, macOS); on Windows use SqliteSession")
         self.path = os.path.abspath(os.fspath(path))
         self.lock_timeout = lock_timeout
         self._fd: Optional[int] = None
@@ -192,8 +191,11 @@ class JsonlStore:
 
     def _migrate_if_old(self, fd: int, size: int) -> bool:
         """Rewrite a version 1 or 2 file as version 3 (atomically); True if it did."""
-        first = os.pread(fd, min(size, 65536), 0).split(b"\n", 1)[0]
-        if parse_lines([first], self.path)[0].get("version") == CURRENT_VERSION:
+        end, first = 0, b""
+        while b"\n" not in first and end < size:  # the header line, however long
+            end = min(size, end + 65536)
+            first = os.pread(fd, end, 0)
+        if parse_lines([first.split(b"\n", 1)[0]], self.path)[0].get("version") == CURRENT_VERSION:
             return False
         lines = [line for line in _split(os.pread(fd, size, 0), self.path) if line.strip()]
         records = parse_lines(lines, self.path)
@@ -260,8 +262,9 @@ class JsonlSession(Session):
     """
 
     def __init__(self, path: Any, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cwd: Optional[str] = None) -> None:
-        super().__init__(JsonlStore(path, lock_timeout=lock_timeout), cwd=cwd)
+        self._file = JsonlStore(path, lock_timeout=lock_timeout)
+        super().__init__(self._file, cwd=cwd)
 
     @property
     def path(self) -> str:
-        return self._store.path  # type: ignore[attr-defined, no-any-return]  # always a JsonlStore here
+        return self._file.path

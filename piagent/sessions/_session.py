@@ -183,16 +183,17 @@ class Session:
         if reserved:
             raise ValueError(f"{sorted(reserved)} are set by the session, not given")
         with self._lock:
+            entry_id = new_entry_id(self._by_id)
             entry: Record = {
                 "type": type,
-                "id": new_entry_id(self._by_id),
+                "id": entry_id,
                 "parentId": self._leaf,
                 "timestamp": now_iso(),
             }
             entry.update(fields)
             self._store.append(self._header, [entry])  # durable before the session shows it
             self._index(entry)
-            return entry["id"]  # type: ignore[no-any-return]  # a str: set just above
+            return entry_id
 
     # -- agents ----------------------------------------------------------------------------
 

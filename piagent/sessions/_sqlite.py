@@ -118,8 +118,9 @@ class SqliteSession(Session):
     def __init__(
         self, path: Any, session_id: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cwd: Optional[str] = None
     ) -> None:
-        super().__init__(SqliteStore(path, session_id, lock_timeout=lock_timeout), session_id=session_id, cwd=cwd)
+        self._database = SqliteStore(path, session_id, lock_timeout=lock_timeout)
+        super().__init__(self._database, session_id=session_id, cwd=cwd)
 
     @property
     def path(self) -> str:
-        return self._store.path  # type: ignore[attr-defined, no-any-return]  # always a SqliteStore here
+        return self._database.path

@@ -186,3 +186,25 @@ def test_two_agents_on_one_sqlite_session_at_once_write_two_whole_branches(
         agent = texts[0].split(" turn")[0]
         assert texts == [x for t in range(3) for x in (f"{agent} turn {t}", f"answer to {agent} turn {t}")]
     assert json.loads(json.dumps(session.entries()))  # plain JSON throughout
+
+
+def test_an_agent_started_after_a_fork_continues_the_earlier_entry_and_the_old_branch_stays(
+    faux: FauxProvider, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.jsonl"
+    faux.set_responses([faux_message("Paris"), faux_message("Rome"), faux_message("Lyon")])
+    agent = Agent(model=faux.get_model(), session=JsonlSession(path))
+    agent.prompt("A city in France?")
+    agent.prompt("A city in Italy?")
+    session = JsonlSession(path)
+    first_answer = next(
+        e["id"] for e in session.entries() if e["type"] == "message" and e["message"]["role"] == "assistant"
+    )
+    session.fork(first_answer)
+    forked = Agent(model=faux.get_model(), session=session)
+    assert [m.role for m in forked.state.messages] == ["user", "assistant"]
+    forked.prompt("Another one in France?")
+    reloaded = JsonlSession(path)
+    assert len(reloaded.branches()) == 2
+    texts = [[m.text for m in reloaded.messages(leaf) if m.role == "assistant"] for leaf in reloaded.branches()]
+    assert texts == [["Paris", "Rome"], ["Paris", "Lyon"]]

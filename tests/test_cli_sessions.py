@@ -99,15 +99,15 @@ def test_continue_and_session_together_are_refused(faux: FauxProvider, home: dic
     assert exit_info.value.code == 2
 
 
-def test_two_processes_continue_one_conversation_over_http(home: dict[str, str], tmp_path: Path) -> None:
+def test_two_processes_continue_one_conversation_and_its_model_over_http(home: dict[str, str], tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
     env.update(home)
     with ScriptedServer() as server:
         server.reply(chat_text("Paris."))
         server.reply(chat_text("About 2 million."))
-        for argv in (["-v", "Capital of France?"], ["-c", "Its population?"]):
+        for argv in (["--model", "m1", "-v", "Capital of France?"], ["-c", "Its population?"]):
             process = subprocess.run(
-                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1", *argv],
+                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv],
                 capture_output=True,
                 text=True,
                 env=env,
@@ -116,5 +116,6 @@ def test_two_processes_continue_one_conversation_over_http(home: dict[str, str],
             )
             assert process.returncode == 0, process.stderr
         second = server.requests[1].json["messages"]
+    assert server.requests[1].json["model"] == "m1"  # the continued session's model, without --model
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[1]["content"] == "Paris."

@@ -25,7 +25,7 @@ from ..state import THINKING_LEVELS
 from ..types import TurnUpdate
 from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
 from .render import Console, ConsoleRenderer, JsonRenderer
-from .sessions import add_session_arguments, open_session, print_sessions
+from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
 __all__ = ["build_agent", "build_parser", "main", "run_once"]
 
@@ -159,8 +159,8 @@ def main(
         print_sessions(os.getcwd(), out, environ)
         return EXIT_OK
     try:
-        chosen = model or resolve_model(args.model, args.base_url, environ)
         session = open_session(args, os.getcwd(), environ)
+        chosen = model or session_model(args, session, environ) or resolve_model(args.model, args.base_url, environ)
         agent = build_agent(args, chosen, session=session)
     except SetupError as exc:
         console.note(f"piagent: {exc}")

@@ -2,7 +2,7 @@
 
 Every run is recorded in a session file (docs/sessions.md#the-command): a new one in the
 current directory's session directory unless ``--session`` names one or ``--continue`` picks
-the most recent one there.
+the most recent one there. A continued session keeps its model unless ``--model`` is given.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import IO, Optional
 
+from ..ai.types import Model
 from ..exceptions import SessionError
 from ..sessions import JsonlSession, list_sessions, most_recent_session, new_session_path, session_dir
-from .config import SetupError
+from .config import SetupError, resolve_model
 
-__all__ = ["add_session_arguments", "open_session", "print_sessions"]
+__all__ = ["add_session_arguments", "open_session", "print_sessions", "session_model"]
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +44,19 @@ def open_session(
         return JsonlSession(path or new_session_path(directory), cwd=cwd)
     except (SessionError, OSError) as exc:
         raise SetupError(f"cannot open the session: {exc}") from None
+
+
+def session_model(
+    args: argparse.Namespace, session: Optional[JsonlSession], environ: Optional[Mapping[str, str]] = None
+) -> Optional[Model]:
+    """Without ``--model``, the model a continued session last used, if it can still be found."""
+    recorded = session.context().model if session is not None and not args.model else None
+    if recorded is None:
+        return None
+    try:
+        return resolve_model(f"{recorded[0]}:{recorded[1]}", args.base_url, environ)
+    except SetupError:
+        return None  # e.g. no longer in the catalogue: the usual choice applies
 
 
 def print_sessions(cwd: str, out: IO[str], environ: Optional[Mapping[str, str]] = None) -> None:

@@ -8,9 +8,13 @@
     ├── MissingApiKeyError (also ValueError)    no key in options, get_api_key or the environment
     ├── ToolArgumentsError (also ValueError)    tool arguments that fail their schema
     ├── StreamEndedWithoutResult                an event stream ended without a terminal event
-    └── SessionError                            a session store cannot be read or written
-        ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
-        └── SessionBusyError (also TimeoutError)  another writer held the session's lock too long
+    ├── SessionError                            a session store cannot be read or written
+    │   ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
+    │   └── SessionBusyError (also TimeoutError)  another writer held the session's lock too long
+    └── ProviderError                           a model call failed (what its error event reports)
+        ├── HttpStatusError                     a non-2xx answer, or a refused redirect
+        ├── AbortedRequest                      the call's signal was aborted
+        └── ProviderStreamError                 the stream was unusable, too large or too slow
 
 Model and tool failures are not exceptions: they end a run with an error message in the
 transcript (pi's contract). These exceptions are for misuse and for the low-level API.
@@ -18,13 +22,22 @@ transcript (pi's contract). These exceptions are for misuse and for the low-leve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Optional
+
+from ._redaction import excerpt, redact
+
 __all__ = [
+    "AbortedRequest",
     "AgentBusyError",
+    "HttpStatusError",
     "InvalidStateError",
     "MissingApiKeyError",
     "ModelNotFoundError",
     "PiAgentError",
+    "ProviderError",
     "ProviderNotFoundError",
+    "ProviderStreamError",
     "SessionBusyError",
     "SessionError",
     "SessionFormatError",
@@ -75,3 +88,55 @@ class SessionFormatError(SessionError, ValueError):
 
 class SessionBusyError(SessionError, TimeoutError):
     """Another writer held the session's write lock longer than the lock timeout."""
+
+
+class ProviderError(PiAgentError):
+    """A model call failed; providers turn it into the stream's terminal ``error`` event.
+
+    :meth:`describe` is the message with every secret replaced (the whole text is scrubbed
+    before anything is cut, so a key cut in half cannot escape).
+    """
+
+    def describe(self, secrets: Iterable[Optional[str]] = ()) -> str:
+        return redact(str(self) or type(self).__name__, secrets)
+
+
+class HttpStatusError(ProviderError):
+    """A non-2xx answer; ``message`` is the provider's error text, scrubbed of secrets."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
+        self.status = status
+        self.message = message
+
+
+class AbortedRequest(ProviderError):
+    """The request was aborted through its signal."""
+
+    def __init__(self) -> None:
+        super().__init__("Request was aborted")
+
+
+class ProviderStreamError(ProviderError):
+    """The provider's stream was unusable: cut short, invalid JSON, too large, too slow, or an
+    error it reported itself.
+
+    ``data``, when given, is the offending payload: the message shows an excerpt of it, taken
+    after secrets were removed (``f"{reason}: {excerpt!r}{detail}"``).
+    """
+
+    EXCERPT_CHARS = 200
+
+    def __init__(self, reason: str, data: Optional[bytes] = None, detail: str = "") -> None:
+        self.reason = reason
+        self.data = data
+        self.detail = detail
+        super().__init__(self._message(()))
+
+    def _message(self, secrets: Iterable[Optional[str]]) -> str:
+        if self.data is None:
+            return self.reason + self.detail
+        return f"{self.reason}: {excerpt(self.data, secrets, self.EXCERPT_CHARS)!r}{self.detail}"
+
+    def describe(self, secrets: Iterable[Optional[str]] = ()) -> str:
+        return redact(self._message(secrets), secrets)

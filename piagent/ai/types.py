@@ -510,6 +510,13 @@ class StreamOptions:
 
     ``on_payload(payload, model)`` sees the request body before it is sent; a non-None return
     replaces it. ``on_response({"status", "headers"}, model)`` sees every HTTP response.
+
+    Bounds of one model call (None: the default; docs/providers.md#limits): ``timeout_ms``
+    bounds each wait for the connection and the response headers and, unless
+    ``idle_timeout_ms`` is set, the wait between two stream events (default 600,000: ten
+    minutes); ``deadline_ms`` bounds the whole call, retries included (default 3,600,000: one
+    hour); ``max_response_bytes`` bounds the decompressed body (default 256 MiB) and
+    ``max_event_bytes`` one SSE line or event (default 16 MiB).
     """
 
     temperature: Optional[float] = None
@@ -524,6 +531,10 @@ class StreamOptions:
     timeout_ms: Optional[int] = None
     max_retries: Optional[int] = None
     max_retry_delay_ms: Optional[int] = None
+    idle_timeout_ms: Optional[int] = None
+    deadline_ms: Optional[int] = None
+    max_response_bytes: Optional[int] = None
+    max_event_bytes: Optional[int] = None
     metadata: Optional[dict[str, Any]] = None
     reasoning: Optional[str] = None
     thinking_budgets: Optional[dict[str, int]] = None

@@ -107,7 +107,7 @@ FAULTS = [
     Fault(
         "server stops sending mid-stream",
         lambda s, w, e: s.reply(w.head() + [STALL]),
-        lambda m: m == "Read timed out: the server stopped sending data",
+        lambda m: m == "Read timed out: the server stopped sending data (no stream event for 0.2 s)",
         "Hel",
         timeout_ms=200,
     ),

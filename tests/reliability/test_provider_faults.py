@@ -140,7 +140,7 @@ def test_server_that_stops_sending_mid_stream_is_ended_by_the_read_timeout(serve
     server.reply(wire.head() + [STALL])
     types, message = call(server, wire, timeout_ms=200)
     assert_failed(types, message, "Hel")
-    assert message.error_message == "Read timed out: the server stopped sending data"
+    assert message.error_message == "Read timed out: the server stopped sending data (no stream event for 0.2 s)"
 
 
 def test_server_that_never_sends_headers_is_ended_by_the_read_timeout(server, wire):

@@ -7,7 +7,8 @@
 
 A :class:`Reply` is a status, headers and a list of steps: bytes (sent as one HTTP chunk),
 ``Wait(event)`` (pause until the test sets it), ``RESET`` (drop the connection abruptly) or
-``STALL`` (stop sending without closing, until the server shuts down). ``before_headers`` is
+``STALL`` (stop sending without closing, until the server shuts down); ``chunked=False``
+sends the steps without chunked framing and closes the connection after them. ``before_headers`` is
 a ``Wait`` (hold the headers back), ``RESET`` (drop the connection before any byte of the
 answer) or ``STALL`` (never answer). ``reply.received`` is set once the request it answers
 has arrived (to abort "while waiting for headers").
@@ -44,6 +45,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
     before_headers: Optional[Step] = None  # Wait, RESET or STALL
     received: threading.Event = field(default_factory=threading.Event)  # set when its request arrived
+    chunked: bool = True  # False: the steps go out as they are, and the connection closes after them
 
 
 @dataclass
@@ -149,13 +151,17 @@ class ScriptedServer:
         handler.send_response(reply.status)
         for name, value in reply.headers.items():
             handler.send_header(name, value)
-        handler.send_header("Transfer-Encoding", "chunked")
+        if reply.chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        else:
+            handler.send_header("Connection", "close")
+            handler.close_connection = True
         handler.end_headers()
         handler.wfile.flush()
         for step in reply.steps:
             if isinstance(step, bytes):
                 if step:
-                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(step), step))
+                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(step), step) if reply.chunked else step)
                     handler.wfile.flush()
             elif isinstance(step, Wait):
                 step.event.wait(step.timeout)
@@ -166,8 +172,9 @@ class ScriptedServer:
                 self._stop.wait(30)
                 handler.close_connection = True
                 return
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
+        if reply.chunked:
+            handler.wfile.write(b"0\r\n\r\n")
+            handler.wfile.flush()
 
     @staticmethod
     def _reset(handler: BaseHTTPRequestHandler) -> None:

@@ -23,13 +23,12 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
-from ... import instrumentation
-from ...exceptions import MissingApiKeyError
+from ...exceptions import AbortedRequest, MissingApiKeyError, ProviderStreamError
 from ..builder import MessageBuilder
 from ..env import env_vars_for, get_env_api_key, needs_api_key
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Model, StreamOptions, Usage
-from ._http import AbortedRequest, HttpStream, describe_error, open_stream
+from ._http import HttpStream, describe_error, open_stream
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -65,10 +64,6 @@ DEFAULT_THINKING_BUDGETS: dict[str, int] = {
 }
 MAX_DEFAULT_OUTPUT_TOKENS = 32000
 _SENSITIVE_HEADER_WORDS = ("key", "auth", "token", "secret", "cookie")
-
-
-class ProviderStreamError(Exception):
-    """The provider's stream was unusable: cut short, invalid JSON, or an error it reported itself."""
 
 
 # --------------------------------------------------------------------------- keys and headers
@@ -226,19 +221,15 @@ def parse_event_json(data: bytes) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:
-        raise ProviderStreamError(f"Invalid JSON in stream event: {_excerpt(data)!r} ({exc})") from None
+        raise ProviderStreamError("Invalid JSON in stream event", data, f" ({exc})") from None
 
 
 def parse_event_object(data: bytes) -> dict[str, Any]:
     """:func:`parse_event_json` for APIs whose every event is a JSON object; anything else raises."""
     value = parse_event_json(data)
     if not isinstance(value, dict):
-        raise ProviderStreamError(f"Unexpected stream event: {_excerpt(data)!r}")
+        raise ProviderStreamError("Unexpected stream event", data)
     return value
-
-
-def _excerpt(data: bytes) -> str:
-    return data[:200].decode("utf-8", "replace")
 
 
 # --------------------------------------------------------------------------- the error contract
@@ -271,9 +262,6 @@ def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[Assis
             yield event
         raise ProviderStreamError("Provider stream ended without a terminal event")
     except Exception as exc:  # the contract: every failure ends the stream
-        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
-        if observer is not None:
-            observer.model_call_failed(exc)
         aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)
         if aborted:
             message = ABORTED_MESSAGE

@@ -1,4 +1,4 @@
-"""HTTP for providers: one streaming POST with retries, timeouts and immediate abort.
+"""HTTP for providers: one streaming POST with retries, bounds, deadlines and immediate abort.
 
 :func:`open_stream` sends the request and returns an :class:`HttpStream` once response
 headers with a 2xx status arrived. Before that:
@@ -8,82 +8,98 @@ headers with a 2xx status arrived. Before that:
   a status retry jittered by +-25 %, capped by ``max_retry_delay_ms``); a ``Retry-After`` the
   server asks for is honoured, and if it exceeds ``max_retry_delay_ms`` the request fails at
   once instead of waiting;
+* a redirect is followed only to the same origin (scheme, host and port) and only when it
+  keeps the method and body (307, 308); any other is refused with :class:`HttpStatusError`, so
+  no credential header and no conversation ever reaches another host;
 * any other status raises :class:`HttpStatusError` carrying the provider's own error text.
+
+While the body streams (:meth:`HttpStream.sse`), it is read as it arrives, inflated by piagent
+itself and bounded (docs/providers.md#limits): at most ``max_response_bytes`` inflated bytes
+in all, no SSE line or event over ``max_event_bytes``, no wait over ``idle_timeout_ms``
+between two events, and the whole call (retries included) within ``deadline_ms``.
 
 Abort works at every moment: while connecting or waiting for headers (the request runs on a
 short-lived thread so the caller can stop waiting, and the connection it uses is shut down so
-that thread ends too: see :mod:`._connections`), between retries, and while the body streams
-(the socket is shut down, so a blocked read returns at once). Secrets given to
-:func:`open_stream` are scrubbed from every error message.
-
-Ctrl-C: a SIGINT that lands just before a blocking socket call starts is only seen when the
-call returns, which for a stalled server means the read timeout. On the main thread the
-connect phase therefore runs on a worker while the main thread waits in short slices, and
-while the body streams a watcher shuts the socket on SIGINT (:class:`_InterruptWatch`).
+that thread ends too), between retries, and while the body streams (the socket is shut down,
+so a blocked read returns at once); Ctrl-C likewise on the main thread (see
+:mod:`piagent._interrupts`). Secrets given to :func:`open_stream` are scrubbed from every
+error message before it is cut.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import email.utils
+import http.client
 import json
 import logging
-import os
 import random
-import signal as signals
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional
+from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3.exceptions
 
-from ... import instrumentation
+from ..._interrupts import (
+    InterruptWatch,
+    Tracker,
+    on_main_thread,
+    read_body,
+    session,
+    shut,
+    socket_of,
+    wait,
+    wait_slice,
+)
+from ..._redaction import redact, shorten
 from ..._threads import run_in_thread
 from ...abort import AbortSignal
+from ...exceptions import AbortedRequest, HttpStatusError, ProviderError, ProviderStreamError
 from ..types import Model, StreamOptions
-from ._connections import AbortedRequest, Tracker, session, shut_socket
 from ._sse import SseEvent, iter_sse
 
-__all__ = ["AbortedRequest", "HttpStatusError", "HttpStream", "open_stream", "redact", "describe_error"]
+__all__ = ["AbortedRequest", "HttpStatusError", "HttpStream", "Limits", "open_stream", "redact", "describe_error"]
 
 logger = logging.getLogger("piagent")
 
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_DELAY_MS = 60_000
 DEFAULT_CONNECT_TIMEOUT = 15.0
-DEFAULT_READ_TIMEOUT = 600.0
+DEFAULT_IDLE_TIMEOUT_MS = 600_000  # 10 minutes without a stream event (or without headers)
+DEFAULT_DEADLINE_MS = 3_600_000  # one hour for a whole model call, retries included
+DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # inflated bytes of one response
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE line or event
+MAX_REDIRECTS = 5
+ERROR_TEXT_CHARS = 2000  # of a provider's error text, after redaction
+ERROR_BODY_BYTES = 65_536  # read of an error answer's body
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
 RELEASE_LIMIT = 65_536
-MAIN_THREAD_WAIT_SLICE = 0.1  # seconds: how late the main thread may notice a Ctrl-C
+_READ_SIZE = 65_536
+_SAME_METHOD_REDIRECTS = (307, 308)
 
 
-class HttpStatusError(Exception):
-    """A non-2xx answer; ``message`` is the provider's error text, scrubbed of secrets."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
-        self.status = status
-        self.message = message
-
-
-def redact(text: str, secrets: Iterable[Optional[str]]) -> str:
-    """``text`` with every secret (of 4+ characters) replaced by ``[REDACTED]``.
-
-    A secret is also found without its surrounding whitespace: a key read from a file with
-    its newline shows up in error texts as ``'sk-...\\n'``. Longer secrets go first, so that
-    ``Bearer <key>`` and ``<key>`` both disappear.
-    """
-    forms = {form for secret in secrets if secret for form in (secret, secret.strip()) if len(form) >= 4}
-    for form in sorted(forms, key=len, reverse=True):
-        if form in text:
-            text = text.replace(form, "[REDACTED]")
-    return text
+def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) -> str:
+    """A one-line, secret-free message for a failure while talking to a provider."""
+    if isinstance(exc, ProviderError):
+        return exc.describe(secrets)
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        text = f"Connection timed out: {exc}"
+    elif _is_read_timeout(exc):
+        text = "Read timed out: the server stopped sending data"
+    elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        text = f"Connection lost while streaming the response: {_root_cause(exc)}"
+    elif isinstance(exc, requests.exceptions.ConnectionError):
+        text = f"Connection error: {_root_cause(exc)}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return redact(text, secrets)
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -111,31 +127,220 @@ def _is_read_timeout(exc: BaseException) -> bool:
     )
 
 
-def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) -> str:
-    """A one-line, secret-free message for a failure while talking to a provider."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        text = f"Connection timed out: {exc}"
-    elif _is_read_timeout(exc):
-        text = "Read timed out: the server stopped sending data"
-    elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
-        text = f"Connection lost while streaming the response: {_root_cause(exc)}"
-    elif isinstance(exc, requests.exceptions.ConnectionError):
-        text = f"Connection error: {_root_cause(exc)}"
-    else:
-        text = str(exc) or type(exc).__name__
-    return redact(text, secrets)
+# --------------------------------------------------------------------------- bounds
 
 
-def _error_text(response: requests.Response) -> str:
-    """The provider's error message from a failed response (JSON ``error.message`` or the body)."""
+class Limits:
+    """The bounds of one model call, from its options (docs/providers.md#limits)."""
+
+    def __init__(self, options: StreamOptions) -> None:
+        idle_ms = options.idle_timeout_ms or options.timeout_ms or DEFAULT_IDLE_TIMEOUT_MS
+        deadline_ms = options.deadline_ms or DEFAULT_DEADLINE_MS
+        self.idle = idle_ms / 1000
+        self.total = deadline_ms / 1000
+        self.deadline = time.monotonic() + self.total
+        self.max_response_bytes = options.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
+        self.max_event_bytes = options.max_event_bytes or DEFAULT_MAX_EVENT_BYTES
+
+    def left(self) -> float:
+        """Seconds left of the whole call; raises once it is spent."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.deadline_error()
+        return left
+
+    def deadline_error(self) -> ProviderStreamError:
+        return ProviderStreamError(f"The model call exceeded its deadline of {self.total:g} s (deadline_ms)")
+
+    def idle_error(self) -> ProviderStreamError:
+        return ProviderStreamError(
+            f"Read timed out: the server stopped sending data (no stream event for {self.idle:g} s)"
+        )
+
+
+class _Inflater:
+    """Undoes ``Content-Encoding`` (gzip or deflate) piece by piece, never more than ``piece``
+    bytes per step, so that a small compressed body cannot inflate into memory unchecked."""
+
+    def __init__(self, encoding: str, piece: int = _READ_SIZE) -> None:
+        name = encoding.strip().lower()
+        self._piece = piece
+        self._wbits: Optional[int]
+        if name in ("", "identity"):
+            self._wbits = None
+        elif name in ("gzip", "x-gzip"):
+            self._wbits = 16 + zlib.MAX_WBITS
+        elif name == "deflate":
+            self._wbits = zlib.MAX_WBITS  # zlib-wrapped; raw deflate is tried if that fails
+        else:
+            raise ProviderStreamError(f"Unsupported Content-Encoding {encoding!r} (piagent accepts gzip and deflate)")
+        self._inflater: Any = zlib.decompressobj(self._wbits) if self._wbits is not None else None
+        self._started = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._inflater is None:
+            yield data
+            return
+        while data:
+            try:
+                out = self._inflater.decompress(data, self._piece)
+            except zlib.error as exc:
+                if self._wbits == zlib.MAX_WBITS and not self._started:  # a raw deflate stream
+                    self._wbits = -zlib.MAX_WBITS
+                    self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise ProviderStreamError(f"The response body could not be decompressed: {exc}") from None
+            self._started = True
+            if out:
+                yield out
+            data = self._inflater.unconsumed_tail
+            if not data and self._inflater.eof and self._inflater.unused_data:  # a gzip with several members
+                data = self._inflater.unused_data
+                self._inflater = zlib.decompressobj(self._wbits or zlib.MAX_WBITS)
+
+
+# --------------------------------------------------------------------------- the response
+
+
+class HttpStream:
+    """A 2xx streaming response. Iterate :meth:`sse`; :meth:`close` always."""
+
+    def __init__(self, response: requests.Response, signal: Optional[AbortSignal], limits: Limits) -> None:
+        self.response = response
+        self.status = response.status_code
+        self.headers = response.headers
+        self.limits = limits
+        self._last_event = time.monotonic()
+        self._remove_listener: Callable[[], None] = (
+            signal.add_listener(lambda: shut(response)) if signal is not None else (lambda: None)
+        )
+        self._watch = InterruptWatch.start(response)
+        self._chunks: Iterator[bytes] = _body(response, limits, self._read_timeout, self._stop_watch)
+
+    def _stop_watch(self) -> None:
+        """End the Ctrl-C watch; also called by the reader as soon as the body ends or fails, so
+        that a KeyboardInterrupt landing between that and :meth:`close` cannot leave it running."""
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+
+    def _read_timeout(self) -> tuple[float, Callable[[], ProviderStreamError]]:
+        """How long the next read may wait, and the error if it waits that long."""
+        idle_left = self._last_event + self.limits.idle - time.monotonic()
+        total_left = self.limits.deadline - time.monotonic()
+        if idle_left <= total_left:
+            return idle_left, self.limits.idle_error
+        return total_left, self.limits.deadline_error
+
+    def sse(self) -> Iterator[SseEvent]:
+        for event in iter_sse(self._chunks, self.limits.max_event_bytes):
+            self._last_event = time.monotonic()
+            yield event
+
+    def release(self, timeout: float = RELEASE_TIMEOUT, limit: int = RELEASE_LIMIT) -> None:
+        """Call at the logical end of the stream (``[DONE]``, ``message_stop``...): read what is
+        left of the body, normally just the chunked-encoding terminator already on its way, so
+        that :meth:`close` returns the connection to the pool instead of dropping it.
+
+        Gives up after ``timeout`` seconds or ``limit`` bytes; the connection is then closed.
+        """
+        sock = socket_of(self.response)
+        if sock is None:
+            return
+        deadline = time.monotonic() + timeout
+        previous = sock.gettimeout()
+        received = 0
+        try:
+            sock.settimeout(timeout)
+            for chunk in read_body(self.response):
+                received += len(chunk)
+                if received > limit or time.monotonic() > deadline:
+                    return
+        except Exception:  # a timeout or a broken connection: close() drops the connection
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(previous)
+
+    def close(self) -> None:
+        self._stop_watch()
+        self._remove_listener()
+        self.response.close()
+
+    def __enter__(self) -> HttpStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _body(
+    response: requests.Response,
+    limits: Limits,
+    read_timeout: Callable[[], tuple[float, Callable[[], ProviderStreamError]]],
+    on_end: Callable[[], None] = lambda: None,
+) -> Iterator[bytes]:
+    """The inflated body as it arrives; raises :class:`ProviderStreamError` past a bound.
+    ``on_end`` runs once the body ended, failed or was abandoned."""
     try:
-        raw = response.content[:20_000].decode("utf-8", "replace")
+        inflater = _Inflater(response.headers.get("content-encoding", ""))
+        sock = socket_of(response)
+        reads = read_body(response, _READ_SIZE)
+        total = 0
+        while True:
+            seconds, error = read_timeout()
+            if seconds <= 0:
+                raise error()
+            try:
+                if sock is not None:
+                    sock.settimeout(seconds)
+                data = next(reads)
+            except StopIteration:
+                return
+            except (socket.timeout, urllib3.exceptions.ReadTimeoutError):
+                raise error() from None
+            except (OSError, ValueError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
+                # ValueError: a read on a response an abort or Ctrl-C closed meanwhile
+                message = f"Connection lost while streaming the response: {_root_cause(exc)}"
+                raise ProviderStreamError(message) from None
+            for piece in inflater.feed(data):
+                total += len(piece)
+                if total > limits.max_response_bytes:
+                    raise ProviderStreamError(
+                        f"The response is larger than max_response_bytes={limits.max_response_bytes:,} bytes"
+                    )
+                yield piece
+    finally:
+        on_end()
+
+
+def _error_text(response: requests.Response, limits: Limits, secrets: list[str]) -> str:
+    """The provider's error message from a failed response (JSON ``error.message`` or the body),
+    at most :data:`ERROR_TEXT_CHARS` characters, scrubbed of ``secrets`` before it is cut."""
+    data = bytearray()
+    complete = True
+    try:
+        for piece in _body(response, limits, lambda: (min(limits.left(), limits.idle), limits.idle_error)):
+            data += piece
+            if len(data) >= ERROR_BODY_BYTES:
+                complete = False
+                break
     except Exception:  # the body itself failed to arrive
-        return response.reason or ""
+        if not data:
+            return response.reason or ""
+        complete = False
+    raw = bytes(data[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
+    message = _json_error_message(raw) if complete else None
+    if message is not None:
+        return shorten(message, secrets, ERROR_TEXT_CHARS)
+    return shorten(raw.strip(), secrets, ERROR_TEXT_CHARS, complete) or (response.reason or "")
+
+
+def _json_error_message(raw: str) -> Optional[str]:
     try:
         body = json.loads(raw)
     except ValueError:
-        return raw.strip()[:2000] or (response.reason or "")
+        return None
     if isinstance(body, list) and body:
         body = body[0]
     if isinstance(body, dict):
@@ -148,7 +353,7 @@ def _error_text(response: requests.Response) -> str:
             return error
         if "message" in body:
             return str(body["message"])
-    return raw.strip()[:2000]
+    return None
 
 
 def _retry_after(response: requests.Response) -> Optional[float]:
@@ -169,158 +374,33 @@ def _retry_after(response: requests.Response) -> Optional[float]:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _socket_of(response: requests.Response) -> Optional[socket.socket]:
-    """The socket under a streaming response, found through urllib3 and http.client."""
-    raw = getattr(response, "raw", None)
-    fp = getattr(raw, "_fp", None)  # http.client.HTTPResponse
-    reader = getattr(fp, "fp", None)  # BufferedReader over SocketIO
-    sock = getattr(getattr(reader, "raw", None), "_sock", None)
-    if sock is None:
-        sock = getattr(getattr(raw, "_connection", None), "sock", None)
-    return sock if isinstance(sock, socket.socket) else None
+def _origin(url: str) -> tuple[str, str, Optional[int]]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
 
 
-def _shut(response: requests.Response) -> None:
-    """Make any blocked read on ``response`` return now, from any thread."""
-    shut_socket(_socket_of(response))
-    with contextlib.suppress(Exception):  # closing a half-read response from another thread may complain
-        response.close()
-
-
-def _on_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _wait(event: threading.Event) -> None:
-    """``event.wait()``, in slices on the main thread so that Ctrl-C is always seen."""
-    if _on_main_thread():
-        while not event.wait(MAIN_THREAD_WAIT_SLICE):
-            pass
-    else:
-        event.wait()
-
-
-class _InterruptWatch:
-    """While the main thread reads a body: a Ctrl-C shuts the response, so no read stays blocked.
-
-    A SIGINT that lands just before a blocking read starts is only handled when the read
-    returns, which for a stalled server means the read timeout. Python writes the number of
-    every signal it receives to the wakeup fd, so a watcher thread reading that pipe sees the
-    SIGINT at once and shuts the socket; the main thread's read returns straight into the
-    ``KeyboardInterrupt``. The reads themselves stay on the main thread (no hand-off per
-    chunk). A previous wakeup fd (an asyncio loop's) gets every byte forwarded and is restored.
-    """
-
-    def __init__(self, response: requests.Response) -> None:
-        self._response = response
-        self._read_end, self._write_end = os.pipe()
-        try:
-            os.set_blocking(self._write_end, False)
-            self._previous = signals.set_wakeup_fd(self._write_end)
-        except (ValueError, OSError):  # not the main interpreter's main thread, or no support
-            os.close(self._read_end)
-            os.close(self._write_end)
-            raise
-        run_in_thread(self._watch)
-
-    @classmethod
-    def start(cls, response: requests.Response) -> Optional[_InterruptWatch]:
-        """A watch for ``response`` when on the main thread (where Ctrl-C lands), else None."""
-        if not _on_main_thread():
-            return None
-        try:
-            return cls(response)
-        except (ValueError, OSError):
-            return None
-
-    def _watch(self) -> None:
-        try:
-            while True:
-                data = os.read(self._read_end, 512)
-                if not data:
-                    return  # stop() closed the write end
-                if self._previous >= 0:
-                    with contextlib.suppress(OSError):
-                        os.write(self._previous, data)
-                if _SIGINT in data:
-                    _shut(self._response)
-        finally:
-            os.close(self._read_end)
-
-    def stop(self) -> None:
-        """Restore the previous wakeup fd and let the watcher exit.
-
-        Our pipe is closed only when it was still the installed wakeup fd and this is the main
-        thread: otherwise Python (or whoever installed theirs over ours and may restore it) could
-        still write to it, and a closed fd number can be reused by an unrelated file. Then the
-        watch simply stays, forwarding every byte as before.
-        """
-        try:
-            current = signals.set_wakeup_fd(self._previous)
-        except ValueError:  # not the main thread (a stream finalised elsewhere): leave it installed
-            return
-        if current != self._write_end:
-            signals.set_wakeup_fd(current)  # somebody installed theirs over ours: keep theirs
-            return
-        os.close(self._write_end)  # the watcher reads the end of the pipe and exits
-
-
-_SIGINT = bytes([signals.SIGINT])
-
-
-class HttpStream:
-    """A 2xx streaming response. Iterate :meth:`sse`; :meth:`close` always."""
-
-    def __init__(self, response: requests.Response, signal: Optional[AbortSignal]) -> None:
-        self.response = response
-        self.status = response.status_code
-        self.headers = response.headers
-        self._remove_listener: Callable[[], None] = (
-            signal.add_listener(lambda: _shut(response)) if signal is not None else (lambda: None)
+def _redirect_target(url: str, response: requests.Response, redirects: int) -> str:
+    """Where a same-origin 307/308 leads; any other redirect raises :class:`HttpStatusError`."""
+    status = response.status_code
+    target = urljoin(url, response.headers.get("location", ""))
+    if _origin(target) != _origin(url):
+        scheme, host, port = _origin(target)
+        raise HttpStatusError(
+            status,
+            f"refused a redirect to another origin ({scheme}://{host}:{port}): piagent never sends a request's "
+            "credentials or body to another host; set the model's base_url to the address you trust",
         )
-        self._chunks: Iterator[bytes] = response.iter_content(chunk_size=None)
-        self._watch = _InterruptWatch.start(response)
+    if status not in _SAME_METHOD_REDIRECTS:
+        raise HttpStatusError(
+            status, "refused a redirect that would turn the POST into a GET; set the model's base_url to its target"
+        )
+    if redirects >= MAX_REDIRECTS:
+        raise HttpStatusError(status, f"more than {MAX_REDIRECTS} redirects")
+    return target
 
-    def sse(self) -> Iterator[SseEvent]:
-        return iter_sse(self._chunks)
 
-    def release(self, timeout: float = RELEASE_TIMEOUT, limit: int = RELEASE_LIMIT) -> None:
-        """Call at the logical end of the stream (``[DONE]``, ``message_stop``...): read what is
-        left of the body, normally just the chunked-encoding terminator already on its way, so
-        that :meth:`close` returns the connection to the pool instead of dropping it.
-
-        Gives up after ``timeout`` seconds or ``limit`` bytes; the connection is then closed.
-        """
-        sock = _socket_of(self.response)
-        if sock is None:
-            return
-        deadline = time.monotonic() + timeout
-        previous = sock.gettimeout()
-        received = 0
-        try:
-            sock.settimeout(timeout)
-            for chunk in self._chunks:
-                received += len(chunk)
-                if received > limit or time.monotonic() > deadline:
-                    return
-        except Exception:  # a timeout or a broken connection: close() drops the connection
-            return
-        finally:
-            with contextlib.suppress(OSError):
-                sock.settimeout(previous)
-
-    def close(self) -> None:
-        self._remove_listener()
-        if self._watch is not None:
-            self._watch.stop()
-            self._watch = None
-        self.response.close()
-
-    def __enter__(self) -> HttpStream:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+# --------------------------------------------------------------------------- sending
 
 
 def _send(
@@ -328,8 +408,12 @@ def _send(
 ) -> requests.Response:
     """POST, on a worker thread when an abort (or, on the main thread, a Ctrl-C) may have to
     stop the wait for the connection and the headers; the request is then ended too."""
-    if signal is None and not _on_main_thread():
-        return session().post(url, headers=headers, data=body, stream=True, timeout=timeout)
+
+    def post() -> requests.Response:
+        return session().post(url, headers=headers, data=body, stream=True, timeout=timeout, allow_redirects=False)
+
+    if signal is None and not on_main_thread():
+        return post()
     box: list[Any] = []
     done = threading.Event()
     tracker = Tracker()
@@ -338,7 +422,7 @@ def _send(
     def send() -> None:
         try:
             with tracker.sending():
-                box.append(session().post(url, headers=headers, data=body, stream=True, timeout=timeout))
+                box.append(post())
         except BaseException as exc:  # handed to the waiting caller
             box.append(exc)
         done.set()
@@ -352,10 +436,8 @@ def _send(
 
     remove = signal.add_listener(abandon) if signal is not None else (lambda: None)
     try:
-        # inside the try: a Ctrl-C can land while a new thread starts; in a copy of this
-        # thread's context, so that the request belongs to the caller's trace
-        run_in_thread(contextvars.copy_context().run, send)
-        _wait(done)
+        run_in_thread(send)  # inside the try: a Ctrl-C can land while a new thread starts
+        wait(done)
     except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
         abandon()
         raise
@@ -378,12 +460,12 @@ def _pause(seconds: float, signal: Optional[AbortSignal]) -> bool:
         left = deadline - time.monotonic()
         if left <= 0:
             return bool(signal is not None and signal.aborted)
-        step = min(left, MAIN_THREAD_WAIT_SLICE) if _on_main_thread() else left
+        step = wait_slice(left)
         if signal is not None:
             if signal.wait(step):
                 return True
         else:
-            time.sleep(step)
+            time.sleep(step or 0)
 
 
 def open_stream(
@@ -396,40 +478,49 @@ def open_stream(
 ) -> HttpStream:
     """POST ``payload`` as JSON and return the streaming response once it is a 2xx.
 
-    Raises :class:`AbortedRequest`, :class:`HttpStatusError` or a ``requests`` exception; all
-    messages are scrubbed of ``secrets``. ``options.on_response({"status", "headers"}, model)``
-    is called for every response received.
+    Raises :class:`AbortedRequest`, :class:`HttpStatusError`, :class:`ProviderStreamError` (a
+    bound) or a ``requests`` exception; all messages are scrubbed of ``secrets``.
+    ``options.on_response({"status", "headers"}, model)`` is called for every response
+    received; if it raises, the response is closed and the exception goes on up.
     """
     signal: Optional[AbortSignal] = options.signal
-    secrets = [s for s in secrets if s]
+    known: list[str] = [s for s in secrets if s]
+    limits = Limits(options)
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers}
-    read_timeout = options.timeout_ms / 1000 if options.timeout_ms else DEFAULT_READ_TIMEOUT
-    timeout = (min(DEFAULT_CONNECT_TIMEOUT, read_timeout), read_timeout)
+    headers["Accept-Encoding"] = "gzip, deflate"  # what _Inflater undoes
     max_retries = DEFAULT_MAX_RETRIES if options.max_retries is None else max(0, options.max_retries)
     max_delay = (
         DEFAULT_MAX_RETRY_DELAY_MS if options.max_retry_delay_ms is None else options.max_retry_delay_ms
     ) / 1000
-    attempt = 0
-    status: Optional[int] = None
-    failure: Optional[BaseException] = None
+    attempt = redirects = 0
     while True:
         if signal is not None and signal.aborted:
             raise AbortedRequest()
+        read_timeout = min(limits.idle, limits.left())
+        timeout = (min(DEFAULT_CONNECT_TIMEOUT, read_timeout), read_timeout)
         try:
             response = _send(url, headers, body, timeout, signal)
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             if attempt >= max_retries or isinstance(exc, requests.exceptions.ReadTimeout):
                 raise
-            status, failure = None, exc
             delay = min(BASE_BACKOFF * 2**attempt, max_delay)
             logger.info("retrying %s after a connection failure (attempt %d)", model.provider, attempt + 1)
         else:
-            if options.on_response is not None:
-                options.on_response({"status": response.status_code, "headers": dict(response.headers)}, model)
-            if 200 <= response.status_code < 300:
-                return HttpStream(response, signal)
-            message = redact(_error_text(response), secrets)
+            try:
+                if options.on_response is not None:
+                    options.on_response({"status": response.status_code, "headers": dict(response.headers)}, model)
+                if 200 <= response.status_code < 300:
+                    return HttpStream(response, signal, limits)
+                if response.is_redirect:
+                    url = _redirect_target(url, response, redirects)
+                    redirects += 1
+                    response.close()
+                    continue
+                message = _error_text(response, limits, known)
+            except BaseException:
+                response.close()
+                raise
             requested = _retry_after(response)
             response.close()
             if response.status_code not in RETRY_STATUSES or attempt >= max_retries:
@@ -440,7 +531,6 @@ def open_stream(
                     f"{message} (the server asked to retry after {requested:g}s, "
                     f"more than max_retry_delay_ms={max_delay * 1000:g})",
                 )
-            status, failure = response.status_code, None
             backoff = BASE_BACKOFF * 2**attempt * (0.75 + random.random() / 2)
             delay = requested if requested is not None else min(backoff, max_delay)
             logger.info(
@@ -451,8 +541,7 @@ def open_stream(
                 attempt + 1,
             )
         attempt += 1
-        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
-        if observer is not None:
-            observer.retry(attempt, delay, status, failure)
+        if delay >= limits.left():
+            raise limits.deadline_error()
         if _pause(delay, signal):
             raise AbortedRequest()

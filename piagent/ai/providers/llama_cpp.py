@@ -30,12 +30,12 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
+from ...exceptions import AbortedRequest
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Tool
 from . import _chatml
 from ._common import stream_events
-from ._http import AbortedRequest
 
 __all__ = ["API", "BUNDLED_MODELS", "gguf_path", "is_available", "preload", "stream_llama_cpp"]
 

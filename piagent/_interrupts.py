@@ -1,0 +1,325 @@
+"""Interrupts in one place: Ctrl-C, aborts, and every use of urllib3's and http.client's internals.
+
+Three things need a handle that requests does not give, so this module (and only this one)
+reaches inside urllib3 and http.client; ``make test-urllib3`` runs its tests against the
+oldest and the newest urllib3 that ``setup.cfg`` allows.
+
+* While a request waits for its response headers, the only handle on it is the urllib3
+  connection object. Connections made by :func:`session`'s pools report themselves to the
+  :class:`Tracker` of the thread sending the request (:meth:`Tracker.sending`), so an abort
+  can shut their socket down and the sending thread returns at once.
+* While a body streams, :func:`shut` shuts the response's socket, so a blocked read returns at
+  once (an abort, or a Ctrl-C seen by :class:`InterruptWatch`).
+* :func:`read_body` reads the body as it arrives, undecoded (one ``read1`` of http.client's
+  response at a time, chunked framing removed), so that the caller bounds what it inflates
+  and how long it waits for each read.
+
+Ctrl-C: a SIGINT that lands just before a blocking call starts is only seen when the call
+returns. The main thread therefore waits in slices of :data:`MAIN_THREAD_WAIT_SLICE`
+(:func:`wait`), and while it reads a body :class:`InterruptWatch` shuts the socket on SIGINT.
+"""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Optional
+
+import requests
+import requests.adapters
+import urllib3.connection
+import urllib3.connectionpool
+import urllib3.poolmanager
+
+from ._threads import run_in_thread
+from .exceptions import AbortedRequest
+
+__all__ = [
+    "MAIN_THREAD_WAIT_SLICE",
+    "InterruptWatch",
+    "Tracker",
+    "on_main_thread",
+    "read_body",
+    "release_connection",
+    "session",
+    "shut",
+    "shut_socket",
+    "socket_of",
+    "wait",
+    "wait_slice",
+]
+
+MAIN_THREAD_WAIT_SLICE = 0.1
+"""Seconds: how late the main thread may notice a Ctrl-C while it waits for another thread."""
+
+_session_lock = threading.Lock()
+_shared_session: Optional[requests.Session] = None
+
+
+def on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def wait(event: threading.Event) -> None:
+    """``event.wait()``, in slices on the main thread so that Ctrl-C is always seen."""
+    if on_main_thread():
+        while not event.wait(MAIN_THREAD_WAIT_SLICE):
+            pass
+    else:
+        event.wait()
+
+
+def wait_slice(timeout: Optional[float]) -> Optional[float]:
+    """The timeout to give one blocking wait: at most :data:`MAIN_THREAD_WAIT_SLICE` on the main thread."""
+    if not on_main_thread():
+        return timeout
+    return MAIN_THREAD_WAIT_SLICE if timeout is None else min(timeout, MAIN_THREAD_WAIT_SLICE)
+
+
+_sending = threading.local()
+
+
+class Tracker:
+    """The connections used by one request; :meth:`cancel` shuts them down, now and later."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: list[Any] = []
+        self._cancelled = False
+
+    def register(self, connection: Any) -> None:
+        with self._lock:
+            if connection not in self._connections:
+                self._connections.append(connection)
+        self.check(connection)
+
+    def check(self, connection: Any) -> None:
+        """Shut ``connection`` and raise if the request was cancelled (closes the cancel/connect race)."""
+        if self._cancelled:
+            shut_socket(getattr(connection, "sock", None))
+            raise AbortedRequest()
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """While in this block, connections the calling thread uses report to this tracker."""
+        _sending.tracker = self
+        try:
+            yield
+        finally:
+            _sending.tracker = None
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            connections = list(self._connections)
+        for connection in connections:
+            shut_socket(getattr(connection, "sock", None))
+
+
+def shut_socket(sock: Any) -> None:
+    if isinstance(sock, socket.socket):
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Tracked:
+    """Mixin for urllib3 connections: report to the sending thread's tracker, if any."""
+
+    def connect(self) -> None:
+        tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None:
+            tracker.register(self)
+        super().connect()  # type: ignore[misc]
+        if tracker is not None:
+            tracker.check(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None:
+            tracker.register(self)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _TrackedHTTPConnection(_Tracked, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _TrackedHTTPSConnection(_Tracked, urllib3.connection.HTTPSConnection):
+    pass
+
+
+# urllib3 names the connection class in its messages ("HTTPConnection(host=...): Failed to
+# establish a new connection"); keep the names users know.
+_TrackedHTTPConnection.__name__ = _TrackedHTTPConnection.__qualname__ = "HTTPConnection"
+_TrackedHTTPSConnection.__name__ = _TrackedHTTPSConnection.__qualname__ = "HTTPSConnection"
+
+
+class _TrackedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+_TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+
+
+def _use_tracked_pools(manager: Any) -> Any:
+    """Make ``manager`` build tracked pools (left alone if it has its own, e.g. SOCKS)."""
+    if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:
+        manager.pool_classes_by_scheme = _TRACKED_POOLS
+    return manager
+
+
+class _AbortableAdapter(requests.adapters.HTTPAdapter):
+    """An ``HTTPAdapter`` whose connections an abort can shut down (see :class:`Tracker`)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        _use_tracked_pools(self.poolmanager)
+
+    def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
+        return _use_tracked_pools(super().proxy_manager_for(*args, **kwargs))
+
+
+def session() -> requests.Session:
+    """The process-wide session: its urllib3 connection pools are thread-safe and keep
+    connections alive across calls; nothing else in it (cookies, auth) is used."""
+    global _shared_session
+    with _session_lock:
+        if _shared_session is None:
+            shared = requests.Session()
+            adapter = _AbortableAdapter(pool_connections=16, pool_maxsize=64, max_retries=0)
+            shared.mount("http://", adapter)
+            shared.mount("https://", adapter)
+            shared.trust_env = True
+            _shared_session = shared
+        return _shared_session
+
+
+# --------------------------------------------------------------------------- a streaming body
+
+
+def _http_client_response(response: requests.Response) -> Any:
+    """The ``http.client.HTTPResponse`` under a requests response (urllib3 1.26 and 2.x: ``raw._fp``)."""
+    return getattr(getattr(response, "raw", None), "_fp", None)
+
+
+def socket_of(response: requests.Response) -> Optional[socket.socket]:
+    """The socket under a streaming response, found through urllib3 and http.client."""
+    fp = _http_client_response(response)
+    reader = getattr(fp, "fp", None)  # BufferedReader over SocketIO
+    sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    if sock is None:
+        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def shut(response: requests.Response) -> None:
+    """Make any blocked read on ``response`` return now, from any thread."""
+    shut_socket(socket_of(response))
+    with suppress(Exception):  # closing a half-read response from another thread may complain
+        response.close()
+
+
+def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes]:
+    """The body's bytes as they arrive, still content-encoded, at most ``size`` per piece.
+
+    Each piece is one ``read1`` of http.client's response (chunked framing removed), so a body
+    with or without chunked framing streams alike, and nothing is inflated here. At the end
+    of the body the connection goes back to its pool.
+    """
+    fp = _http_client_response(response)
+    if fp is None or not hasattr(fp, "read1"):  # not http.client underneath: urllib3's own reads
+        yield from response.raw.stream(size, decode_content=False)
+        return
+    while True:
+        data = fp.read1(size)
+        if not data:
+            break
+        yield data
+    release_connection(response)
+
+
+def release_connection(response: requests.Response) -> None:
+    """Give a fully read response's connection back to its pool (a half-read one is left alone)."""
+    fp = _http_client_response(response)
+    if fp is None or fp.isclosed():
+        with suppress(Exception):
+            response.raw.release_conn()
+
+
+# --------------------------------------------------------------------------- Ctrl-C while a body streams
+
+
+class InterruptWatch:
+    """While the main thread reads a body: a Ctrl-C shuts the response, so no read stays blocked.
+
+    A SIGINT that lands just before a blocking read starts is only handled when the read
+    returns, which for a stalled server means the read timeout. Python writes the number of
+    every signal it receives to the wakeup fd, so a watcher thread reading that pipe sees the
+    SIGINT at once and shuts the socket; the main thread's read returns straight into the
+    ``KeyboardInterrupt``. The reads themselves stay on the main thread (no hand-off per
+    chunk). A previous wakeup fd (an asyncio loop's) gets every byte forwarded and is restored.
+    """
+
+    def __init__(self, response: requests.Response) -> None:
+        self._response = response
+        self._read_end, self._write_end = os.pipe()
+        try:
+            os.set_blocking(self._write_end, False)
+            self._previous = signals.set_wakeup_fd(self._write_end)
+        except (ValueError, OSError):  # not the main interpreter's main thread, or no support
+            os.close(self._read_end)
+            os.close(self._write_end)
+            raise
+        run_in_thread(self._watch)
+
+    @classmethod
+    def start(cls, response: requests.Response) -> Optional[InterruptWatch]:
+        """A watch for ``response`` when on the main thread (where Ctrl-C lands), else None."""
+        if not on_main_thread():
+            return None
+        try:
+            return cls(response)
+        except (ValueError, OSError):
+            return None
+
+    def _watch(self) -> None:
+        try:
+            while True:
+                data = os.read(self._read_end, 512)
+                if not data:
+                    return  # stop() closed the write end
+                if self._previous >= 0:
+                    with suppress(OSError):
+                        os.write(self._previous, data)
+                if _SIGINT in data:
+                    shut(self._response)
+        finally:
+            os.close(self._read_end)
+
+    def stop(self) -> None:
+        """Restore the previous wakeup fd and let the watcher exit.
+
+        Our pipe is closed only when it was still the installed wakeup fd and this is the main
+        thread: otherwise Python (or whoever installed theirs over ours and may restore it) could
+        still write to it, and a closed fd number can be reused by an unrelated file. Then the
+        watch simply stays, forwarding every byte as before.
+        """
+        try:
+            current = signals.set_wakeup_fd(self._previous)
+        except ValueError:  # not the main thread (a stream finalised elsewhere): leave it installed
+            return
+        if current != self._write_end:
+            signals.set_wakeup_fd(current)  # somebody installed theirs over ours: keep theirs
+            return
+        os.close(self._write_end)  # the watcher reads the end of the pipe and exits
+
+
+_SIGINT = bytes([signals.SIGINT])

@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any, Optional
 
+from .arguments_check import read_integer
+
 __all__ = ["DONE", "ESCAPES", "HEX", "NOTHING", "Invalid", "JsonMachine"]
 
 _WS_RUN = re.compile(r"[ \t\n\r]+")
@@ -379,6 +381,6 @@ def _to_number(text: str) -> Any:
     try:
         if "." in text or "e" in text or "E" in text:
             return float(text)
-        return int(text)
-    except ValueError as exc:  # e.g. more digits than int() accepts
+        return read_integer(text)
+    except ValueError as exc:
         raise Invalid(str(exc)) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from .arguments_check import RejectedToolCall, argument_problem
 from .json_stream import IncrementalJsonParser
 from .types import (
     AssistantMessage,
@@ -110,8 +111,13 @@ class _StreamingToolCall(ToolCall):
         self._fixed = value
 
     def final(self, arguments: Optional[dict[str, Any]] = None) -> ToolCall:
-        """The finished call (``arguments``, if given, replaces the parsed JSON)."""
-        return ToolCall(self.id, self.name, self.arguments if arguments is None else arguments, self.thought_signature)
+        """The finished call (``arguments``, if given, replaces the parsed JSON); a
+        :class:`RejectedToolCall` with ``{}`` as arguments when they break a bound."""
+        value = self.arguments if arguments is None else arguments
+        problem = argument_problem(value)
+        if problem is not None:
+            return RejectedToolCall(self.id, self.name, {}, self.thought_signature, problem=f"its arguments {problem}")
+        return ToolCall(self.id, self.name, value, self.thought_signature)
 
 
 class MessageBuilder:

@@ -33,6 +33,7 @@ import re
 from typing import Any, Optional
 
 from ._json_machine import DONE, ESCAPES, HEX, NOTHING, Invalid, JsonMachine
+from .arguments_check import read_integer
 
 __all__ = ["IncrementalJsonParser", "parse_streaming_json", "repair_json"]
 
@@ -45,7 +46,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)  # RFC 8259: no NaN or Infinity
+# RFC 8259: no NaN or Infinity; an integer too long to read is kept as OverlongInteger
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_int=read_integer)
 
 
 def parse_streaming_json(text: Optional[str]) -> Any:

@@ -13,12 +13,16 @@ raise :class:`~piagent.exceptions.ToolArgumentsError` whose message is what the 
 
 Schemas are validated with the draft named by their ``$schema`` (Draft 2020-12 when absent).
 A compiled validator is cached per schema object: treat a schema as frozen once it has been
-used. Coercion follows the keywords listed in docs/llm.md#tool-arguments only (``$ref`` is not followed).
+used. A schema with a ``pattern`` that can take exponential time (:mod:`.patterns`) is refused
+when first used, before any argument meets it; at most :data:`MAX_REPORTED_ERRORS` errors are
+collected. Coercion follows the keywords listed in docs/llm.md#tool-arguments only (``$ref`` is
+not followed).
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import re
@@ -28,10 +32,13 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from ..exceptions import ToolArgumentsError
+from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
 __all__ = ["coerce_value", "validate_tool_arguments"]
 
+MAX_REPORTED_ERRORS = 20  # validation stops looking after this many errors
+MAX_ERROR_CHARS = 500  # of one error's message
 _NO: Any = object()  # "this conversion does not apply"
 _CACHE_SIZE = 256
 _EMPTY_SCHEMA: dict[str, Any] = {}
@@ -57,11 +64,19 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             args.update(coerced)
         else:  # as pi does: a replaced top-level value never raises
             return coerced if compiled.validator.is_valid(coerced) else args
-    errors = list(compiled.validator.iter_errors(args))
+    errors = list(itertools.islice(compiled.validator.iter_errors(args), MAX_REPORTED_ERRORS + 1))
     if not errors:
         return args
-    lines = sorted((_error_path(e), e.message) for e in errors)
-    raise ToolArgumentsError(_failure_message(tool.name, [f"  - {path}: {msg}" for path, msg in lines], original))
+    lines = sorted((_error_path(e), _short(e.message)) for e in errors[:MAX_REPORTED_ERRORS])
+    listed = [f"  - {path}: {msg}" for path, msg in lines]
+    if len(errors) > MAX_REPORTED_ERRORS:
+        listed.append(f"  (more errors not listed: the first {MAX_REPORTED_ERRORS} are shown)")
+    raise ToolArgumentsError(_failure_message(tool.name, listed, original))
+
+
+def _short(message: str) -> str:
+    """A validator message, cut: jsonschema quotes the whole offending value in it."""
+    return message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
 
 
 def coerce_value(value: Any, schema: Any) -> Any:
@@ -115,6 +130,10 @@ class _Compiled:
         from jsonschema import Draft202012Validator
         from jsonschema.validators import validator_for
 
+        for pattern in schema_patterns(schema):
+            problem = slow_pattern_problem(pattern)
+            if problem is not None:
+                raise ToolArgumentsError(f"The tool's parameter schema is refused: {problem}. Fix the schema.")
         self.schema = schema
         self.validator = validator_for(schema, default=Draft202012Validator)(schema)
         self._subs: dict[int, tuple[Any, Any]] = {}

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Union
 
 from .. import instrumentation
 from ..abort import AbortController, AbortSignal
+from ..ai.arguments_check import RejectedToolCall, argument_problem
 from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
 from ..ai.validation import validate_tool_arguments
 from ..events import (
@@ -171,6 +172,11 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
     tool = find_tool(batch.context.tools, call.name)
     if tool is None:
         return Outcome(call, error_result(f"Tool {call.name} not found"), True)
+    problem = call.problem if isinstance(call, RejectedToolCall) else argument_problem(call.arguments)
+    if problem is not None:
+        if not isinstance(call, RejectedToolCall):
+            problem = f"its arguments {problem}"
+        return Outcome(call, error_result(f"Tool {call.name} was not executed: {problem}"), True)
     try:
         target = call
         if tool.prepare_arguments is not None:

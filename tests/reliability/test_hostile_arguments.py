@@ -1,0 +1,126 @@
+"""Hostile tool arguments from a model: each gets an error result for that call, the tool never
+runs on them, and the transcript stays usable (the next request is valid JSON, ``to_dict()``
+works, the agent goes on).
+
+The model is a real OpenAI-compatible server on 127.0.0.1 streaming the arguments as text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from piagent import Agent, AgentTool, AgentToolResult
+from piagent.ai import TextContent
+from piagent.ai.arguments_check import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_INTEGER_DIGITS
+from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
+from tests.reliability.wires import COMPLETIONS
+from tests.support.scripted_server import ScriptedServer
+
+pytestmark = pytest.mark.timeout(20)
+
+
+def strict_json(body: bytes) -> Any:
+    """What a real API accepts: RFC 8259 JSON (no NaN, no Infinity)."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+def tool_call_answer(raw_arguments: str) -> list[bytes]:
+    return chat_stream(
+        chunk({"role": "assistant", "content": None}),
+        tool_delta(0, "call_1", "echo", raw_arguments[: len(raw_arguments) // 2]),
+        tool_delta(0, arguments=raw_arguments[len(raw_arguments) // 2 :]),
+        chunk({}, "tool_calls"),
+    )
+
+
+def echo_tool(ran: list[Any], schema: Any = None) -> AgentTool:
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        ran.append(args)
+        return AgentToolResult([TextContent("echoed")])
+
+    parameters = schema or {"type": "object", "properties": {"text": {}}}
+    return AgentTool(name="echo", label="echo", description="Echo.", parameters=parameters, execute=execute)
+
+
+def run_attack(raw_arguments: str, schema: Any = None) -> tuple[str, list[Any], Agent, ScriptedServer]:
+    """One prompt whose answer calls ``echo`` with ``raw_arguments``; returns the tool result text."""
+    server = ScriptedServer()
+    server.reply(tool_call_answer(raw_arguments))
+    server.reply(chat_text("Understood."))
+    server.reply(chat_text("Still here."))
+    ran: list[Any] = []
+    agent = Agent(model=COMPLETIONS.model(server.url), tools=[echo_tool(ran, schema)], get_api_key=lambda p: "k")
+    agent.prompt("go")
+    result = next(m for m in agent.state.messages if m.role == "toolResult")
+    assert result.is_error
+    return result.content[0].text, ran, agent, server
+
+
+def assert_transcript_usable(agent: Agent, server: ScriptedServer) -> None:
+    strict_json(server.requests[1].body)  # the request after the tool result is valid JSON
+    json.dumps([m.to_dict() for m in agent.state.messages], allow_nan=False)
+    agent.prompt("and now?")
+    assert agent.state.messages[-1].text == "Still here."
+    strict_json(server.requests[2].body)
+    server.close()
+
+
+def test_deeply_nested_arguments_get_an_error_result_and_leave_the_transcript_usable():
+    depth = 2_000
+    text, ran, agent, server = run_attack('{"text": ' + "[" * depth + "]" * depth + "}")
+    assert text == f"Tool echo was not executed: its arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+    assert ran == []
+    assert_transcript_usable(agent, server)
+
+
+def test_a_number_too_large_for_a_float_gets_an_error_result_never_infinity_in_a_request():
+    text, ran, agent, server = run_attack('{"text": 1e999999}')
+    assert text == (
+        "Tool echo was not executed: its arguments contain a number that is not finite (inf), "
+        "which JSON cannot represent"
+    )
+    assert ran == []
+    assert_transcript_usable(agent, server)
+
+
+def test_an_over_long_integer_gets_an_error_result_instead_of_silently_empty_arguments():
+    text, ran, agent, server = run_attack('{"text": ' + "7" * 5_000 + "}")
+    assert text == (
+        f"Tool echo was not executed: its arguments contain an integer of 5,000 digits (at most {MAX_INTEGER_DIGITS:,})"
+    )
+    assert ran == []
+    assert_transcript_usable(agent, server)
+
+
+def test_arguments_larger_than_the_bound_are_not_validated():
+    items = json.dumps([123] * (MAX_ARGUMENT_CHARS // 4))  # wrong-type items: one error each if validated
+    schema = {"type": "object", "properties": {"text": {"type": "array", "items": {"type": "string"}}}}
+    text, ran, agent, server = run_attack('{"text": ' + items + "}", schema)
+    assert text == f"Tool echo was not executed: its arguments are larger than {MAX_ARGUMENT_CHARS:,} characters"
+    assert_transcript_usable(agent, server)
+
+
+def test_many_validation_errors_are_listed_up_to_a_bound():
+    schema = {"type": "object", "properties": {"text": {"type": "array", "items": {"type": "string"}}}}
+    text, ran, agent, server = run_attack('{"text": ' + json.dumps([{}] * 5_000) + "}", schema)
+    assert text.count("\n  - text.") == 20
+    assert "(more errors not listed: the first 20 are shown)" in text
+    server.close()
+
+
+def test_a_catastrophic_schema_pattern_is_refused_before_any_argument_meets_it():
+    schema = {"type": "object", "properties": {"text": {"type": "string", "pattern": "^(a+)+$"}}}
+    text, ran, agent, server = run_attack(json.dumps({"text": "a" * 40 + "!"}), schema)
+    assert text == (
+        "The tool's parameter schema is refused: the pattern '^(a+)+$' repeats a group that itself repeats, "
+        "which can take exponential time. Fix the schema."
+    )
+    assert ran == []
+    server.close()

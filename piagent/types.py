@@ -201,6 +201,12 @@ def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
 
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
+DEFAULT_MAX_WORKERS = 16
+"""Calls of one parallel batch running at once when ``max_workers`` is None."""
+DEFAULT_MAX_TOOL_CALLS = 128
+"""Tool calls of one assistant message that are executed; the rest get error results."""
+DEFAULT_ABORT_GRACE = 1.0
+"""Seconds a tool call may go on after an abort before it is abandoned."""
 """About 25,000 tokens: a huge tool output is cut rather than overflow the model's context."""
 
 
@@ -222,8 +228,12 @@ class AgentLoopConfig(StreamOptions):
 
     ``tool_execution`` is "parallel" (default) or "sequential"; parallel batches run on
     ``executor`` if given, else each call on a worker thread of its own (idle workers are
-    reused), at most ``max_workers`` of the calls without a timeout at once if it is set.
-    ``tool_timeout`` is the default per-call timeout in seconds.
+    reused), at most ``max_workers`` calls at once (None: :data:`DEFAULT_MAX_WORKERS`, 16).
+    ``tool_timeout`` is the default per-call timeout in seconds. ``max_tool_calls`` bounds
+    the calls of one assistant message that run (None: :data:`DEFAULT_MAX_TOOL_CALLS`, 128;
+    the rest get error results). After an abort, a call still running after ``abort_grace``
+    seconds (None: :data:`DEFAULT_ABORT_GRACE`, 1 s) is abandoned like a timed-out one; a
+    sequential call without a timeout runs on the run thread and cannot be abandoned.
     ``max_tool_result_chars`` bounds the text of each tool result (outputs and error messages)
     that enters the transcript and the model's context: longer text keeps its beginning and
     ends with a note saying how much was cut. None means no bound.
@@ -244,5 +254,7 @@ class AgentLoopConfig(StreamOptions):
     executor: Optional[Executor] = None
     max_workers: Optional[int] = None
     tool_timeout: Optional[float] = None
+    max_tool_calls: Optional[int] = None
+    abort_grace: Optional[float] = None
     max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS
     instrumentation: Optional[Instrumentation] = None

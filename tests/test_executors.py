@@ -28,6 +28,8 @@ from piagent import (
 )
 from piagent.executors import abandoned_tool_threads
 from piagent.executors._common import BatchContext, Notifications, Prepared, collect
+from piagent.types import DEFAULT_ABORT_GRACE, DEFAULT_MAX_TOOL_CALLS, DEFAULT_MAX_WORKERS
+from tests.support.agent_support import text_of
 from tests.support.loop import (
     ECHO_SCHEMA,
     MODEL,
@@ -350,25 +352,44 @@ def test_max_workers_caps_how_many_calls_run_at_once() -> None:
     assert batch.result_ids == [f"tool-{n}" for n in range(1, 7)]
 
 
-def test_a_call_with_a_timeout_never_waits_for_a_thread_of_the_capped_pool() -> None:
-    timed_started = threading.Event()
+def test_a_timed_out_call_frees_its_place_under_the_cap() -> None:
+    """The cap counts calls piagent waits for: one abandoned after its timeout no longer counts,
+    so the next call starts although the abandoned thread still runs."""
+    release = threading.Event()
 
-    def holds_the_only_pool_thread(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        assert timed_started.wait(WAIT)  # the timed call runs meanwhile, on a thread of its own
-        return text_result("held")
+    def ignores_its_signal(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        release.wait(WAIT)
+        return text_result("late")
 
-    def timed(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        timed_started.set()
-        return text_result("timed")
+    def quick(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return text_result("quick")
 
-    tools = [tool("hold", holds_the_only_pool_thread), tool("timed", timed, timeout=WAIT)]
-    calls = [call("tool-1", "hold", value="a"), call("tool-2", "hold", value="b"), call("tool-3", "timed", value="c")]
-    batch = Batch(calls, tools, max_workers=1)
-    assert sorted((e.tool_call_id, e.is_error) for e in batch.ends()) == [
-        ("tool-1", False),
-        ("tool-2", False),
-        ("tool-3", False),
-    ]
+    tools = [tool("stuck", ignores_its_signal, timeout=0.2), tool("quick", quick)]
+    try:
+        batch = Batch([call("tool-1", "stuck", value="a"), call("tool-2", "quick", value="b")], tools, max_workers=1)
+    finally:
+        release.set()
+    assert [(e.tool_call_id, e.is_error) for e in batch.ends()] == [("tool-1", True), ("tool-2", False)]
+
+
+def test_a_batch_runs_at_most_the_default_number_of_calls_at_once() -> None:
+    lock = threading.Lock()
+    running = {"now": 0, "max": 0}
+    full = threading.Barrier(DEFAULT_MAX_WORKERS)
+
+    def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        with lock:
+            running["now"] += 1
+            running["max"] = max(running["max"], running["now"])
+        full.wait(WAIT)  # the first DEFAULT_MAX_WORKERS run together
+        with lock:
+            running["now"] -= 1
+        return text_result("ok")
+
+    calls = [call(f"tool-{n}", value="x") for n in range(3 * DEFAULT_MAX_WORKERS)]
+    batch = Batch(calls, [tool("echo", execute)])
+    assert DEFAULT_MAX_WORKERS == 16 and running["max"] == DEFAULT_MAX_WORKERS
+    assert [e.is_error for e in batch.ends()] == [False] * len(calls)
 
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
@@ -858,3 +879,72 @@ def test_a_call_that_settled_as_its_deadline_passed_keeps_its_own_outcome() -> N
     assert finished[0].result.content[0].text == "the real result" and finished[0].is_error is False
     assert abandoned_tool_threads() == before
     assert [event.type for event in events] == ["tool_execution_end"]
+
+
+# --------------------------------------------------------------------------- bounds against a careless model
+
+
+def test_calls_past_max_tool_calls_get_error_results_and_never_run() -> None:
+    ran = Log()
+
+    def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        ran.add(tid)
+        return text_result("ok")
+
+    calls = [call(f"tool-{n}", value="x") for n in range(1, 6)]
+    batch = Batch(calls, [tool("echo", execute)], max_tool_calls=3)
+    assert sorted(ran.items) == ["tool-1", "tool-2", "tool-3"]
+    assert batch.result_ids == [f"tool-{n}" for n in range(1, 6)]
+    assert [e.is_error for e in batch.ends()] == [False, False, False, True, True]
+    assert text_of(batch.ends()[-1].result) == (
+        'Tool call "echo" was not executed: the response made 5 tool calls, more than the 3 one response may '
+        "make (max_tool_calls). Make fewer calls at once."
+    )
+
+
+def test_the_default_call_limit_answers_a_flood_of_calls_without_running_them_all() -> None:
+    ran = Log()
+
+    def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        ran.add(tid)
+        return text_result("ok")
+
+    calls = [call(f"tool-{n}", value="x") for n in range(300)]
+    batch = Batch(calls, [tool("echo", execute)])
+    assert len(ran.items) == DEFAULT_MAX_TOOL_CALLS == 128
+    assert len(batch.result_ids) == 300 and sum(e.is_error for e in batch.ends()) == 300 - 128
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_period(mode: str) -> None:
+    started, release = threading.Event(), threading.Event()
+    before = abandoned_tool_threads()
+
+    def ignores_its_signal(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        started.set()
+        release.wait(WAIT)  # a tool that never looks at its signal
+        return text_result("finished anyway")
+
+    controller = AbortController()
+    threading.Thread(target=lambda: started.wait(WAIT) and controller.abort()).start()
+    try:
+        # sequential calls with a timeout run on a worker, like parallel ones, and can be abandoned
+        batch = Batch(
+            [call("tool-1", "slow", value="a"), call("tool-2", "slow", value="b")],
+            [tool("slow", ignores_its_signal, timeout=WAIT)],
+            controller=controller,
+            tool_execution=mode,
+            abort_grace=0.2,
+        )
+    finally:
+        release.set()
+    ends = batch.ends()
+    assert [(e.tool_call_id, e.is_error) for e in ends][0] == ("tool-1", True)
+    assert text_of(ends[0].result) == "Tool slow was aborted: it did not stop within the abort grace period of 0.2 s"
+    # parallel: both calls were running and both are abandoned; sequential: the second never starts
+    assert abandoned_tool_threads() == before + (2 if mode == "parallel" else 1)
+    assert all(e.is_error for e in ends) and "finished anyway" not in str([text_of(e.result) for e in ends])
+
+
+def test_the_default_abort_grace_is_one_second() -> None:
+    assert DEFAULT_ABORT_GRACE == 1.0

@@ -9,6 +9,7 @@ running them (docs/loop.md#rule-10).
 from __future__ import annotations
 
 from ..ai.types import ToolCall, ToolResultMessage
+from ..types import DEFAULT_MAX_TOOL_CALLS
 from ._common import (
     BatchContext,
     Outcome,
@@ -43,21 +44,35 @@ def _is_sequential(batch: BatchContext, calls: list[ToolCall]) -> bool:
 
 
 def execute_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
-    """Run a batch; hooks and listeners run on this (the run) thread."""
-    if _is_sequential(batch, calls):
-        return run_sequential(batch, calls)
-    return run_parallel(batch, calls)
+    """Run a batch; hooks and listeners run on this (the run) thread. Calls past
+    ``max_tool_calls`` (default 128) are not run: they get error results, after the others."""
+    cap = batch.config.max_tool_calls or DEFAULT_MAX_TOOL_CALLS
+    calls, extra = calls[:cap], calls[cap:]
+    result = run_sequential(batch, calls) if _is_sequential(batch, calls) else run_parallel(batch, calls)
+    if extra:
+        text = (
+            f"Tool call was not executed: the response made {len(calls) + len(extra)} tool calls, "
+            f"more than the {cap} one response may make (max_tool_calls). Make fewer calls at once."
+        )
+        result.messages.extend(_fail(batch, extra, text).messages)
+        result.terminate = False
+    return result
 
 
 def fail_truncated_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
+    text = (
+        "Tool call was not executed: the response hit the output token limit, "
+        "so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+    return _fail(batch, calls, text)
+
+
+def _fail(batch: BatchContext, calls: list[ToolCall], text: str) -> ToolBatch:
+    """Answer ``calls`` with an error result each, without running them."""
     messages: list[ToolResultMessage] = []
     for call in calls:
         emit_start(batch, call)
-        text = (
-            f'Tool call "{call.name}" was not executed: the response hit the output token limit, '
-            "so its arguments may be truncated. Re-issue the tool call with complete arguments."
-        )
-        outcome = Outcome(call, error_result(text), True)
+        outcome = Outcome(call, error_result(text.replace("Tool call", f'Tool call "{call.name}"', 1)), True)
         emit_end(batch, outcome)
         messages.extend(emit_result_messages(batch, [outcome]))
     return ToolBatch(messages, False)

@@ -9,6 +9,7 @@ itself dispatches its updates at once.)
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import queue
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from .. import instrumentation
+from .._interrupts import wait_slice
 from ..abort import AbortController, AbortSignal
 from ..ai.arguments_check import RejectedToolCall, argument_problem
 from ..ai.types import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage
@@ -31,6 +33,7 @@ from ..events import (
     ToolExecutionUpdateEvent,
 )
 from ..types import (
+    DEFAULT_ABORT_GRACE,
     AfterToolCallContext,
     AfterToolCallResult,
     AgentContext,
@@ -44,8 +47,6 @@ from ..types import (
 logger = logging.getLogger("piagent")
 
 Emit = Callable[[AgentEvent], None]
-
-MAIN_THREAD_WAIT_SLICE = 0.1  # seconds
 
 _abandoned_lock = threading.Lock()
 _abandoned = 0
@@ -292,7 +293,14 @@ class Done:
     is_error: bool
 
 
-Note = Union[Started, Update, Done]
+@dataclass(frozen=True)
+class Wake:
+    """The run was aborted: the run thread looks at its calls again."""
+
+    job: Optional[Prepared] = None
+
+
+Note = Union[Started, Update, Done, Wake]
 
 
 class Notifications:
@@ -334,15 +342,15 @@ class Notifications:
         if job.settle():  # else it timed out first: this outcome is not reported
             self._queue.put(Done(job, result, is_error))
 
+    def wake(self) -> None:
+        self._queue.put(Wake())
+
     def get(self, timeout: Optional[float]) -> Optional[Note]:
-        """The next note, or None after ``timeout`` seconds (sooner on the main thread)."""
-        if threading.current_thread() is threading.main_thread():
-            # A SIGINT landing just before a blocking wait is only seen when the wait ends, so
-            # the main thread waits in slices: Ctrl-C always interrupts a batch
-            # (docs/architecture.md#the-thread-contract).
-            timeout = MAIN_THREAD_WAIT_SLICE if timeout is None else min(timeout, MAIN_THREAD_WAIT_SLICE)
+        """The next note, or None after ``timeout`` seconds (sooner on the main thread: a SIGINT
+        landing just before a blocking wait is only seen when the wait ends, so the main thread
+        waits in slices and Ctrl-C always interrupts a batch, docs/architecture.md#the-thread-contract)."""
         try:
-            return self._queue.get(timeout=timeout)
+            return self._queue.get(timeout=wait_slice(timeout))
         except queue.Empty:
             return None
 
@@ -401,48 +409,117 @@ def link_signal(job: Prepared, signal: AbortSignal) -> Callable[[], None]:
 def time_out(job: Prepared) -> tuple[AgentToolResult, bool]:
     """Give up on a call the run thread settled past its deadline: abort its signal, count and
     log the thread left behind."""
-    global _abandoned
     job.controller.abort(TimeoutError(f"Tool {job.call.name} timed out after {job.timeout:g}s"))
+    message = f"Tool {job.call.name} timed out after {job.timeout:g} seconds"
+    return _abandon(job, message, f"timed out after {job.timeout:g}s")
+
+
+def _abort_abandoned(job: Prepared, grace: float) -> tuple[AgentToolResult, bool]:
+    """Give up on a call the run thread settled after it ignored an abort for ``grace`` seconds."""
+    message = f"Tool {job.call.name} was aborted: it did not stop within the abort grace period of {grace:g} s"
+    return _abandon(job, message, f"ignored the abort for {grace:g}s")
+
+
+def _abandon(job: Prepared, message: str, why: str) -> tuple[AgentToolResult, bool]:
+    """Stop waiting for a settled call: its thread is left to finish, counted and logged."""
+    global _abandoned
     with _abandoned_lock:
         _abandoned += 1
         count = _abandoned
     logger.warning(
-        "tool %s (call %s) timed out after %gs; its thread is left to finish (%d left so far)",
-        job.call.name,
-        job.call.id,
-        job.timeout,
-        count,
+        "tool %s (call %s) %s; its thread is left to finish (%d left so far)", job.call.name, job.call.id, why, count
     )
-    return error_result(f"Tool {job.call.name} timed out after {job.timeout:g} seconds"), True
+    return error_result(message), True
 
 
-def collect(batch: BatchContext, notes: Notifications, jobs: dict[int, Prepared], finished: dict[int, Outcome]) -> None:
+class Dispatcher:
+    """Starts a batch's calls, at most ``cap`` running at once: the next one starts when one
+    finishes or is abandoned (an abandoned call's thread no longer counts)."""
+
+    def __init__(self, submit: Callable[..., Any], notes: Notifications, cap: int) -> None:
+        self._submit = submit
+        self._notes = notes
+        self._cap = max(1, cap)
+        self._pending: list[Prepared] = []
+        self._running: set[int] = set()
+
+    def add(self, job: Prepared) -> None:
+        self._pending.append(job)
+
+    def fill(self) -> None:
+        while self._pending and len(self._running) < self._cap:
+            job = self._pending.pop(0)
+            self._running.add(job.index)
+            self._submit(contextvars.copy_context().run, self._notes.run, job)
+
+    def left(self, job: Prepared) -> None:
+        self._running.discard(job.index)
+        self.fill()
+
+    def drop_pending(self) -> list[Prepared]:
+        """The calls not started yet, which now never will."""
+        dropped, self._pending = self._pending, []
+        return dropped
+
+
+def collect(
+    batch: BatchContext,
+    notes: Notifications,
+    jobs: dict[int, Prepared],
+    finished: dict[int, Outcome],
+    dispatcher: Optional[Dispatcher] = None,
+) -> None:
     """On the run thread: deliver updates and finalise calls as they finish, until none is left.
 
     ``tool_execution_end`` is emitted in completion order; ``finished`` maps index -> outcome.
+    Once the run is aborted, calls not started yet end as aborted at once, and calls still
+    running ``config.abort_grace`` seconds later are abandoned like timed-out ones.
     """
     waiting = dict(jobs)
-    while waiting:
-        deadlines = [job.deadline for job in waiting.values() if job.deadline is not None]
-        timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-        note = notes.get(timeout)
-        if note is None:
-            now = time.monotonic()
-            for index, job in list(waiting.items()):
-                # settle() fails when the call's Done is already on its way: that outcome is read next
-                if job.deadline is not None and job.deadline <= now and job.settle():
-                    del waiting[index]
-                    _finish(batch, job, *time_out(job), finished)
-            continue
-        job = note.job
-        if job.index not in waiting:
-            continue  # a call that already timed out
-        if isinstance(note, Update):
-            batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial))
-        elif isinstance(note, Done):
-            del waiting[job.index]
-            _finish(batch, job, note.result, note.is_error, finished)
-        # Started: nothing to do, its deadline now counts
+    grace = DEFAULT_ABORT_GRACE if batch.config.abort_grace is None else batch.config.abort_grace
+    abort_deadline: Optional[float] = None
+
+    def leave(job: Prepared, result: AgentToolResult, is_error: bool) -> None:
+        del waiting[job.index]
+        if dispatcher is not None:
+            dispatcher.left(job)
+        _finish(batch, job, result, is_error, finished)
+
+    unlink = batch.signal.add_listener(notes.wake)
+    try:
+        if dispatcher is not None:
+            dispatcher.fill()
+        while waiting:
+            if abort_deadline is None and batch.signal.aborted:
+                abort_deadline = time.monotonic() + grace
+                for job in dispatcher.drop_pending() if dispatcher is not None else []:
+                    job.settle()
+                    leave(job, error_result("Operation aborted"), True)
+                continue
+            deadlines = [job.deadline for job in waiting.values() if job.deadline is not None]
+            if abort_deadline is not None:
+                deadlines.append(abort_deadline)
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            note = notes.get(timeout)
+            if note is None:
+                now = time.monotonic()
+                for job in list(waiting.values()):
+                    # settle() fails when the call's Done is already on its way: that outcome is read next
+                    if job.deadline is not None and job.deadline <= now and job.settle():
+                        leave(job, *time_out(job))
+                    elif abort_deadline is not None and abort_deadline <= now and job.settle():
+                        leave(job, *_abort_abandoned(job, grace))
+                continue
+            job = note.job
+            if job is None or job.index not in waiting:
+                continue  # a wake-up, or a call that already timed out
+            if isinstance(note, Update):
+                batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial))
+            elif isinstance(note, Done):
+                leave(job, note.result, note.is_error)
+            # Started: nothing to do, its deadline now counts
+    finally:
+        unlink()
 
 
 def _finish(

@@ -5,7 +5,9 @@ constants ``pi e tau`` and the functions ``sqrt exp log log2 log10 sin cos tan a
 atan atan2 degrees radians hypot floor ceil abs round min max``. Anything else (names,
 attributes, strings, comprehensions, calls to other functions) is refused with a clear
 error, as are results that would grow too large (exponents beyond ``MAX_EXPONENT``,
-integers longer than ``MAX_INT_BITS`` bits).
+integers longer than ``MAX_INT_BITS`` bits) and arguments that would make a function run for
+long (``round``'s digits beyond ``MAX_ROUND_DIGITS``): the evaluation holds the GIL, so no
+abort or timeout could end it.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from typing import Annotated, Any, Callable, Union
 from ..decorator import tool
 from ..types import AgentTool
 
-__all__ = ["MAX_EXPONENT", "MAX_INT_BITS", "calculator", "evaluate"]
+__all__ = ["MAX_EXPONENT", "MAX_INT_BITS", "MAX_ROUND_DIGITS", "calculator", "evaluate"]
 
 Number = Union[int, float]
 
 MAX_EXPRESSION_LENGTH = 1000
 MAX_EXPONENT = 10_000
 MAX_INT_BITS = 10_000
+MAX_ROUND_DIGITS = 4_000  # round(x, n): |n| at most this (10**n is computed)
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -125,7 +128,9 @@ def _call(node: ast.Call) -> Number:
         raise CalculatorError(f"only these functions are allowed: {allowed}")
     if node.keywords:
         raise CalculatorError("keyword arguments are not allowed")
-    args = [_eval(arg) for arg in node.args]
+    args = [_checked(_eval(arg)) for arg in node.args]
+    if node.func.id == "round" and len(args) == 2 and isinstance(args[1], int) and abs(args[1]) > MAX_ROUND_DIGITS:
+        raise CalculatorError(f"round() to {args[1]} digits is not allowed (at most {MAX_ROUND_DIGITS} either way)")
     return _checked(_FUNCTIONS[node.func.id](*args))
 
 

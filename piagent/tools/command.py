@@ -2,29 +2,52 @@
 
 The command runs in a new session (its own process group). When the call's signal aborts
 (the run was aborted, or the tool's ``timeout=`` expired) or the command outlives its own
-``timeout``, the whole process group is killed with SIGKILL. Output (stdout and stderr
-interleaved) keeps its last ``max_output_bytes`` bytes, with a note saying what was cut.
+``timeout``, the whole process group is killed with SIGKILL. The call then ends whatever the
+command left behind: a process that escaped the group (``setsid cmd &``) and still holds the
+output open is no longer read (it is not killed: piagent cannot find it). Output (stdout and
+stderr interleaved) keeps its last ``max_output_bytes`` bytes, with a note saying what was cut.
 A non-zero exit status is an error result that carries the output and the status.
+
+By default the command inherits the environment without the variables that hold secrets
+(:func:`command_environment`): the model's commands never see a provider key.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal as signals
 import subprocess
 import threading
+from collections.abc import Mapping
 from typing import IO, Annotated, Optional
 
 from ..abort import AbortSignal
+from ..ai.env import known_key_vars
 from ..decorator import tool
 from ..types import AgentTool
 
-__all__ = ["run_command"]
+__all__ = ["command_environment", "run_command"]
 
 _CHUNK = 65536
 _DRAIN_AFTER_EXIT = 2.0
 """Seconds to wait for the output pipe to close after the shell exits (background children
 may hold it open; they are killed after that)."""
+_DRAIN_AFTER_KILL = 0.5
+"""Seconds to wait for the pipe to close after the group was killed, before reading stops."""
+_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+
+
+def command_environment(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without the variables that hold secrets: those a
+    provider reads its key from, and any named ``*_API_KEY``, ``*_TOKEN`` or ``*_SECRET``."""
+    source = os.environ if environ is None else environ
+    known = known_key_vars()
+    return {
+        name: value
+        for name, value in source.items()
+        if name not in known and not name.upper().endswith(_SECRET_SUFFIXES) and name.upper() != "API_KEY"
+    }
 
 
 def run_command(
@@ -37,7 +60,8 @@ def run_command(
     """A ``run_command`` tool running ``/bin/sh -c <command>`` in ``cwd``.
 
     ``timeout``: seconds before the command is killed; ``max_output_bytes``: how much of the
-    output's tail the model sees; ``env``: the environment (default: inherited).
+    output's tail the model sees; ``env``: the command's whole environment, as given (default:
+    the inherited one without secrets, :func:`command_environment`, taken at each call).
     """
     if not timeout > 0:
         raise ValueError("timeout must be a positive number of seconds")
@@ -56,32 +80,54 @@ def run_command(
 
 
 class _Tail:
-    """Reads a pipe to its end on a thread of its own, keeping the last ``limit`` bytes."""
+    """Reads a pipe on a thread of its own until it closes or :meth:`stop`, keeping the last
+    ``limit`` bytes."""
 
     def __init__(self, pipe: IO[bytes], limit: int) -> None:
         self.limit = limit
         self.total = 0
+        self.stopped = False
+        self.wake = threading.Event()  # set when reading ended (or by whoever wants the wait over)
         self._data = bytearray()
         self._pipe = pipe
+        self._wake_read, self._wake_write = os.pipe()
         self.thread = threading.Thread(target=self._read, name="piagent-run-command-output", daemon=True)
         self.thread.start()
 
     def _read(self) -> None:
-        while True:
-            chunk = self._pipe.read1(_CHUNK) if hasattr(self._pipe, "read1") else self._pipe.read(_CHUNK)
-            if not chunk:
-                break
-            self.total += len(chunk)
-            self._data += chunk
-            if len(self._data) > 2 * self.limit:
-                del self._data[: len(self._data) - self.limit]
-        self._pipe.close()
+        fd = self._pipe.fileno()
+        try:
+            while True:
+                ready, _, _ = select.select([fd, self._wake_read], [], [])
+                if self._wake_read in ready:
+                    return
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    return
+                self.total += len(chunk)
+                self._data += chunk
+                if len(self._data) > 2 * self.limit:
+                    del self._data[: len(self._data) - self.limit]
+        finally:
+            self._pipe.close()
+            os.close(self._wake_read)
+            self.wake.set()
+
+    def stop(self) -> None:
+        """Stop reading now (a process that escaped the group still holds the pipe open)."""
+        self.stopped = True
+        os.write(self._wake_write, b"x")
+
+    def close(self) -> None:
+        os.close(self._wake_write)
 
     def text(self) -> str:
         data = bytes(self._data[-self.limit :])
         text = data.decode("utf-8", errors="replace").strip("\n")
         if self.total > self.limit:
             text = f"[Output truncated: showing the last {self.limit} of {self.total} bytes]\n{text}"
+        if self.stopped:
+            text += "\n[Output no longer read: a background process that left the command's group still holds it open]"
         return text or "(no output)"
 
 
@@ -98,7 +144,7 @@ def _run(
         command,
         shell=True,
         cwd=cwd,
-        env=env,
+        env=command_environment() if env is None else env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -117,10 +163,16 @@ def _run(
             process.wait()
     finally:
         remove_listener()
-    output.thread.join(_DRAIN_AFTER_EXIT)
+    remove_wake = signal.add_listener(output.wake.set)  # an abort ends this wait at once
+    output.wake.wait(_DRAIN_AFTER_KILL if timed_out or signal.aborted else _DRAIN_AFTER_EXIT)
+    remove_wake()
     if output.thread.is_alive():  # background processes still hold the pipe open
         _kill_group(process)
+        output.thread.join(_DRAIN_AFTER_KILL)
+    if output.thread.is_alive():  # one escaped the group (a new session): stop reading
+        output.stop()
         output.thread.join()
+    output.close()
     text = output.text()
     if signal.aborted:
         raise RuntimeError(f"{text}\n\nCommand aborted")

@@ -1,15 +1,31 @@
 """File tools confined to a root directory: ``read_file``, ``write_file``, ``list_dir``.
 
-Each factory takes the root and returns an :class:`~piagent.types.AgentTool`. Every path the
-model gives is taken relative to the root and resolved with ``os.path.realpath`` (so ``..``
-and symlinks are followed first); a path that ends up outside the root is refused with an
-error result. This keeps an honest model inside its directory; it is not a sandbox against
-a process that swaps symlinks while a call runs.
+Each factory takes the root and returns an :class:`~piagent.types.AgentTool`. What is confined
+(see the README's "Limits and safety"):
+
+* Every path the model gives is taken relative to the root and resolved with
+  ``os.path.realpath`` (``..`` and symlinks inside the root are followed); a path that ends
+  up outside the root is refused.
+* The resolved path is then opened one component at a time from a descriptor of the root,
+  each with ``O_NOFOLLOW``: a symlink swapped in by another process between the check and the
+  open is refused, never followed out of the root.
+* Only regular files are read or written (never a FIFO, a device or a socket, which could block
+  forever), only directories are listed; a file with more than one hard link is never written
+  (its other name may be outside the root).
+
+Not confined: reading a hard link whose other name is outside the root (a hard link to a
+file is indistinguishable from the file), and what a process outside piagent does with the
+files. ``read_file`` reads at most ``max_bytes`` of the lines it returns, and nothing after them.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Optional
 
 from ..decorator import tool
@@ -18,6 +34,9 @@ from ..types import AgentTool
 __all__ = ["confine", "file_tools", "list_dir", "read_file", "write_file"]
 
 _BINARY_PROBE = 8192
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def _root(root: os.PathLike[str] | str) -> str:
@@ -40,6 +59,60 @@ def confine(root: str, path: str) -> str:
     return resolved
 
 
+def _moved(path: str) -> PermissionError:
+    return PermissionError(f"Path {path!r} changed while it was opened (a symbolic link appeared); refused")
+
+
+@contextmanager
+def _confined_fd(
+    root: str, path: str, flags: int, make_parents: bool = False, directory: bool = False
+) -> Iterator[tuple[int, str]]:
+    """An fd for ``path`` under ``root``, opened component by component with ``O_NOFOLLOW``
+    (``O_NONBLOCK`` too, so a FIFO never blocks the open); yields ``(fd, resolved path)``."""
+    resolved = confine(root, path)
+    relative = os.path.relpath(resolved, root)
+    parts = [] if relative == "." else relative.split(os.sep)
+    if not parts and not directory:
+        raise IsADirectoryError(f"{path} is a directory")
+    current = os.open(root, os.O_RDONLY | _DIRECTORY)
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            if last and not directory:
+                opened = os.open(part, flags | _NOFOLLOW | _NONBLOCK | os.O_CLOEXEC, 0o666, dir_fd=current)
+            else:
+                try:
+                    opened = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=current)
+                except FileNotFoundError:
+                    if not make_parents or last:
+                        raise
+                    os.mkdir(part, dir_fd=current)
+                    opened = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=current)
+            os.close(current)
+            current = opened
+    except OSError as exc:
+        os.close(current)
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and not isinstance(exc, NotADirectoryError)):
+            raise _moved(path) from None
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader, opened for writing
+            raise PermissionError(f"{path} is not a regular file; refused") from None
+        raise
+    try:
+        yield current, resolved
+    finally:
+        os.close(current)
+
+
+def _regular(fd: int, path: str) -> os.stat_result:
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(f"{path} is a directory; use list_dir")
+    if not stat.S_ISREG(info.st_mode):
+        raise PermissionError(f"{path} is not a regular file (a FIFO, device or socket); refused")
+    os.set_blocking(fd, True)
+    return info
+
+
 def _display(root: str, resolved: str) -> str:
     return os.path.relpath(resolved, root)
 
@@ -55,55 +128,60 @@ def read_file(root: os.PathLike[str] | str, *, max_bytes: int = 50_000) -> Agent
         limit: Annotated[Optional[int], "Maximum number of lines to read; all by default."] = None,
     ) -> str:
         """Read a text file. Long output is truncated; read on with `offset`."""
-        resolved = confine(base, path)
         if offset < 1:
             raise ValueError("offset must be 1 or more")
         if limit is not None and limit < 1:
             raise ValueError("limit must be 1 or more")
         try:
-            with open(resolved, "rb") as probe:
-                if b"\0" in probe.read(_BINARY_PROBE):
-                    raise ValueError(f"{path} looks like a binary file; read_file only reads text")
-            return _read_lines(resolved, path, offset, limit, max_bytes)
-        except IsADirectoryError:
-            raise IsADirectoryError(f"{path} is a directory; use list_dir") from None
+            with _confined_fd(base, path, os.O_RDONLY) as (fd, _):
+                _regular(fd, path)
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    if b"\0" in handle.peek(_BINARY_PROBE)[:_BINARY_PROBE]:
+                        raise ValueError(f"{path} looks like a binary file; read_file only reads text")
+                    return _read_lines(handle, path, offset, limit, max_bytes)
         except FileNotFoundError:
             raise FileNotFoundError(f"File not found: {path}") from None
 
     return read
 
 
-def _read_lines(resolved: str, path: str, offset: int, limit: Optional[int], max_bytes: int) -> str:
-    chosen: list[str] = []
+def _read_lines(handle: io.BufferedReader, path: str, offset: int, limit: Optional[int], max_bytes: int) -> str:
+    """Lines ``offset``.. of ``handle``: reads past the lines before ``offset`` a piece at a time,
+    and stops at ``limit`` lines or ``max_bytes`` bytes (a line longer than that shows its start)."""
+    number = 0
+    chosen: list[bytes] = []
     used = 0
-    total = 0
     truncated = False
-    with open(resolved, encoding="utf-8", errors="replace", newline="") as handle:
-        for number, line in enumerate(handle, start=1):
-            total = number
-            if number < offset or truncated or (limit is not None and number >= offset + limit):
-                continue
-            size = len(line.encode("utf-8"))
-            if used + size > max_bytes:
-                truncated = True
-                if not chosen:  # one huge line: show its start
-                    chosen.append(line.encode("utf-8")[:max_bytes].decode("utf-8", "ignore"))
-                continue
-            chosen.append(line)
-            used += size
-    if total == 0:
+    while limit is None or len(chosen) < limit:
+        piece = handle.readline(max_bytes + 1)
+        if not piece:
+            break
+        number += 1
+        if number < offset:
+            while not piece.endswith(b"\n"):  # the rest of a long line, skipped a piece at a time
+                piece = handle.readline(max_bytes + 1)
+                if not piece:
+                    break
+            continue
+        if used + len(piece) > max_bytes:
+            truncated = True
+            if not chosen:  # one huge line: show its start
+                chosen.append(piece[:max_bytes])
+            break
+        chosen.append(piece)
+        used += len(piece)
+    if number == 0:
         return ""
-    if offset > total:
-        raise ValueError(f"offset {offset} is beyond the end of {path} ({total} lines)")
-    text = "".join(chosen)
+    if number < offset:
+        raise ValueError(f"offset {offset} is beyond the end of {path} ({number} lines)")
+    text = b"".join(chosen).decode("utf-8", "replace")
     last = offset + len(chosen) - 1
     if truncated:
-        text += (
-            f"\n\n[Output truncated at {max_bytes} bytes: showing lines {offset}-{last} of {total}; "
-            f"use offset={last + 1} to read on]"
-        )
-    elif last < total:
-        text += f"\n\n[Showing lines {offset}-{last} of {total}; use offset={last + 1} to read on]"
+        text = text.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+        shown = f"showing lines {offset}-{last}; use offset={last + 1} to read on"
+        text += f"\n\n[Output truncated at {max_bytes} bytes: {shown}]"
+    elif handle.peek(1)[:1]:
+        text += f"\n\n[Showing lines {offset}-{last}; use offset={last + 1} to read on]"
     return text
 
 
@@ -117,14 +195,18 @@ def write_file(root: os.PathLike[str] | str) -> AgentTool:
         content: Annotated[str, "The complete new content of the file."],
     ) -> str:
         """Create or overwrite a text file with the given content."""
-        resolved = confine(base, path)
-        if os.path.isdir(resolved):
-            raise IsADirectoryError(f"{path} is a directory")
-        parent = os.path.dirname(resolved)
-        os.makedirs(parent, exist_ok=True)
         data = content.encode("utf-8")
-        with open(resolved, "wb") as handle:
-            handle.write(data)
+        with _confined_fd(base, path, os.O_WRONLY | os.O_CREAT, make_parents=True) as (fd, resolved):
+            info = _regular(fd, path)
+            if info.st_nlink > 1:
+                raise PermissionError(
+                    f"{path} has {info.st_nlink} hard links; piagent never writes through a hard link "
+                    "(its other name may be outside the allowed directory)"
+                )
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
         return f"Wrote {len(data)} bytes to {_display(base, resolved)}"
 
     return write
@@ -137,10 +219,9 @@ def list_dir(root: os.PathLike[str] | str, *, max_entries: int = 500) -> AgentTo
     @tool(name="list_dir")
     def listing(path: Annotated[str, "Directory path, relative to the working directory."] = ".") -> str:
         """List a directory's entries, sorted; directories end with '/'."""
-        resolved = confine(base, path)
         try:
-            with os.scandir(resolved) as entries:
-                names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
+            with _confined_fd(base, path, os.O_RDONLY, directory=True) as (fd, _), os.scandir(fd) as entries:
+                names = sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries)
         except NotADirectoryError:
             raise NotADirectoryError(f"{path} is not a directory") from None
         except FileNotFoundError:

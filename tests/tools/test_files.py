@@ -97,7 +97,7 @@ class TestReadFile:
 
     def test_offset_and_limit_select_lines_and_say_how_to_read_on(self, tree: dict[str, Path]) -> None:
         text = call(read_file(tree["root"]), path="notes.txt", offset=2, limit=1)
-        assert text == "line 2\n\n\n[Showing lines 2-2 of 3; use offset=3 to read on]"
+        assert text == "line 2\n\n\n[Showing lines 2-2; use offset=3 to read on]"
 
     def test_offset_past_the_end_is_an_error(self, tree: dict[str, Path]) -> None:
         with pytest.raises(ValueError, match="offset 9 is beyond the end of notes.txt"):
@@ -107,7 +107,7 @@ class TestReadFile:
         (tree["root"] / "big.txt").write_text("".join(f"row {i:04d}\n" for i in range(1000)))
         text = call(read_file(tree["root"], max_bytes=100), path="big.txt")
         assert text.startswith("row 0000\nrow 0001\n")
-        assert text.endswith("[Output truncated at 100 bytes: showing lines 1-11 of 1000; use offset=12 to read on]")
+        assert text.endswith("[Output truncated at 100 bytes: showing lines 1-11; use offset=12 to read on]")
 
     def test_missing_file_and_directory_give_clear_errors(self, tree: dict[str, Path]) -> None:
         with pytest.raises(FileNotFoundError, match="File not found: nope.txt"):

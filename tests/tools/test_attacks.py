@@ -1,0 +1,214 @@
+"""The built-in tools against hostile input: what a model (or a process beside it) tries must not
+freeze the process, block forever, escape the root or leak a key."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal as signals
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent import AbortController, AgentTool
+from piagent.tools import list_dir, read_file, run_command, write_file
+from piagent.tools.calculator import MAX_ROUND_DIGITS, CalculatorError, evaluate
+
+pytestmark = pytest.mark.timeout(20)
+
+
+def call(t: AgentTool, signal: Any = None, **args: Any) -> str:
+    result = t.execute("call-1", args, signal or AbortController().signal, lambda partial: None)
+    return "".join(block.text for block in result.content)
+
+
+# --------------------------------------------------------------------------- calculator
+
+
+@pytest.mark.parametrize("expression", ["round(1, -10**9)", "round(7, 10**9)", "round(2.5, -5000)"])
+def test_calculator_refuses_round_to_an_absurd_number_of_digits(expression: str) -> None:
+    with pytest.raises(CalculatorError, match=f"digits is not allowed \\(at most {MAX_ROUND_DIGITS} either way\\)"):
+        evaluate(expression)
+
+
+def test_calculator_still_rounds_within_the_bound() -> None:
+    assert evaluate("round(123456, -3)") == 123000 and evaluate("round(2.675, 2)") == 2.67
+
+
+# --------------------------------------------------------------------------- run_command
+
+
+def kill_escaped(pid_file: Path) -> None:
+    """SIGKILL the process the command detached (it left the command's group on purpose)."""
+    if pid_file.exists() and pid_file.read_text().strip():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), signals.SIGKILL)
+
+
+def test_a_detached_child_holding_the_output_does_not_keep_the_call_alive(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    try:
+        text = call(run_command(tmp_path), command=f"setsid sleep 45 & echo $! > {pid_file}; echo started")
+    finally:
+        kill_escaped(pid_file)
+    assert text.startswith("started")
+    assert text.endswith(
+        "[Output no longer read: a background process that left the command's group still holds it open]"
+    )
+
+
+def test_the_timeout_ends_the_call_whatever_a_detached_child_does(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    try:
+        with pytest.raises(TimeoutError, match="Command timed out after 0.3 seconds and was killed"):
+            call(run_command(tmp_path, timeout=0.3), command=f"setsid sleep 45 & echo $! > {pid_file}; sleep 30")
+    finally:
+        kill_escaped(pid_file)
+
+
+def test_an_abort_ends_the_call_whatever_a_detached_child_does(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    controller = AbortController()
+
+    def abort_once_started() -> None:
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            if controller.signal.wait(0.01):
+                return
+        controller.abort()
+
+    threading.Thread(target=abort_once_started, daemon=True).start()
+    try:
+        with pytest.raises(RuntimeError, match="Command aborted"):
+            call(run_command(tmp_path), controller.signal, command=f"setsid sleep 45 & echo $! > {pid_file}; sleep 30")
+    finally:
+        controller.abort()
+        kill_escaped(pid_file)
+
+
+def test_commands_do_not_see_provider_keys_or_secret_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {
+        "OPENAI_API_KEY": "sk-openai-leak",
+        "HF_TOKEN": "hf-leak",
+        "GEMINI_API_KEY": "gem-leak",
+        "MY_SERVICE_TOKEN": "svc-leak",
+        "DB_SECRET": "db-leak",
+        "vendor_api_key": "lower-leak",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KEEP_ME", "visible")
+    text = call(run_command(tmp_path), command="env")
+    assert "KEEP_ME=visible" in text
+    assert [value for value in secrets.values() if value in text] == []
+
+
+def test_an_explicit_environment_is_passed_as_given(tmp_path: Path) -> None:
+    text = call(run_command(tmp_path, env={"PATH": os.environ["PATH"], "MY_TOKEN": "given"}), command="env")
+    assert "MY_TOKEN=given" in text
+
+
+# --------------------------------------------------------------------------- files
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "root").mkdir()
+    return tmp_path / "root"
+
+
+def test_a_fifo_is_refused_by_read_file_and_write_file_instead_of_blocking(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    with pytest.raises(PermissionError, match="pipe is not a regular file"):
+        call(read_file(root), path="pipe")
+    with pytest.raises(PermissionError, match="pipe is not a regular file"):
+        call(write_file(root), path="pipe", content="x")
+    with pytest.raises(NotADirectoryError, match="pipe is not a directory"):
+        call(list_dir(root), path="pipe")
+
+
+def bytes_read_by_this_process() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+needs_proc_io = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io")
+
+
+@needs_proc_io
+def test_read_file_reads_only_what_it_returns_from_a_file_without_newlines(root: Path) -> None:
+    (root / "blob.txt").write_bytes(b"a" * 20_000_000)
+    before = bytes_read_by_this_process()
+    text = call(read_file(root, max_bytes=1000), path="blob.txt")
+    assert bytes_read_by_this_process() - before < 200_000  # not the 20 MB
+    assert text.startswith("a" * 1000) and "[Output truncated at 1000 bytes: showing lines 1-1" in text
+
+
+@needs_proc_io
+def test_read_file_with_limit_stops_reading_after_its_lines(root: Path) -> None:
+    (root / "lines.txt").write_bytes(b"short\n" * 3_000_000)  # 18 MB of short lines
+    before = bytes_read_by_this_process()
+    text = call(read_file(root), path="lines.txt", limit=1)
+    assert bytes_read_by_this_process() - before < 200_000
+    assert text == "short\n\n\n[Showing lines 1-1; use offset=2 to read on]"
+
+
+def test_write_file_refuses_a_hard_link_to_a_file_outside_the_root(root: Path) -> None:
+    outside = root.parent / "outside.txt"
+    outside.write_text("precious")
+    os.link(outside, root / "innocent.txt")
+    with pytest.raises(PermissionError, match="innocent.txt has 2 hard links; piagent never writes through"):
+        call(write_file(root), path="innocent.txt", content="overwritten")
+    assert outside.read_text() == "precious"
+
+
+@pytest.mark.parametrize("swapped", ["file", "directory"])
+def test_a_symlink_swapped_in_during_the_call_never_leads_out_of_the_root(root: Path, swapped: str) -> None:
+    """Another process flips a path between a real entry and a symlink out of the root, as fast
+    as it can, while the tools read and write it: nothing outside is ever read or written."""
+    outside = root.parent / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("OUTSIDE")
+    name = "f.txt" if swapped == "file" else "d"
+    target = outside / "f.txt" if swapped == "file" else outside
+    path = "f.txt" if swapped == "file" else "d/f.txt"
+    stop = threading.Event()
+
+    def flip() -> None:
+        entry, n = root / name, 0
+        while not stop.is_set():
+            n += 1
+            real = root / f"real{n}"
+            if swapped == "file":
+                real.write_text("inside")
+            else:
+                real.mkdir()
+                (real / "f.txt").write_text("inside")
+            for replacement in (real, None):  # a real entry, then a symlink out of the root
+                try:
+                    if entry.is_symlink() or entry.exists():
+                        os.rename(entry, root / f"old{n}{replacement is None}")
+                    if replacement is None:
+                        entry.symlink_to(target)
+                    else:
+                        os.rename(replacement, entry)
+                except OSError:  # the tool under test created the entry meanwhile: go on flipping
+                    pass
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    reader, writer = read_file(root), write_file(root)
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError):  # refused, or the path vanished meanwhile: both fine
+                assert "OUTSIDE" not in call(reader, path=path)
+            with contextlib.suppress(OSError):
+                call(writer, path=path, content="WRITTEN")
+    finally:
+        stop.set()
+        flipper.join(5)
+    assert (outside / "f.txt").read_text() == "OUTSIDE"
+    assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]

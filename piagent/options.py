@@ -181,7 +181,17 @@ class AgentOptions(Options):
         default=None, check=opt.executor_or_none, doc="Runs parallel tool calls (None: piagent's worker threads)."
     )
     max_workers: Same[Optional[int]] = Option(
-        default=None, check=opt.positive_int_or_none, doc="At most this many parallel calls at once (None: no cap)."
+        default=None, check=opt.positive_int_or_none, doc="At most this many parallel calls at once (None: 16)."
+    )
+    max_tool_calls: Same[Optional[int]] = Option(
+        default=None,
+        check=opt.positive_int_or_none,
+        doc="Tool calls of one response that run; the rest get error results (None: 128).",
+    )
+    abort_grace: Same[Optional[float]] = Option(
+        default=None,
+        check=opt.non_negative_number_or_none,
+        doc="Seconds a tool call may run on after an abort before it is abandoned (None: 1).",
     )
     max_turns: Same[Optional[int]] = Option(
         default=None, check=opt.positive_int_or_none, doc="End the run after this many turns (None: no limit)."
@@ -220,7 +230,23 @@ class AgentOptions(Options):
         default=None, check=opt.positive_int_or_none, doc="Output token limit per call."
     )
     timeout_ms: Same[Optional[int]] = Option(
-        default=None, check=opt.positive_int_or_none, doc="HTTP read timeout per call, in milliseconds."
+        default=None,
+        check=opt.positive_int_or_none,
+        doc="Longest wait for the connection, the headers and (unless idle_timeout_ms) each stream event, in ms.",
+    )
+    idle_timeout_ms: Same[Optional[int]] = Option(
+        default=None,
+        check=opt.positive_int_or_none,
+        doc="Longest wait between two stream events, in ms (None: 600,000).",
+    )
+    deadline_ms: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="Time budget of a whole model call, in ms (None: 3,600,000)."
+    )
+    max_response_bytes: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="Decompressed bytes of one response (None: 256 MiB)."
+    )
+    max_event_bytes: Same[Optional[int]] = Option(
+        default=None, check=opt.positive_int_or_none, doc="Bytes of one stream line or event (None: 16 MiB)."
     )
     max_retries: Same[Optional[int]] = Option(
         default=None, check=opt.non_negative_int_or_none, doc="Retries of 429/5xx/connection failures."

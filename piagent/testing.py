@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from .ai.builder import MessageBuilder
+from .ai.provider_kit import AbortedRequest, MessageBuilder, ProviderStreamError, stream_events
 from .ai.registry import register_api_provider, unregister_api_provider
 from .ai.stream import AssistantMessageEventStream
 from .ai.types import (
@@ -178,37 +178,30 @@ class FauxProvider:
             step = self._responses.pop(0) if self._responses else None
         if options.on_response is not None:
             options.on_response({"status": 200, "headers": {}}, model)
-        return AssistantMessageEventStream(self._events(step, model, context, options))
+        return stream_events(model, options, lambda builder: self._events(builder, step, context, options))
 
     def _events(
-        self, step: Optional[FauxResponse], model: Model, context: Context, options: StreamOptions
+        self, builder: MessageBuilder, step: Optional[FauxResponse], context: Context, options: StreamOptions
     ) -> Iterator[AssistantMessageEvent]:
-        builder = MessageBuilder(model)
-        signal = options.signal
+        """The body of a faux stream; :func:`~piagent.ai.provider_kit.stream_events` turns what it
+        raises (an abort included) into the terminal error event."""
+        model, signal = builder.model, options.signal
         if step is None:
-            yield builder.error("No more faux responses queued")
-            return
-        try:
-            scripted = step(context, options, self.state, model) if callable(step) else step
-            scripted = copy.deepcopy(scripted)
-        except Exception as exc:
-            yield builder.error(str(exc) or type(exc).__name__)
-            return
+            raise ProviderStreamError("No more faux responses queued")
+        scripted = step(context, options, self.state, model) if callable(step) else step
+        scripted = copy.deepcopy(scripted)
         builder.message.usage = self._usage(model, context, options, scripted)
         builder.message.response_id = scripted.response_id
         if signal is not None and signal.aborted:
-            yield builder.error("Request was aborted", aborted=True)
-            return
+            raise AbortedRequest()
         yield builder.start()
         for block in scripted.content:
             if signal is not None and signal.aborted:
-                yield builder.error("Request was aborted", aborted=True)
-                return
+                raise AbortedRequest()
             for event in self._block_events(builder, block):
                 yield event
                 if event.delta is not None and signal is not None and self._pause_aborted(signal):
-                    yield builder.error("Request was aborted", aborted=True)
-                    return
+                    raise AbortedRequest()
         if scripted.stop_reason in ("error", "aborted"):
             aborted = scripted.stop_reason == "aborted"
             yield builder.error(scripted.error_message or "Request failed", aborted=aborted)

@@ -297,8 +297,6 @@ class Done:
 class Wake:
     """The run was aborted: the run thread looks at its calls again."""
 
-    job: Optional[Prepared] = None
-
 
 Note = Union[Started, Update, Done, Wake]
 
@@ -510,9 +508,11 @@ def collect(
                     elif abort_deadline is not None and abort_deadline <= now and job.settle():
                         leave(job, *_abort_abandoned(job, grace))
                 continue
+            if isinstance(note, Wake):
+                continue  # the run was aborted: the next turn of the loop sees it
             job = note.job
-            if job is None or job.index not in waiting:
-                continue  # a wake-up, or a call that already timed out
+            if job.index not in waiting:
+                continue  # a call that already timed out
             if isinstance(note, Update):
                 batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial))
             elif isinstance(note, Done):

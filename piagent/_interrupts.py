@@ -129,6 +129,9 @@ def shut_socket(sock: Any) -> None:
 class _Tracked:
     """Mixin for urllib3 connections: report to the sending thread's tracker, if any."""
 
+    def __repr__(self) -> str:  # urllib3 2's form, also under 1.26 (whose errors show the repr)
+        return f"{type(self).__name__}(host={getattr(self, 'host', '')!r}, port={getattr(self, 'port', None)!r})"
+
     def connect(self) -> None:
         tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
         if tracker is not None:

@@ -16,6 +16,8 @@ from typing import Any, Callable, ClassVar, Generic, Optional, TypeVar, Union, o
 
 from typing_extensions import dataclass_transform
 
+from .exceptions import InvalidTypeError, InvalidValueError
+
 __all__ = [
     "CACHE_RETENTIONS",
     "Option",
@@ -94,7 +96,7 @@ class Options:
         options = type(self)._options
         for name in values:
             if name not in options:
-                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
+                raise InvalidTypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
         for name, option in options.items():
             setattr(self, name, values.get(name, option.default))
         post_init = getattr(self, "__post_init__", None)
@@ -116,14 +118,14 @@ class Options:
 
 def callable_or_none(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
-        raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be callable or None, got {type(value).__name__}")
     return value
 
 
 def choice(*allowed: str) -> Check[Any, Any]:
     def check(name: str, value: Any) -> Any:
         if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+            raise InvalidValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
         return value
 
     return check
@@ -135,25 +137,25 @@ def _is_int(value: Any) -> bool:
 
 def positive_int_or_none(name: str, value: Any) -> Any:
     if value is not None and (not _is_int(value) or value < 1):
-        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        raise InvalidValueError(f"{name} must be a positive int or None, got {value!r}")
     return value
 
 
 def non_negative_int_or_none(name: str, value: Any) -> Any:
     if value is not None and (not _is_int(value) or value < 0):
-        raise ValueError(f"{name} must be a non-negative int or None, got {value!r}")
+        raise InvalidValueError(f"{name} must be a non-negative int or None, got {value!r}")
     return value
 
 
 def positive_number_or_none(name: str, value: Any) -> Any:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+        raise InvalidValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
     return value
 
 
 def non_negative_number_or_none(name: str, value: Any) -> Any:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
-        raise ValueError(f"{name} must be a non-negative number or None, got {value!r}")
+        raise InvalidValueError(f"{name} must be a non-negative number or None, got {value!r}")
     return value
 
 
@@ -162,7 +164,7 @@ def optional_choice(*allowed: str) -> Check[Any, Any]:
 
     def check(name: str, value: Any) -> Any:
         if value is not None and value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))} or None, got {value!r}")
+            raise InvalidValueError(f"{name} must be one of {', '.join(map(repr, allowed))} or None, got {value!r}")
         return value
 
     return check
@@ -170,7 +172,7 @@ def optional_choice(*allowed: str) -> Check[Any, Any]:
 
 def str_or_none(name: str, value: Any) -> Any:
     if value is not None and not isinstance(value, str):
-        raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be a str or None, got {type(value).__name__}")
     return value
 
 
@@ -178,7 +180,7 @@ def budgets_or_none(name: str, value: Any) -> Optional[dict[str, int]]:
     if value is None:
         return None
     if not isinstance(value, dict) or not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in value.items()):
-        raise ValueError(f"{name} must map thinking levels to token counts (dict of str -> int), got {value!r}")
+        raise InvalidValueError(f"{name} must map thinking levels to token counts (dict of str -> int), got {value!r}")
     return dict(value)
 
 
@@ -188,12 +190,12 @@ def tool_choice_or_none(name: str, value: Any) -> Any:
         return value
     if isinstance(value, dict) and set(value) == {"name"} and isinstance(value["name"], str) and value["name"]:
         return dict(value)
-    raise ValueError(f'{name} must be None, "auto", "none", "required" or {{"name": <tool>}}, got {value!r}')
+    raise InvalidValueError(f'{name} must be None, "auto", "none", "required" or {{"name": <tool>}}, got {value!r}')
 
 
 def executor_or_none(name: str, value: Any) -> Any:
     if value is not None and not callable(getattr(value, "submit", None)):
-        raise TypeError(f"{name} must be a concurrent.futures.Executor (something with submit()), got {value!r}")
+        raise InvalidTypeError(f"{name} must be a concurrent.futures.Executor (something with submit()), got {value!r}")
     return value
 
 

@@ -12,12 +12,14 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
+from .exceptions import PiAgentError
+
 __all__ = ["AbortController", "AbortSignal", "AbortedError"]
 
 logger = logging.getLogger("piagent")
 
 
-class AbortedError(Exception):
+class AbortedError(PiAgentError):
     """Raised by :meth:`AbortSignal.throw_if_aborted`; its message is the abort reason."""
 
 

@@ -41,7 +41,7 @@ from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
-from .exceptions import AgentBusyError, InvalidStateError
+from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .queues import MessageQueue, to_message
@@ -186,10 +186,10 @@ class Agent(AgentOptions):
         same callable twice registers it once. Returns an idempotent ``unsubscribe()``.
         """
         if not callable(listener):
-            raise TypeError(f"listener must be callable, got {type(listener).__name__}")
+            raise InvalidTypeError(f"listener must be callable, got {type(listener).__name__}")
         arity = opt.positional_arity(listener)
         if arity == 0:
-            raise TypeError(f"listener {listener!r} must accept the event as a positional argument")
+            raise InvalidTypeError(f"listener {listener!r} must accept the event as a positional argument")
         with self._lock:
             if all(registered != listener for registered, _ in self._listeners):
                 self._listeners = self._listeners + ((listener, arity == 1),)
@@ -511,11 +511,13 @@ def _prompt_messages(input: PromptInput, images: Optional[Sequence[ImageContent]
         blocks: list[UserContent] = [TextContent(input)]
         for image in images or ():
             if getattr(image, "type", None) != "image":
-                raise TypeError(f"images must be ImageContent blocks, got {type(image).__name__}")
+                raise InvalidTypeError(f"images must be ImageContent blocks, got {type(image).__name__}")
             blocks.append(image)
         return [UserMessage(blocks)]
     if images:
-        raise ValueError("images= goes with a text prompt; put ImageContent blocks in the message's content instead")
+        raise InvalidValueError(
+            "images= goes with a text prompt; put ImageContent blocks in the message's content instead"
+        )
     if isinstance(input, (list, tuple)):
         return check_messages(input)
     return [to_message(input)]

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from typing_extensions import get_args, get_origin, is_typeddict
 
+from .exceptions import InvalidTypeError
 from .schema import (
     ARRAY_ORIGINS,
     MAPPING_ORIGINS,
@@ -78,7 +79,7 @@ def _to_float(value: Any) -> Any:
 
 def _object_converter(cls: type, seen: tuple[type, ...]) -> Converter:
     if cls in seen:
-        raise TypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
+        raise InvalidTypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
     fields: dict[str, Optional[Converter]] = {f.name: _converter(f.hint, seen + (cls,)) for f in object_fields(cls)}
     build: Callable[..., Any] = dict if is_typeddict(cls) else cls
 

@@ -33,6 +33,7 @@ from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_
 from .abort import AbortSignal
 from .ai.types import ImageContent, TextContent
 from .arguments import Converter, converter_for
+from .exceptions import InvalidTypeError, InvalidValueError
 from .schema import FunctionSchema, function_schema, jsonable
 from .types import AgentTool, AgentToolResult, ToolExecutionMode, ToolUpdateCallback
 
@@ -51,7 +52,7 @@ class FunctionTool(AgentTool):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.function is None:
-            raise TypeError(f"tool {self.name!r} has no function to call")
+            raise InvalidTypeError(f"tool {self.name!r} has no function to call")
         return self.function(*args, **kwargs)
 
 
@@ -93,13 +94,13 @@ def tool(
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):
-            raise TypeError(f"@tool decorates a function, not {type(function).__name__}")
+            raise InvalidTypeError(f"@tool decorates a function, not {type(function).__name__}")
         return _build(function, name, description, label, execution_mode, timeout)
 
     if fn is None:
         return decorate
     if not callable(fn):
-        raise TypeError(
+        raise InvalidTypeError(
             f"@tool decorates a function, not {type(fn).__name__} (options are keyword-only: @tool(name=...))"
         )
     return decorate(fn)
@@ -115,14 +116,18 @@ def _build(
 ) -> FunctionTool:
     tool_name = name if name is not None else getattr(fn, "__name__", "")
     if not _NAME.match(tool_name):
-        raise ValueError(
+        raise InvalidValueError(
             f"tool name {tool_name!r} is not allowed: use 1-64 letters, digits, '_' or '-' (pass name=...)"
         )
     owner = f"tool {tool_name!r}"
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(f"{owner}: async functions are not supported; piagent runs tools on threads, write a plain def")
+        raise InvalidTypeError(
+            f"{owner}: async functions are not supported; piagent runs tools on threads, write a plain def"
+        )
     if inspect.isgeneratorfunction(fn):
-        raise TypeError(f"{owner}: generator functions are not supported; report progress with an on_update parameter")
+        raise InvalidTypeError(
+            f"{owner}: generator functions are not supported; report progress with an on_update parameter"
+        )
     schema = function_schema(fn, owner)
     call = _Caller(fn, schema, tool_name)
     return FunctionTool(
@@ -156,7 +161,7 @@ class _Caller:
         if args is None:
             args = {}
         if not isinstance(args, dict):
-            raise TypeError(f"Tool {self.name} expects an object of arguments, got {type(args).__name__}")
+            raise InvalidTypeError(f"Tool {self.name} expects an object of arguments, got {type(args).__name__}")
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
         for name, kind, default, convert in self.params:
@@ -198,7 +203,7 @@ def to_tool_result(value: Any, tool_name: str = "tool") -> AgentToolResult:
         data = jsonable(value)
         text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(
+        raise InvalidTypeError(
             f"Tool {tool_name} returned a value of type {type(value).__name__} that cannot be sent to the model "
             f"({exc}); return a str, content blocks, an AgentToolResult or JSON-serialisable data"
         ) from None

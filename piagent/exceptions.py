@@ -8,6 +8,9 @@
     ├── MissingApiKeyError (also ValueError)    no key in options, get_api_key or the environment
     ├── ToolArgumentsError (also ValueError)    tool arguments that fail their schema
     ├── StreamEndedWithoutResult                an event stream ended without a terminal event
+    ├── InvalidValueError (also ValueError)     a value piagent cannot accept (an option, a schema...)
+    ├── InvalidTypeError (also TypeError)       a value of the wrong type
+    ├── AbortedError                            AbortSignal.throw_if_aborted() on an aborted signal
     ├── SessionError                            a session store cannot be read or written
     │   ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
     │   └── SessionBusyError (also TimeoutError)  another writer held the session's lock too long
@@ -31,6 +34,8 @@ __all__ = [
     "AbortedRequest",
     "AgentBusyError",
     "HttpStatusError",
+    "InvalidTypeError",
+    "InvalidValueError",
     "InvalidStateError",
     "MissingApiKeyError",
     "ModelNotFoundError",
@@ -68,6 +73,14 @@ class ModelNotFoundError(PiAgentError, LookupError):
 
 class MissingApiKeyError(PiAgentError, ValueError):
     """No API key was given and the provider's environment variable is unset."""
+
+
+class InvalidValueError(PiAgentError, ValueError):
+    """A value piagent cannot accept: an option out of range, a malformed schema or message."""
+
+
+class InvalidTypeError(PiAgentError, TypeError):
+    """A value of the wrong type where piagent needs a specific one."""
 
 
 class ToolArgumentsError(PiAgentError, ValueError):

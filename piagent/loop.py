@@ -36,6 +36,7 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from .exceptions import InvalidValueError
 from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
 from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext, TurnUpdate
 
@@ -163,10 +164,10 @@ def can_continue_from(message: AgentMessage) -> bool:
 
 def _check_can_continue(context: AgentContext) -> None:
     if not context.messages:
-        raise ValueError("Cannot continue: no messages in context")
+        raise InvalidValueError("Cannot continue: no messages in context")
     last = context.messages[-1]
     if not can_continue_from(last):
-        raise ValueError("Cannot continue from message role: assistant")
+        raise InvalidValueError("Cannot continue from message role: assistant")
 
 
 def _is_agent_end(event: AgentEvent) -> bool:
@@ -287,7 +288,7 @@ def _stream_assistant_response(
     llm_context = Context(context.system_prompt, list(config.convert_to_llm(messages)), list(context.tools))
     model = config.model
     if model is None:
-        raise ValueError("AgentLoopConfig.model is required")
+        raise InvalidValueError("AgentLoopConfig.model is required")
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
     observer = instrumentation.current()

@@ -22,6 +22,7 @@ from typing import Any, Optional, Union
 
 from ._options import choice
 from .ai.types import TextContent, UserMessage
+from .exceptions import InvalidTypeError
 from .types import AgentMessage, QueueMode
 
 __all__ = ["QUEUE_MODES", "MessageQueue", "to_message"]
@@ -35,7 +36,7 @@ def to_message(value: Any) -> AgentMessage:
     if isinstance(value, str):
         return UserMessage([TextContent(value)])
     if getattr(value, "role", None) is None:
-        raise TypeError(f"expected a str or a message with a 'role' attribute, got {type(value).__name__}")
+        raise InvalidTypeError(f"expected a str or a message with a 'role' attribute, got {type(value).__name__}")
     return value
 
 

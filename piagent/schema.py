@@ -42,6 +42,7 @@ import typing_extensions
 from typing_extensions import get_args, get_origin, is_typeddict
 
 from .docstrings import parse_docstring
+from .exceptions import InvalidTypeError
 
 __all__ = [
     "ARRAY_ORIGINS",
@@ -126,7 +127,7 @@ def resolve_hints(obj: Any, owner: str) -> dict[str, Any]:
     try:
         return typing_extensions.get_type_hints(obj, include_extras=True)
     except Exception as exc:
-        raise TypeError(
+        raise InvalidTypeError(
             f"cannot resolve the type hints of {owner}: {exc} "
             "(types named in hints must be importable from the module that defines them)"
         ) from exc
@@ -198,10 +199,10 @@ def jsonable(value: Any) -> Any:
             if isinstance(key, enum.Enum):
                 key = key.value
             if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise TypeError(f"a dict key of type {type(key).__name__} has no JSON form")
+                raise InvalidTypeError(f"a dict key of type {type(key).__name__} has no JSON form")
             out[key if isinstance(key, str) else json.dumps(key)] = jsonable(item)
         return out
-    raise TypeError(f"a value of type {type(value).__name__} has no JSON form")
+    raise InvalidTypeError(f"a value of type {type(value).__name__} has no JSON form")
 
 
 # --------------------------------------------------------------------------- hints -> schema
@@ -246,17 +247,19 @@ def _bare_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return _array(_schema(args[0], seen), False)
-        raise TypeError(
+        raise InvalidTypeError(
             f"unsupported type hint {_name(hint)}: use tuple[X, ...] or list[X] "
             "(fixed-length tuples have no portable JSON Schema)"
         )
     if origin in MAPPING_ORIGINS:
         key, value = args if args else (str, Any)
         if unwrap(key)[0] is not str:
-            raise TypeError(f"unsupported type hint {_name(hint)}: JSON object keys are strings, use dict[str, ...]")
+            raise InvalidTypeError(
+                f"unsupported type hint {_name(hint)}: JSON object keys are strings, use dict[str, ...]"
+            )
         value_schema = _schema(value, seen)
         return {"type": "object", "additionalProperties": value_schema} if value_schema else {"type": "object"}
-    raise TypeError(f"unsupported type hint {_name(hint)}: it has no JSON Schema form")
+    raise InvalidTypeError(f"unsupported type hint {_name(hint)}: it has no JSON Schema form")
 
 
 def _array(items: dict[str, Any], unique: bool) -> dict[str, Any]:
@@ -302,7 +305,7 @@ def _union_schema(members: Sequence[Any], seen: tuple[type, ...]) -> dict[str, A
 
 def _object_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
     if cls in seen:
-        raise TypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
+        raise InvalidTypeError(f"recursive type {cls.__qualname__} is not supported in a tool schema")
     docstring = parse_docstring(_user_doc(cls))
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -398,12 +401,12 @@ def function_schema(fn: Callable[..., Any], owner: str) -> FunctionSchema:
             injected.append(name)
             continue
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            raise TypeError(f"{owner}: *{name} is not supported (a model passes named arguments only)")
+            raise InvalidTypeError(f"{owner}: *{name} is not supported (a model passes named arguments only)")
         hint = hints.get(name, Any)
         try:
             schema = _schema(hint, ())
         except TypeError as exc:
-            raise TypeError(f"{owner}: parameter {name!r}: {exc}") from None
+            raise InvalidTypeError(f"{owner}: parameter {name!r}: {exc}") from None
         if p.kind is inspect.Parameter.VAR_KEYWORD:
             extra, extra_schema = (name, hint), schema
             continue
@@ -413,7 +416,9 @@ def function_schema(fn: Callable[..., Any], owner: str) -> FunctionSchema:
         params.append(Parameter(name, hint, p.kind, p.default))
     unknown = [n for n in docstring.params if n not in signature.parameters]
     if unknown:
-        raise TypeError(f"{owner}: the docstring documents {', '.join(map(repr, unknown))}, which is not a parameter")
+        raise InvalidTypeError(
+            f"{owner}: the docstring documents {', '.join(map(repr, unknown))}, which is not a parameter"
+        )
     closed: Any = True if extra is None else (extra_schema or None)
     parameters = _object(properties, required, "", closed)
     return FunctionSchema(parameters, docstring.description, params, injected, extra)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .ai.types import Cost, Model
 from .events import AgentEvent
+from .exceptions import InvalidTypeError, InvalidValueError
 from .types import AgentMessage, AgentTool, ThinkingLevel
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def resolve_model(spec: object) -> Model:
         from .ai.models import get_model  # the catalogue is loaded on first use, not on import
 
         return get_model(spec)
-    raise TypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
+    raise InvalidTypeError(f'model must be a Model or a "provider:model-id" string, got {type(spec).__name__}')
 
 
 def _new_list(items: Optional[Iterable[Any]], expected: str) -> list[Any]:
@@ -71,7 +72,7 @@ def _new_list(items: Optional[Iterable[Any]], expected: str) -> list[Any]:
     if items is None:
         return []
     if isinstance(items, (str, bytes)) or not isinstance(items, IterableABC):
-        raise TypeError(f"{expected}, got {type(items).__name__}")
+        raise InvalidTypeError(f"{expected}, got {type(items).__name__}")
     return list(items)
 
 
@@ -82,9 +83,9 @@ def check_tools(tools: Optional[Iterable[AgentTool]]) -> list[AgentTool]:
     for tool in checked:
         name = getattr(tool, "name", None)
         if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
-            raise TypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
+            raise InvalidTypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
         if name in seen:
-            raise ValueError(f"two tools are named {name!r}; tool names must be unique")
+            raise InvalidValueError(f"two tools are named {name!r}; tool names must be unique")
         seen.add(name)
     return checked
 
@@ -94,7 +95,7 @@ def check_messages(messages: Optional[Iterable[AgentMessage]]) -> list[AgentMess
     checked = _new_list(messages, "messages must be a list of messages")
     for message in checked:
         if getattr(message, "role", None) is None:
-            raise TypeError(f"every message needs a 'role' attribute, got {type(message).__name__}")
+            raise InvalidTypeError(f"every message needs a 'role' attribute, got {type(message).__name__}")
     return checked
 
 

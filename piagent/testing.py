@@ -41,6 +41,7 @@ from .ai.types import (
     ToolCall,
     Usage,
 )
+from .exceptions import InvalidValueError, ModelNotFoundError
 
 __all__ = [
     "FauxProvider",
@@ -152,7 +153,7 @@ class FauxProvider:
         for model in self.models:
             if model.id == id:
                 return model
-        raise KeyError(f"faux provider has no model {id!r}")
+        raise ModelNotFoundError(f"faux provider has no model {id!r}")
 
     def set_responses(self, responses: Sequence[FauxResponse]) -> None:
         with self._lock:
@@ -232,7 +233,7 @@ class FauxProvider:
                 yield builder.toolcall_delta(index, chunk)
             yield builder.toolcall_end(index, block.arguments)
         else:
-            raise ValueError(f"faux provider cannot stream a {block.type!r} block")
+            raise InvalidValueError(f"faux provider cannot stream a {block.type!r} block")
 
     def _chunks(self, text: str) -> Iterator[str]:
         low, high = self.chunk_tokens

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import piagent
 
@@ -26,3 +28,52 @@ def test_every_public_class_or_function_of_piagent_is_in_all() -> None:
         and getattr(value, "__module__", "").split(".")[0] == "piagent"
     }
     assert sorted(public - exported) == []
+
+
+# --------------------------------------------------------------------------- one exception tree
+
+_BUILTIN_RAISES = re.compile(r"\braise (ValueError|TypeError|KeyError|LookupError|Exception)\(")
+_TOOL_MODULES = {"tools/files.py", "tools/command.py"}  # a tool's OSError/RuntimeError is its error result
+
+
+def test_every_exception_class_piagent_defines_derives_from_piagent_error() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import piagent
+    from piagent.exceptions import PiAgentError
+
+    outside = []
+    for info in pkgutil.walk_packages(piagent.__path__, "piagent."):
+        if info.name.endswith("llama_cpp") or ".cli" in info.name and info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == info.name
+                and not name.startswith("_")
+                and not issubclass(value, PiAgentError)
+            ):
+                outside.append(f"{info.name}.{name}")
+    assert outside == []
+
+
+def test_piagent_raises_its_own_exceptions_not_bare_builtins() -> None:
+    root = Path(piagent_root())
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted(root.rglob("*.py"))
+        if path.relative_to(root).as_posix() not in _TOOL_MODULES
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _BUILTIN_RAISES.search(line)
+    ]
+    assert found == []
+
+
+def piagent_root() -> str:
+    import piagent
+
+    return str(Path(piagent.__file__).parent)

@@ -11,6 +11,7 @@ import pytest
 from piagent import AbortController, AssistantMessage, ProviderNotFoundError, TextContent, UserMessage
 from piagent.ai import Context, Cost, StreamOptions, Tool, ToolCall, complete, stream, stream_simple
 from piagent.ai.types import ThinkingContent
+from piagent.exceptions import ModelNotFoundError
 from piagent.testing import (
     FauxProvider,
     faux_message,
@@ -69,7 +70,7 @@ def test_multiple_models_with_per_model_reasoning_and_model_aware_factories() ->
     faux = register_faux_provider(models=["fast", {"id": "deep", "reasoning": True}])
     try:
         assert (faux.get_model("fast").reasoning, faux.get_model("deep").reasoning) == (False, True)
-        with pytest.raises(KeyError):
+        with pytest.raises(ModelNotFoundError, match="faux provider has no model 'missing'"):
             faux.get_model("missing")
 
         def by_model(context: Context, options: Any, state: Any, model: Any) -> AssistantMessage:

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any, Optional
 
+from ..exceptions import InvalidValueError
 from .arguments_check import read_integer
 
 __all__ = ["DONE", "ESCAPES", "HEX", "NOTHING", "Invalid", "JsonMachine"]
@@ -46,7 +47,7 @@ _N_CAN_END = frozenset((_N_ZERO, _N_INT, _N_FRAC, _N_EXP))
 NOTHING: Any = object()  # "no value here (yet)"
 
 
-class Invalid(Exception):
+class Invalid(InvalidValueError):
     """Text that no continuation can turn into JSON."""
 
 

@@ -32,6 +32,7 @@ import json
 import re
 from typing import Any, Optional
 
+from ..exceptions import InvalidValueError
 from ._json_machine import DONE, ESCAPES, HEX, NOTHING, Invalid, JsonMachine
 from .arguments_check import read_integer
 
@@ -43,7 +44,7 @@ _NAMED_CONTROLS: dict[str, str] = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": 
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise InvalidValueError(f"{name} is not JSON")
 
 
 # RFC 8259: no NaN or Infinity; an integer too long to read is kept as OverlongInteger

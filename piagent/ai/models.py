@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..exceptions import ModelNotFoundError
+from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._model_data import PROVIDERS
 from .capabilities import Capabilities, warn_once
 from .types import Cost, Model
@@ -70,12 +70,12 @@ def _model_from_row(provider: str, row: Mapping[str, Any], families: Mapping[str
     api = row.get("api") or settings.get("api")
     base_url = row.get("base_url") if row.get("base_url") is not None else settings.get("base_url")
     if not api or base_url is None:
-        raise ValueError(f"catalogue: provider {provider!r} needs 'api' and 'base_url' on each model")
+        raise InvalidValueError(f"catalogue: provider {provider!r} needs 'api' and 'base_url' on each model")
     capabilities: Optional[Capabilities] = None
     family = row.get("family") or ""
     if family:
         if family not in families:
-            raise ValueError(f"catalogue: model {provider}:{row.get('id')} names unknown family {family!r}")
+            raise InvalidValueError(f"catalogue: model {provider}:{row.get('id')} names unknown family {family!r}")
         fields = dict(families[family].get("capabilities") or {})
         fields.update(row.get("capabilities") or {})
         capabilities = Capabilities.from_dict(fields)
@@ -107,7 +107,7 @@ def _model_from_row(provider: str, row: Mapping[str, Any], families: Mapping[str
 
 def _parse(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, Model]], dict[str, dict[str, str]]]:
     if data.get("format") != CATALOGUE_FORMAT:
-        raise ValueError(f"catalogue format {data.get('format')!r} is not {CATALOGUE_FORMAT}: upgrade piagent")
+        raise InvalidValueError(f"catalogue format {data.get('format')!r} is not {CATALOGUE_FORMAT}: upgrade piagent")
     families = data.get("families") or {}
     models: dict[str, dict[str, Model]] = {}
     aliases: dict[str, dict[str, str]] = {}
@@ -132,7 +132,7 @@ def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool
     try:
         models, aliases = _parse(data)
     except (KeyError, TypeError) as exc:
-        raise ValueError(f"malformed catalogue: {exc!r}") from None
+        raise InvalidValueError(f"malformed catalogue: {exc!r}") from None
     with _lock:
         if replace:
             _catalogue.clear()
@@ -256,7 +256,7 @@ def get_providers() -> list[str]:
 def register_model(model: Model) -> Model:
     """Add ``model`` to the catalogue (replacing one with the same provider and id); returns it."""
     if not model.id or not model.provider:
-        raise ValueError("register_model needs a model with an id and a provider")
+        raise InvalidValueError("register_model needs a model with an id and a provider")
     with _lock:
         _catalogue.setdefault(model.provider, {})[model.id] = copy.deepcopy(model)
     return model
@@ -296,7 +296,7 @@ def custom_model(
     if base_url is None:
         base_url = LOCAL_SERVERS.get(provider)
         if base_url is None:
-            raise ValueError(f"custom_model({id!r}) needs a base_url for provider {provider!r}")
+            raise InvalidValueError(f"custom_model({id!r}) needs a base_url for provider {provider!r}")
     if capabilities is not None and not isinstance(capabilities, Capabilities):
         capabilities = Capabilities.from_dict(capabilities)
     model = Model(

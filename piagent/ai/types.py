@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from typing_extensions import Literal
 
+from ..exceptions import InvalidTypeError, InvalidValueError
 from .capabilities import Capabilities
 
 if TYPE_CHECKING:
@@ -138,24 +139,24 @@ def content_from_dict(d: Mapping[str, Any]) -> Any:
     if kind == "toolCall":
         arguments = d.get("arguments") or {}
         if not isinstance(arguments, Mapping):
-            raise ValueError(f"a toolCall block's 'arguments' must be an object, got {type(arguments).__name__}")
+            raise InvalidValueError(f"a toolCall block's 'arguments' must be an object, got {type(arguments).__name__}")
         return ToolCall(
             _required(d, "id", "a toolCall block"),
             _required(d, "name", "a toolCall block"),
             dict(arguments),
             d.get("thoughtSignature"),
         )
-    raise ValueError(f"Unknown content block type: {kind!r}")
+    raise InvalidValueError(f"Unknown content block type: {kind!r}")
 
 
 def _check_mapping(d: Any, what: str) -> None:
     if not isinstance(d, Mapping):
-        raise TypeError(f"{what} must be a dict (its to_dict() form), got {type(d).__name__}")
+        raise InvalidTypeError(f"{what} must be a dict (its to_dict() form), got {type(d).__name__}")
 
 
 def _required(d: Mapping[str, Any], key: str, what: str) -> Any:
     if key not in d:
-        raise ValueError(f"{what} needs {key!r}; got keys {sorted(d)}")
+        raise InvalidValueError(f"{what} needs {key!r}; got keys {sorted(d)}")
     return d[key]
 
 
@@ -169,7 +170,7 @@ def _content_list_from(value: Any) -> Any:
     if isinstance(value, str):
         return value
     if value is not None and not isinstance(value, (list, tuple)):
-        raise ValueError(f"'content' must be a string or a list of blocks, got {type(value).__name__}")
+        raise InvalidValueError(f"'content' must be a string or a list of blocks, got {type(value).__name__}")
     return [content_from_dict(block) for block in value or []]
 
 
@@ -402,7 +403,9 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
     try:
         stamp: dict[str, Any] = {} if ts is None else {"timestamp": int(ts)}
     except (TypeError, ValueError):
-        raise ValueError(f"a message's 'timestamp' must be an integer (epoch milliseconds), got {ts!r}") from None
+        raise InvalidValueError(
+            f"a message's 'timestamp' must be an integer (epoch milliseconds), got {ts!r}"
+        ) from None
     if role == "user":
         return UserMessage(_content_list_from(d.get("content", "")), **stamp)
     if role == "assistant":
@@ -427,7 +430,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             is_error=bool(d.get("isError", False)),
             **stamp,
         )
-    raise ValueError(f"Unknown message role: {role!r}")
+    raise InvalidValueError(f"Unknown message role: {role!r}")
 
 
 # --------------------------------------------------------------------------- model, tool, context
@@ -574,7 +577,7 @@ class AssistantMessageEvent:
     def block_index(self) -> int:
         """The ``content_index`` of a block event; ValueError for an event about no block."""
         if self.content_index is None:
-            raise ValueError(f"a {self.type!r} event has no content index")
+            raise InvalidValueError(f"a {self.type!r} event has no content index")
         return self.content_index
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Callable, Optional
 
 from ..ai.types import Model
+from ..exceptions import PiAgentError
 from ..types import AgentTool
 
 __all__ = ["DEFAULT_MODELS", "LOCAL_MODEL", "TOOL_NAMES", "build_tools", "resolve_model"]
@@ -27,7 +28,7 @@ DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
 TOOL_NAMES = ("read_file", "list_dir", "write_file", "run_command", "calculator")
 
 
-class SetupError(Exception):
+class SetupError(PiAgentError):
     """A bad option or a missing piece; the message says what to do."""
 
 

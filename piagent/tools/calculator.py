@@ -18,6 +18,7 @@ import operator
 from typing import Annotated, Any, Callable, Union
 
 from ..decorator import tool
+from ..exceptions import InvalidValueError
 from ..types import AgentTool
 
 __all__ = ["MAX_EXPONENT", "MAX_INT_BITS", "MAX_ROUND_DIGITS", "calculator", "evaluate"]
@@ -64,7 +65,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _FUNCTIONS.update({"abs": abs, "round": round, "min": min, "max": max})
 
 
-class CalculatorError(ValueError):
+class CalculatorError(InvalidValueError):
     """An expression the calculator refuses or cannot evaluate."""
 
 

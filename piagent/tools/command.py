@@ -25,6 +25,7 @@ from typing import IO, Annotated, Optional
 from ..abort import AbortSignal
 from ..ai.env import known_key_vars
 from ..decorator import tool
+from ..exceptions import InvalidValueError
 from ..types import AgentTool
 
 __all__ = ["command_environment", "run_command"]
@@ -64,12 +65,12 @@ def run_command(
     the inherited one without secrets, :func:`command_environment`, taken at each call).
     """
     if not timeout > 0:
-        raise ValueError("timeout must be a positive number of seconds")
+        raise InvalidValueError("timeout must be a positive number of seconds")
     if max_output_bytes < 1:
-        raise ValueError("max_output_bytes must be positive")
+        raise InvalidValueError("max_output_bytes must be positive")
     directory = None if cwd is None else os.fspath(cwd)
     if directory is not None and not os.path.isdir(directory):
-        raise ValueError(f"cwd {directory!r} is not an existing directory")
+        raise InvalidValueError(f"cwd {directory!r} is not an existing directory")
 
     @tool(name="run_command")
     def run(command: Annotated[str, "The shell command line to run."], signal: AbortSignal) -> str:

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Annotated, Optional
 
 from ..decorator import tool
+from ..exceptions import InvalidValueError
 from ..types import AgentTool
 
 __all__ = ["confine", "file_tools", "list_dir", "read_file", "write_file"]
@@ -42,7 +43,7 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 def _root(root: os.PathLike[str] | str) -> str:
     real = os.path.realpath(os.fspath(root))
     if not os.path.isdir(real):
-        raise ValueError(f"root {os.fspath(root)!r} is not an existing directory")
+        raise InvalidValueError(f"root {os.fspath(root)!r} is not an existing directory")
     return real
 
 
@@ -52,7 +53,7 @@ def confine(root: str, path: str) -> str:
     Raises PermissionError when it resolves outside ``root``, ValueError for an empty path.
     """
     if not path or "\0" in path:
-        raise ValueError("path must be a non-empty string without NUL characters")
+        raise InvalidValueError("path must be a non-empty string without NUL characters")
     resolved = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, resolved]) != root:
         raise PermissionError(f"Path {path!r} is outside the allowed directory {root}; use a path inside it")
@@ -129,15 +130,15 @@ def read_file(root: os.PathLike[str] | str, *, max_bytes: int = 50_000) -> Agent
     ) -> str:
         """Read a text file. Long output is truncated; read on with `offset`."""
         if offset < 1:
-            raise ValueError("offset must be 1 or more")
+            raise InvalidValueError("offset must be 1 or more")
         if limit is not None and limit < 1:
-            raise ValueError("limit must be 1 or more")
+            raise InvalidValueError("limit must be 1 or more")
         try:
             with _confined_fd(base, path, os.O_RDONLY) as (fd, _):
                 _regular(fd, path)
                 with os.fdopen(os.dup(fd), "rb") as handle:
                     if b"\0" in handle.peek(_BINARY_PROBE)[:_BINARY_PROBE]:
-                        raise ValueError(f"{path} looks like a binary file; read_file only reads text")
+                        raise InvalidValueError(f"{path} looks like a binary file; read_file only reads text")
                     return _read_lines(handle, path, offset, limit, max_bytes)
         except FileNotFoundError:
             raise FileNotFoundError(f"File not found: {path}") from None
@@ -173,7 +174,7 @@ def _read_lines(handle: io.BufferedReader, path: str, offset: int, limit: Option
     if number == 0:
         return ""
     if number < offset:
-        raise ValueError(f"offset {offset} is beyond the end of {path} ({number} lines)")
+        raise InvalidValueError(f"offset {offset} is beyond the end of {path} ({number} lines)")
     text = b"".join(chosen).decode("utf-8", "replace")
     last = offset + len(chosen) - 1
     if truncated:

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
-from ...exceptions import AbortedRequest, MissingApiKeyError, ProviderStreamError
+from ...exceptions import AbortedRequest, InvalidValueError, MissingApiKeyError, ProviderStreamError
 from ..builder import MessageBuilder
 from ..env import env_vars_for, get_env_api_key, needs_api_key
 from ..stream import AssistantMessageEventStream
@@ -153,7 +153,9 @@ def reasoning_budget(level: str, options: StreamOptions, model: Model) -> int:
     budgets = dict(DEFAULT_THINKING_BUDGETS)
     budgets.update(options.thinking_budgets or {})
     if level not in budgets:
-        raise ValueError(f"Unknown reasoning level: {level!r} (expected minimal, low, medium, high, xhigh or max)")
+        raise InvalidValueError(
+            f"Unknown reasoning level: {level!r} (expected minimal, low, medium, high, xhigh or max)"
+        )
     return int(budgets[level])
 
 
@@ -181,7 +183,7 @@ def tool_choice_name(choice: Any) -> Optional[str]:
         return None
     if isinstance(choice, Mapping) and isinstance(choice.get("name"), str) and choice["name"]:
         return str(choice["name"])
-    raise ValueError(f'Invalid tool_choice {choice!r}: use "auto", "none", "required" or {{"name": "<tool>"}}')
+    raise InvalidValueError(f'Invalid tool_choice {choice!r}: use "auto", "none", "required" or {{"name": "<tool>"}}')
 
 
 # --------------------------------------------------------------------------- usage and JSON

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
-from ...exceptions import AbortedRequest
+from ...exceptions import AbortedRequest, InvalidValueError
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Tool
@@ -152,9 +152,9 @@ def _forced_tools(context: Context, tool_choice: Any) -> Optional[list[Tool]]:
         name = tool_choice.get("name") or (tool_choice.get("function") or {}).get("name")
         chosen = [t for t in tools if t.name == name]
         if not chosen:
-            raise ValueError(f"tool_choice names {name!r}, which is not among the tools")
+            raise InvalidValueError(f"tool_choice names {name!r}, which is not among the tools")
         return chosen
-    raise ValueError(
+    raise InvalidValueError(
         f"Unsupported tool_choice {tool_choice!r}: use None, 'auto', 'none', 'required' or {{'name': ...}}"
     )
 

@@ -105,5 +105,9 @@ def observing(instrumentation: Instrumentation) -> Iterator[None]:
 def check(name: str, value: Any) -> Optional[Instrumentation]:
     """Validate an ``instrumentation`` option (an :class:`Instrumentation` or None)."""
     if value is not None and not isinstance(value, Instrumentation):
-        raise TypeError(f"{name} must be a piagent.instrumentation.Instrumentation or None, got {type(value).__name__}")
+        from .exceptions import InvalidTypeError  # here: the module imports nothing of piagent at load time
+
+        raise InvalidTypeError(
+            f"{name} must be a piagent.instrumentation.Instrumentation or None, got {type(value).__name__}"
+        )
     return value

@@ -25,6 +25,7 @@ from opentelemetry.metrics import Histogram, MeterProvider, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
 from .. import __version__
+from ..exceptions import InvalidTypeError
 from ..instrumentation import Emit, Instrumentation
 from . import _convention as c
 from . import _logging
@@ -82,7 +83,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
         capture_content: bool = False,
     ) -> None:
         if not isinstance(capture_content, bool):
-            raise TypeError(f"capture_content must be a bool, got {type(capture_content).__name__}")
+            raise InvalidTypeError(f"capture_content must be a bool, got {type(capture_content).__name__}")
         self.capture_content = capture_content
         self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         meter = get_meter(SCOPE, __version__, meter_provider)

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
+from ... import instrumentation
 from ...exceptions import AbortedRequest, InvalidValueError, MissingApiKeyError, ProviderStreamError
 from ..builder import MessageBuilder
 from ..env import env_vars_for, get_env_api_key, needs_api_key
@@ -264,6 +265,9 @@ def _guarded(model: Model, options: StreamOptions, body: Body) -> Iterator[Assis
             yield event
         raise ProviderStreamError("Provider stream ended without a terminal event")
     except Exception as exc:  # the contract: every failure ends the stream
+        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
+        if observer is not None:
+            observer.model_call_failed(exc)
         aborted = isinstance(exc, AbortedRequest) or bool(signal is not None and signal.aborted)
         if aborted:
             message = ABORTED_MESSAGE

@@ -29,6 +29,7 @@ error message before it is cut.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import email.utils
 import http.client
 import json
@@ -45,6 +46,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
+from ... import instrumentation
 from ..._interrupts import (
     InterruptWatch,
     Tracker,
@@ -436,7 +438,9 @@ def _send(
 
     remove = signal.add_listener(abandon) if signal is not None else (lambda: None)
     try:
-        run_in_thread(send)  # inside the try: a Ctrl-C can land while a new thread starts
+        # inside the try: a Ctrl-C can land while a new thread starts; in a copy of this
+        # thread's context, so that the request belongs to the caller's trace
+        run_in_thread(contextvars.copy_context().run, send)
         wait(done)
     except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
         abandon()
@@ -494,6 +498,8 @@ def open_stream(
         DEFAULT_MAX_RETRY_DELAY_MS if options.max_retry_delay_ms is None else options.max_retry_delay_ms
     ) / 1000
     attempt = redirects = 0
+    status: Optional[int] = None
+    failure: Optional[BaseException] = None
     while True:
         if signal is not None and signal.aborted:
             raise AbortedRequest()
@@ -504,6 +510,7 @@ def open_stream(
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             if attempt >= max_retries or isinstance(exc, requests.exceptions.ReadTimeout):
                 raise
+            status, failure = None, exc
             delay = min(BASE_BACKOFF * 2**attempt, max_delay)
             logger.info("retrying %s after a connection failure (attempt %d)", model.provider, attempt + 1)
         else:
@@ -531,6 +538,7 @@ def open_stream(
                     f"{message} (the server asked to retry after {requested:g}s, "
                     f"more than max_retry_delay_ms={max_delay * 1000:g})",
                 )
+            status, failure = response.status_code, None
             backoff = BASE_BACKOFF * 2**attempt * (0.75 + random.random() / 2)
             delay = requested if requested is not None else min(backoff, max_delay)
             logger.info(
@@ -541,6 +549,9 @@ def open_stream(
                 attempt + 1,
             )
         attempt += 1
+        observer = instrumentation.current()  # the seam: piagent/instrumentation.py
+        if observer is not None:
+            observer.retry(attempt, delay, status, failure)
         if delay >= limits.left():
             raise limits.deadline_error()
         if _pause(delay, signal):

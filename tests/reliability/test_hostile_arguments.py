@@ -8,6 +8,7 @@ The model is a real OpenAI-compatible server on 127.0.0.1 streaming the argument
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -124,3 +125,36 @@ def test_a_catastrophic_schema_pattern_is_refused_before_any_argument_meets_it()
     )
     assert ran == []
     server.close()
+
+
+# --------------------------------------------------------------------------- a tool that ignores abort
+
+
+def test_abort_returns_from_prompt_while_a_tool_ignores_its_signal():
+    """The user pressed stop: prompt() returns after the grace period, not when the tool is done,
+    and the tool's late result is not recorded as a success."""
+    from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+
+    started, release = threading.Event(), threading.Event()
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        started.set()
+        release.wait(20)  # sleeps, never looks at its signal
+        return AgentToolResult([TextContent("slept well")])
+
+    stubborn = AgentTool(name="nap", label="nap", description="Nap.", parameters={"type": "object"}, execute=execute)
+    faux = register_faux_provider()
+    try:
+        faux.set_responses([faux_message([faux_tool_call("nap", {})]), faux_message("never")])
+        agent = Agent(model=faux.get_model(), tools=[stubborn], abort_grace=0.2)
+        threading.Thread(target=lambda: started.wait(10) and agent.abort(), daemon=True).start()
+        agent.prompt("nap")  # returns although the tool still sleeps
+        still_sleeping = not release.is_set()
+    finally:
+        release.set()
+        faux.unregister()
+    assert still_sleeping
+    result = next(m for m in agent.state.messages if m.role == "toolResult")
+    assert result.is_error
+    assert result.content[0].text == "Tool nap was aborted: it did not stop within the abort grace period of 0.2 s"
+    assert agent.state.messages[-1].stop_reason == "aborted"

@@ -51,12 +51,10 @@ def _without_partial_tail(text: str, forms: list[str]) -> str:
 def shorten(text: str, secrets: Iterable[Optional[str]], limit: int, complete: bool = True) -> str:
     """``text`` redacted, then cut to ``limit`` characters. ``complete=False`` says ``text`` was
     itself cut from something longer, so a secret's beginning at its end is dropped too."""
-    forms = _forms(secrets)
-    for form in forms:
-        if form in text:
-            text = text.replace(form, REDACTED)
+    secrets = list(secrets)
+    text = redact(text, secrets)
     if not complete:
-        text = _without_partial_tail(text, forms)
+        text = _without_partial_tail(text, _forms(secrets))
     return text[:limit]
 
 

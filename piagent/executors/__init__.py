@@ -50,29 +50,29 @@ def execute_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
     calls, extra = calls[:cap], calls[cap:]
     result = run_sequential(batch, calls) if _is_sequential(batch, calls) else run_parallel(batch, calls)
     if extra:
-        text = (
-            f"Tool call was not executed: the response made {len(calls) + len(extra)} tool calls, "
+        reason = (
+            f"the response made {len(calls) + len(extra)} tool calls, "
             f"more than the {cap} one response may make (max_tool_calls). Make fewer calls at once."
         )
-        result.messages.extend(_fail(batch, extra, text).messages)
+        result.messages.extend(_fail(batch, extra, reason).messages)
         result.terminate = False
     return result
 
 
 def fail_truncated_tool_calls(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
-    text = (
-        "Tool call was not executed: the response hit the output token limit, "
-        "so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    reason = (
+        "the response hit the output token limit, so its arguments may be truncated. "
+        "Re-issue the tool call with complete arguments."
     )
-    return _fail(batch, calls, text)
+    return _fail(batch, calls, reason)
 
 
-def _fail(batch: BatchContext, calls: list[ToolCall], text: str) -> ToolBatch:
-    """Answer ``calls`` with an error result each, without running them."""
+def _fail(batch: BatchContext, calls: list[ToolCall], reason: str) -> ToolBatch:
+    """Answer ``calls`` with an error result each (``Tool call "<name>" was not executed: <reason>``)."""
     messages: list[ToolResultMessage] = []
     for call in calls:
         emit_start(batch, call)
-        outcome = Outcome(call, error_result(text.replace("Tool call", f'Tool call "{call.name}"', 1)), True)
+        outcome = Outcome(call, error_result(f'Tool call "{call.name}" was not executed: {reason}'), True)
         emit_end(batch, outcome)
         messages.extend(emit_result_messages(batch, [outcome]))
     return ToolBatch(messages, False)

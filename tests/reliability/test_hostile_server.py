@@ -230,3 +230,20 @@ def test_a_streaming_response_is_closed_when_on_response_raises(server, wire):
     assert message.error_message == "on_response refused it"
     responses = [o for o in gc.get_objects() if isinstance(o, requests.Response) and server.url in (o.url or "")]
     assert responses and all(r.raw.closed for r in responses)
+
+
+def test_a_transcript_holding_a_non_finite_number_is_never_sent_as_invalid_json(server, wire):
+    """A hand-made transcript (the builder never lets a model's non-finite number in): the body
+    is refused before sending. The OpenAI APIs carry arguments as a JSON string that their own
+    request builders write, out of this layer's reach."""
+    from piagent.ai import ToolCall, ToolResultMessage
+
+    if wire.api.startswith("openai"):
+        pytest.skip("arguments travel as a string the provider's request builder writes")
+    call_message = AssistantMessage(content=[ToolCall("call_1", "echo", {"x": float("inf")})], stop_reason="toolUse")
+    result = ToolResultMessage(tool_call_id="call_1", tool_name="echo", content=[])
+    context = Context("sys", [UserMessage("Hi"), call_message, result])
+    events = stream(wire.model(server.url), context, StreamOptions(api_key=KEY, max_retries=0))
+    message = events.result(timeout=10)
+    assert message.error_message.startswith("Out of range float values are not JSON compliant")
+    assert server.requests == []

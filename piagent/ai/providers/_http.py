@@ -490,7 +490,8 @@ def open_stream(
     signal: Optional[AbortSignal] = options.signal
     known: list[str] = [s for s in secrets if s]
     limits = Limits(options)
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # allow_nan=False: a NaN or Infinity anywhere (a hand-made transcript) fails here, never as invalid JSON sent
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers}
     headers["Accept-Encoding"] = "gzip, deflate"  # what _Inflater undoes
     max_retries = DEFAULT_MAX_RETRIES if options.max_retries is None else max(0, options.max_retries)

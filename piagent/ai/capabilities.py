@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
+from ..exceptions import InvalidValueError
+
 __all__ = [
     "THINKING_LEVELS",
     "Capabilities",
@@ -73,13 +75,13 @@ class Capabilities:
 
     def __post_init__(self) -> None:
         if self.thinking not in _THINKING_MODES:
-            raise ValueError(f"thinking must be one of {', '.join(_THINKING_MODES)}; got {self.thinking!r}")
+            raise InvalidValueError(f"thinking must be one of {', '.join(_THINKING_MODES)}; got {self.thinking!r}")
         object.__setattr__(self, "efforts", tuple(self.efforts))  # a list from JSON becomes a tuple
         unknown = [e for e in self.efforts if e not in _EFFORT_ORDER]
         if unknown:
-            raise ValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
+            raise InvalidValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
         if self.sampling not in ("always", "without_thinking", "never"):
-            raise ValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
+            raise InvalidValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
 
     @property
     def reasoning(self) -> bool:
@@ -95,7 +97,7 @@ class Capabilities:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown capability fields {unknown}; known: {sorted(known)}")
+            raise InvalidValueError(f"unknown capability fields {unknown}; known: {sorted(known)}")
         return cls(**dict(data))
 
 
@@ -103,7 +105,7 @@ def effort_for(level: str, efforts: Sequence[str]) -> str:
     """The effort value for piagent's ``level``: itself if accepted, else the next higher
     accepted one, else the highest accepted. Raises ``ValueError`` for an unknown level."""
     if level not in THINKING_LEVELS:
-        raise ValueError(f"Unknown reasoning level {level!r}: use one of {', '.join(THINKING_LEVELS)}")
+        raise InvalidValueError(f"Unknown reasoning level {level!r}: use one of {', '.join(THINKING_LEVELS)}")
     usable = [e for e in _EFFORT_ORDER if e in efforts and e != "none"]
     if not usable:
         return level

@@ -23,6 +23,7 @@ from ._options import Option, Options
 from .abort import AbortSignal
 from .ai.registry import StreamFunction
 from .ai.types import Model, OnPayload, OnResponse, ToolChoice
+from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
 from .state import THINKING_LEVELS, check_messages, check_tools, resolve_model
@@ -84,7 +85,7 @@ class AgentSession(Protocol):
 
 def _session(name: str, value: Optional[AgentSession]) -> Optional[AgentSession]:
     if value is not None and not callable(getattr(value, "attach", None)):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name} must be a piagent.sessions session (with an attach() method), got {type(value).__name__}"
         )
     return value

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ModelNotFoundError
+from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._context import branch_settings, convert_to_llm
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ logger = logging.getLogger("piagent.sessions")
 def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None:
     state = agent.state
     if state.messages:
-        raise ValueError("Agent(messages=..., session=...): the messages come from the session; give one or the other")
+        raise InvalidValueError(
+            "Agent(messages=..., session=...): the messages come from the session; give one or the other"
+        )
     context = session.context()
     if not model_given and context.model is not None:
         _use_recorded_model(agent, context.model)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..ai.types import TextContent, UserMessage, content_from_dict, message_from_dict
-from ..exceptions import SessionFormatError
+from ..exceptions import InvalidTypeError, InvalidValueError, SessionFormatError
 from ._format import iso_to_ms
 
 __all__ = ["SessionContext", "StoredMessage", "branch_settings", "build_context", "convert_to_llm", "message_to_record"]
@@ -39,7 +39,7 @@ class StoredMessage:
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         if not isinstance(data.get("role"), str):
-            raise ValueError("a stored message needs a string 'role'")
+            raise InvalidValueError("a stored message needs a string 'role'")
         self.data = dict(data)
 
     @property
@@ -91,13 +91,13 @@ def message_to_record(message: Any) -> dict[str, Any]:
     """The dict a ``message`` entry stores for ``message`` (its ``to_dict()``)."""
     to_dict = getattr(message, "to_dict", None)
     if not callable(to_dict):
-        raise TypeError(
+        raise InvalidTypeError(
             f"cannot store a {type(message).__name__} in a session: give it a to_dict() method returning "
             "its JSON form with a 'role' (see docs/sessions.md#messages)"
         )
     record = to_dict()
     if not isinstance(record, dict) or not isinstance(record.get("role"), str):
-        raise TypeError(f"{type(message).__name__}.to_dict() must return a dict with a string 'role'")
+        raise InvalidTypeError(f"{type(message).__name__}.to_dict() must return a dict with a string 'role'")
     return record
 
 

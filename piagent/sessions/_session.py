@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from typing_extensions import Protocol
 
-from ..exceptions import SessionError, SessionFormatError
+from ..exceptions import InvalidValueError, SessionError, SessionFormatError
 from ._context import SessionContext, build_context, message_to_record
 from ._format import check_header, make_header, migrate, new_entry_id, new_session_id, now_iso
 
@@ -178,10 +178,10 @@ class Session:
     def append_entry(self, type: str, **fields: Any) -> str:
         """Append an entry of any type (``compaction``, ``custom``, ``session_info``, ...) with pi's field names."""
         if not isinstance(type, str) or not type or type == "session":
-            raise ValueError(f"an entry type must be a non-empty string other than 'session', got {type!r}")
+            raise InvalidValueError(f"an entry type must be a non-empty string other than 'session', got {type!r}")
         reserved = {"type", "id", "parentId", "timestamp"} & set(fields)
         if reserved:
-            raise ValueError(f"{sorted(reserved)} are set by the session, not given")
+            raise InvalidValueError(f"{sorted(reserved)} are set by the session, not given")
         with self._lock:
             entry_id = new_entry_id(self._by_id)
             entry: Record = {
@@ -233,7 +233,7 @@ class Session:
     def _get(self, entry_id: Any) -> Record:
         entry = self._by_id.get(entry_id) if isinstance(entry_id, str) else None
         if entry is None:
-            raise ValueError(f"no entry {entry_id!r} in session {self.id}")
+            raise InvalidValueError(f"no entry {entry_id!r} in session {self.id}")
         return entry
 
     def _index(self, entry: Record) -> None:

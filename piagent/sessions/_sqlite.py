@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..exceptions import SessionBusyError, SessionError
+from ..exceptions import InvalidValueError, SessionBusyError, SessionError
 from ._format import dumps
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
 from ._session import Session
@@ -43,7 +43,7 @@ class SqliteStore:
 
     def __init__(self, path: Any, session_id: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+            raise InvalidValueError(f"session_id must be a non-empty string, got {session_id!r}")
         self.path = os.fspath(path)
         self.session_id = session_id
         self._lock = threading.Lock()

@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
 from ... import instrumentation
 from ...exceptions import AbortedRequest, InvalidValueError, MissingApiKeyError, ProviderStreamError
@@ -91,7 +92,10 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
 
 def is_local_url(base_url: str) -> bool:
     """True for a server on this machine (localhost, 127.0.0.1, ::1, 0.0.0.0)."""
-    host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    try:
+        host = urlsplit(base_url if "://" in base_url else "//" + base_url).hostname
+    except ValueError:  # a malformed address is not a local one
+        return False
     return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 

@@ -56,6 +56,19 @@ def test_local_servers_need_no_key(monkeypatch):
     assert resolve_api_key(custom, StreamOptions()) == ""
 
 
+@pytest.mark.parametrize("base_url", ["http://[::1]/v1", "http://[::1]:8000/v1", "http://LOCALHOST/v1"])
+def test_a_local_server_is_recognised_by_any_spelling_of_its_address(base_url):
+    model = Model("x", api="openai-completions", provider="mybox", base_url=base_url)
+    assert resolve_api_key(model, StreamOptions()) == ""
+
+
+def test_a_remote_server_still_needs_a_key(monkeypatch):
+    monkeypatch.delenv("MYBOX_API_KEY", raising=False)
+    remote = Model("x", api="openai-completions", provider="mybox", base_url="http://localhost.example.com/v1")
+    with pytest.raises(MissingApiKeyError):
+        resolve_api_key(remote, StreamOptions())
+
+
 def test_on_payload_may_replace_the_payload():
     seen = []
     assert apply_on_payload(StreamOptions(on_payload=lambda p, m: seen.append((p, m.id))), {"a": 1}, MODEL) == {"a": 1}

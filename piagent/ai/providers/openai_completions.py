@@ -6,8 +6,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
 ``base_url``:
 
 ================================  ==========================================================
-``max_tokens_field``              ``"max_completion_tokens"``, unless the model's capabilities
-                                  or a local server (localhost) say ``"max_tokens"``
+``max_tokens_field``              ``"max_completion_tokens"``, unless the model's capabilities,
+                                  a local server (localhost) or mistral.ai (which rejects the
+                                  other field) say ``"max_tokens"``
 ``supports_developer_role``       system prompt of a reasoning model sent as ``developer`` (api.openai.com)
 ``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
 ``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
@@ -96,7 +97,8 @@ def resolve_compat(model: Model) -> dict[str, Any]:
     mistral = "mistral.ai" in url
     declared = model.capabilities.max_tokens_field if model.capabilities is not None else None
     compat: dict[str, Any] = {
-        "max_tokens_field": declared or ("max_tokens" if is_local_url(model.base_url) else "max_completion_tokens"),
+        "max_tokens_field": declared
+        or ("max_tokens" if mistral or is_local_url(model.base_url) else "max_completion_tokens"),
         "supports_developer_role": openai,
         "supports_usage_in_streaming": True,
         "supports_reasoning_effort": not ("x.ai" in url or "deepseek.com" in url),

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
-from piagent.ai import AssistantMessage, Context, StreamOptions, TextContent, Tool, UserMessage, get_model
+from piagent.ai import AssistantMessage, Context, StreamOptions, TextContent, Tool, UserMessage, custom_model, get_model
 from piagent.ai.providers.openai_completions import stream_openai_completions
 from piagent.ai.providers.openai_responses import stream_openai_responses
 from tests.ai.providers.openai_wire import ResponsesStream, chat_stream, chat_text, chunk, responses_text
@@ -153,6 +153,13 @@ def test_a_proxy_in_front_of_openai_gets_max_completion_tokens_and_a_local_serve
     assert resolve_compat(model)["max_tokens_field"] == "max_tokens"
     model.compat = {"max_tokens_field": "max_completion_tokens"}
     assert resolve_compat(model)["max_tokens_field"] == "max_completion_tokens"
+
+
+def test_mistral_declared_by_hand_gets_max_tokens_which_is_the_only_field_it_accepts():
+    from piagent.ai.providers.openai_completions import resolve_compat
+
+    model = custom_model("devstral-small", provider="my-mistral", base_url="https://api.mistral.ai/v1", register=False)
+    assert resolve_compat(model)["max_tokens_field"] == "max_tokens"
 
 
 # --------------------------------------------------------------------------- the way back

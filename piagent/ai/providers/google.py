@@ -183,8 +183,9 @@ def _tool_config(choice: Any) -> Optional[dict[str, Any]]:
     return {"functionCallingConfig": {"mode": mode}}
 
 
-def _thinking_config(model: Model, caps: Capabilities, options: StreamOptions) -> Optional[dict[str, Any]]:
-    thinking, effort = plan_thinking(caps, options.reasoning)
+def _thinking_config(
+    model: Model, caps: Capabilities, options: StreamOptions, thinking: bool, effort: Optional[str]
+) -> Optional[dict[str, Any]]:
     if not thinking or not effort:
         return {"thinkingBudget": 0} if caps.thinking == "budget" and caps.thinking_off == "zero_budget" else None
     if caps.thinking == "level":
@@ -199,8 +200,9 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
         payload["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
     config: dict[str, Any] = {"maxOutputTokens": options.max_tokens or default_max_tokens(model)}
     caps = capabilities_of(model, GEMINI_DEFAULT)
-    thinking_config = _thinking_config(model, caps, options)
-    temperature = allowed_temperature(model, caps, options.temperature, bool(thinking_config))
+    thinking, effort = plan_thinking(caps, options.reasoning)
+    thinking_config = _thinking_config(model, caps, options, thinking, effort)
+    temperature = allowed_temperature(model, caps, options.temperature, thinking)
     if temperature is not None:
         config["temperature"] = temperature
     if thinking_config is not None:
@@ -267,12 +269,13 @@ class GoogleStreamMapper:
         usage = usage_with_cached_prompt(
             self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
         )
+        usage.reasoning = int(thoughts)
         if self._usage:  # a continued response: add what the earlier requests used
             usage.input += self._usage["input"]
             usage.output += self._usage["output"]
             usage.cache_read += self._usage["cache_read"]
+            usage.reasoning += self._usage["reasoning"]
             usage.compute_cost(self.builder.model)
-        usage.reasoning = int(thoughts)
         self.builder.message.usage = usage
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -305,7 +308,12 @@ class GoogleStreamMapper:
             return None
         token, self.continuation_token, self.finish_reason = self.continuation_token, None, None
         usage = self.builder.message.usage
-        self._usage = {"input": usage.input, "output": usage.output, "cache_read": usage.cache_read}
+        self._usage = {
+            "input": usage.input,
+            "output": usage.output,
+            "cache_read": usage.cache_read,
+            "reasoning": usage.reasoning,
+        }
         return token
 
     def _text_part(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:

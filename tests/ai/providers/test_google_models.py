@@ -17,6 +17,7 @@ from piagent.ai import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    custom_model,
     get_model,
 )
 from piagent.ai.providers.google import SKIP_SIGNATURE, stream_google
@@ -177,7 +178,8 @@ def test_continuation_is_continued_into_the_same_message(server):
     first, second = (r.json for r in server.requests[before:])
     assert "continuationToken" not in first and second["continuationToken"] == "dG9rZW4="
     assert second["contents"] == first["contents"]
-    assert message.usage.input == 20 and message.usage.output == 10 and message.usage.reasoning == 3
+    # both requests' counts, the thoughts (3 each) included in output and counted apart
+    assert message.usage.input == 20 and message.usage.output == 10 and message.usage.reasoning == 6
 
 
 @pytest.mark.parametrize(
@@ -205,3 +207,24 @@ def test_continuations_are_bounded(server):
     message = stream_google(model, Context(messages=[UserMessage("Hi")]), StreamOptions(api_key=KEY)).result(10)
     assert message.stop_reason == "error" and f"after {MAX_CONTINUATIONS} continuations" in message.error_message
     assert message.text == "more " * (MAX_CONTINUATIONS + 1)
+
+
+def test_temperature_is_kept_when_thinking_is_off_as_a_zero_budget_on_a_model_that_rejects_it_while_thinking(server):
+    model = custom_model(
+        "gemini-custom",
+        provider="my-gemini",
+        api="google-generative-ai",
+        base_url=server.url + "/v1beta",
+        capabilities={
+            "thinking": "budget",
+            "efforts": ["low", "high"],
+            "thinking_off": "zero_budget",
+            "sampling": "without_thinking",
+        },
+        register=False,
+    )
+    body, _ = send(server, model, temperature=0.3)
+    assert body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
+    assert body["generationConfig"]["temperature"] == 0.3
+    body, _ = send(server, model, temperature=0.3, reasoning="high")
+    assert "temperature" not in body["generationConfig"]

@@ -438,6 +438,16 @@ def test_an_abort_during_a_model_call_ends_the_chat_and_run_spans_as_aborted(ote
     assert chat.attributes["gen_ai.response.finish_reasons"] == ("aborted",)
 
 
+def test_a_refusal_is_reported_as_the_conventions_content_filter_finish_reason(otel, faux) -> None:
+    refusal = faux_message("I can't help with that.", stop_reason="refusal")
+    refusal.refusal = {"category": "cyber", "explanation": None}
+    faux.set_responses([refusal])
+    Agent(model=faux.get_model()).prompt("hi")
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("content_filter",)
+    assert chat.status.status_code == StatusCode.UNSET  # the call worked: the model said no
+
+
 def test_an_aborted_tool_call_ends_its_span_as_aborted(otel, faux) -> None:
     running = threading.Event()
 

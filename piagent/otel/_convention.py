@@ -72,8 +72,8 @@ _PROVIDERS = {
     "xai": "x_ai",
 }
 
-# piagent stop reason -> the conventions' finish reason
-_FINISH_REASONS = {"toolUse": "tool_call"}
+# piagent stop reason -> the conventions' finish reason (a refusal is the model's own filter)
+_FINISH_REASONS = {"toolUse": "tool_call", "refusal": "content_filter"}
 
 
 def provider_name(provider: str) -> str:
@@ -81,7 +81,8 @@ def provider_name(provider: str) -> str:
 
 
 def finish_reason(stop_reason: str) -> str:
-    """ "stop", "length", "tool_call", "error", or "aborted" (a custom value: the call was cancelled)."""
+    """ "stop", "length", "tool_call", "content_filter" (a refusal), "error", or "aborted" (a custom
+    value: the call was cancelled)."""
     return _FINISH_REASONS.get(stop_reason, stop_reason)
 
 

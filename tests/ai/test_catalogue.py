@@ -96,8 +96,17 @@ def test_a_retiring_model_warns_once_with_date_and_successor(caplog):
     caplog.set_level(logging.WARNING, logger="piagent")
     get_model("openai:gpt-5")
     get_model("openai:gpt-5")
-    warnings = [r.getMessage() for r in caplog.records if "gpt-5 " in r.getMessage() or "gpt-5 is" in r.getMessage()]
-    assert warnings == ["openai:gpt-5 is deprecated and shuts down on 2026-12-11; use openai:gpt-5.6-sol"]
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("openai:gpt-5 ")]
+    # "is deprecated and shuts down on" before the date, "was shut down on" after it
+    assert len(warnings) == 1 and warnings[0].endswith(" on 2026-12-11; use openai:gpt-5.6-sol")
+
+
+def test_a_model_before_its_shutdown_date_says_when_it_shuts_down(caplog):
+    from piagent.ai.models import _warn_if_retiring
+
+    caplog.set_level(logging.WARNING, logger="piagent")
+    _warn_if_retiring(get_model("openai:o3"), today=datetime.date(2026, 12, 10))
+    assert "openai:o3 is deprecated and shuts down on 2026-12-11; use openai:gpt-5.6-sol" in caplog.text
 
 
 def test_a_model_past_its_shutdown_date_says_it_was_shut_down(caplog):

@@ -46,9 +46,11 @@ def package_sources() -> list[Path]:
 
 
 def repository_sources() -> list[Path]:
-    """The package, the tests (this file excepted: it spells the patterns), benchmarks, examples."""
+    """The package, the tests (this file excepted: it spells the patterns), benchmarks, examples, scripts."""
     found = [
-        path for folder in ("piagent", "tests", "benchmarks", "examples") for path in (ROOT / folder).rglob("*.py")
+        path
+        for folder in ("piagent", "tests", "benchmarks", "examples", "scripts")
+        for path in (ROOT / folder).rglob("*.py")
     ]
     return sorted(path for path in found if path != Path(__file__).resolve())
 

@@ -154,6 +154,29 @@ def test_an_agents_own_instrumentation_traces_its_runs_only(faux) -> None:
     assert len(own.named("invoke_agent")) == 2 and len(installed.named("invoke_agent")) == 1
 
 
+def test_uninstrument_without_instrument_leaves_an_agents_own_log_identifiers(faux, caplog) -> None:
+    from piagent.otel import OpenTelemetryInstrumentation
+
+    own = Telemetry()
+    agent = Agent(model=faux.get_model(), instrumentation=OpenTelemetryInstrumentation(own.tracer_provider))
+    piagent.uninstrument()  # nothing installed: a no-op
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        logging.getLogger("piagent").warning("inside the tool")
+        return ok("done")
+
+    agent.tools = [make_tool("probe", execute)]
+    faux.set_responses([faux_message([faux_tool_call("probe", {}, id="a")]), faux_message("ok")])
+    caplog.set_level(logging.WARNING, logger="piagent")
+    try:
+        agent.prompt("go")
+    finally:
+        piagent.otel._logging.detach()  # clean up for the next tests (an agent's instrumentation never detaches)
+    (record,) = [r for r in caplog.records if r.getMessage() == "inside the tool"]
+    (run,) = own.named("invoke_agent")
+    assert record.piagent_trace_id == format(run.context.trace_id, "032x")
+
+
 def test_the_instrumentation_option_takes_an_instrumentation_or_none(faux) -> None:
     with pytest.raises(TypeError, match="instrumentation"):
         Agent(model=faux.get_model(), instrumentation="otel")  # type: ignore[arg-type]

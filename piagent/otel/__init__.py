@@ -32,7 +32,8 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, capture_
 
 def uninstrument() -> None:
     """Stop tracing the runs started from now on (runs under way go on being traced), and stop
-    adding run identifiers to log records; a no-op when not instrumented."""
+    adding run identifiers to log records; a no-op when not instrumented (an agent's own
+    ``instrumentation`` is left as it is, log identifiers included)."""
     if isinstance(instrumentation.active, OpenTelemetryInstrumentation):
         instrumentation.install(None)
-    _logging.detach()
+        _logging.detach()

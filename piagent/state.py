@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
 from typing import TYPE_CHECKING, Any, Optional
 
+from .ai.capabilities import THINKING_LEVELS as MODEL_THINKING_LEVELS
 from .ai.types import Cost, Model
 from .events import AgentEvent
 from .exceptions import InvalidTypeError, InvalidValueError
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+#: The agent's thinking levels: "off", then the model levels (piagent/ai/capabilities.py).
+THINKING_LEVELS = ("off", *MODEL_THINKING_LEVELS)
 
 _NO_IDS: frozenset[str] = frozenset()
 

@@ -78,3 +78,13 @@ def test_adding_an_option_is_one_line_and_a_loop_field_of_that_name_receives_it(
         faux.unregister()
     assert seen[0].metadata == {"user_id": "u-1"}
     assert list(TaggedAgent.options())[-1] == "metadata" and "metadata" not in Agent.options()
+
+
+def test_the_thinking_level_type_lists_exactly_the_levels_the_agent_accepts() -> None:
+    from typing_extensions import get_args
+
+    from piagent.ai.capabilities import THINKING_LEVELS as MODEL_LEVELS
+    from piagent.state import THINKING_LEVELS
+    from piagent.types import ThinkingLevel
+
+    assert get_args(ThinkingLevel) == THINKING_LEVELS == ("off", *MODEL_LEVELS)

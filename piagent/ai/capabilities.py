@@ -50,6 +50,8 @@ THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
 #: Every effort value an API may use, lowest first (the order :func:`effort_for` rounds in).
 _EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _THINKING_MODES = ("none", "budget", "adaptive", "level", "effort", "toggle")
+_THINKING_OFF = (None, "disabled", "none", "zero_budget", "omit")
+_MAX_TOKENS_FIELDS = (None, "max_completion_tokens", "max_tokens")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class Capabilities:
             raise InvalidValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
         if self.sampling not in ("always", "without_thinking", "never"):
             raise InvalidValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
+        if self.thinking_off not in _THINKING_OFF:
+            raise InvalidValueError(f"thinking_off must be one of {_THINKING_OFF}; got {self.thinking_off!r}")
+        if self.max_tokens_field not in _MAX_TOKENS_FIELDS:
+            raise InvalidValueError(
+                f"max_tokens_field must be one of {_MAX_TOKENS_FIELDS}; got {self.max_tokens_field!r}"
+            )
 
     @property
     def reasoning(self) -> bool:

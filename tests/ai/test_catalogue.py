@@ -177,6 +177,20 @@ def test_custom_model_takes_the_same_capability_fields():
 
 
 @pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"thinking": "adaptive", "thinking_off": "disable"}, "thinking_off"),
+        ({"thinking": "effort", "max_tokens_field": "max_token"}, "max_tokens_field"),
+        ({"thinking": "effort", "sampling": "sometimes"}, "sampling"),
+        ({"thinking": "adaptiv"}, "thinking"),
+    ],
+)
+def test_a_misspelt_capability_value_is_a_clear_error_not_a_silently_different_request(fields, named):
+    with pytest.raises(ValueError, match=named):
+        custom_model("x", "http://127.0.0.1:9", capabilities=fields, register=False)
+
+
+@pytest.mark.parametrize(
     "level, efforts, expected",
     [
         ("minimal", ("none", "low", "medium", "high", "xhigh", "max"), "low"),

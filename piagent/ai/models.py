@@ -60,6 +60,7 @@ CATALOGUE_FORMAT = 1
 _lock = threading.Lock()
 _catalogue: dict[str, dict[str, Model]] = {}
 _aliases: dict[str, dict[str, str]] = {}
+_by_hand: set[tuple[str, str]] = set()  # (provider, id) of the models register_model() added
 
 
 # --------------------------------------------------------------------------- loading
@@ -135,10 +136,16 @@ def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool
         raise InvalidValueError(f"malformed catalogue: {exc!r}") from None
     with _lock:
         if replace:
-            _catalogue.clear()
+            for provider, by_id in list(_catalogue.items()):
+                kept = {model_id: m for model_id, m in by_id.items() if (provider, model_id) in _by_hand}
+                if kept:
+                    _catalogue[provider] = kept
+                else:
+                    del _catalogue[provider]
             _aliases.clear()
         for provider, by_id in models.items():
-            _catalogue.setdefault(provider, {}).update(by_id)
+            target = _catalogue.setdefault(provider, {})
+            target.update((model_id, m) for model_id, m in by_id.items() if (provider, model_id) not in _by_hand)
         for provider, names in aliases.items():
             _aliases.setdefault(provider, {}).update(names)
     return sum(len(by_id) for by_id in models.values())
@@ -259,6 +266,7 @@ def register_model(model: Model) -> Model:
         raise InvalidValueError("register_model needs a model with an id and a provider")
     with _lock:
         _catalogue.setdefault(model.provider, {})[model.id] = copy.deepcopy(model)
+        _by_hand.add((model.provider, model.id))
     return model
 
 
@@ -266,6 +274,7 @@ def unregister_model(provider: str, model_id: str) -> None:
     """Remove a model from the catalogue (no-op if absent)."""
     with _lock:
         _catalogue.get(provider, {}).pop(model_id, None)
+        _by_hand.discard((provider, model_id))
 
 
 def custom_model(

@@ -151,6 +151,26 @@ def test_a_newer_catalogue_file_is_loaded_without_upgrading(tmp_path):
         unregister_model("anthropic", "claude-opus-9")
 
 
+def test_a_catalogue_loaded_in_place_of_the_built_in_one_keeps_the_models_registered_by_hand():
+    newer = json.loads(CATALOGUE_FILE.read_text())
+    row = dict(newer["models"]["anthropic"][0], id="claude-opus-9", name="Claude Opus 9")
+    newer["models"] = {"anthropic": [row]}
+    mine = custom_model("my-model", "http://127.0.0.1:9/v1", provider="mybox")
+    mine_too = custom_model("gpt-5.5", "http://127.0.0.1:9/v1", provider="openai", name="my gpt-5.5")
+    try:
+        assert load_catalogue(newer, replace=True) == 1
+        assert [m.id for m in get_models("anthropic")] == ["claude-opus-9"]  # the built-in ones are gone
+        assert get_model("mybox:my-model") == mine and get_model("openai:gpt-5.5") == mine_too
+        assert load_catalogue(CATALOGUE_FILE) > 1
+        assert get_model("openai:gpt-5.5").name == "my gpt-5.5"  # a model registered by hand stays
+    finally:
+        unregister_model("mybox", "my-model")
+        unregister_model("openai", "gpt-5.5")
+        load_catalogue(CATALOGUE_FILE, replace=True)
+    assert get_model("openai:gpt-5.5").base_url == "https://api.openai.com/v1"
+    assert "claude-opus-9" not in [m.id for m in get_models("anthropic")]
+
+
 def test_a_catalogue_of_another_format_is_refused_before_anything_changes(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"format": 99, "models": {}}))

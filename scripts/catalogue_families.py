@@ -183,10 +183,12 @@ OPENAI_EXCLUDED_PREFIXES = {
 }
 
 # Gemini: ai.google.dev/gemini-api/docs/thinking: 2.5 models take thinkingBudget (Flash and
-# Flash-Lite accept 0 = off; Pro cannot turn thinking off); Gemini 3+ take thinkingLevel and
-# cannot turn thinking off ("minimal" is the lowest where offered; not on 3.1 Pro); 3.5+
-# reject thinkingBudget. Gemini 3+ require the thought signature of a function call in the
-# current turn (ai.google.dev/gemini-api/docs/thought-signatures).
+# Flash-Lite accept 0 = off and at most 24576; Pro cannot turn thinking off and takes at most
+# 32768: a larger budget is a 400 "thinking_budget is out of range", so their efforts stop at
+# the level whose default budget fits); Gemini 3+ take thinkingLevel and cannot turn thinking
+# off ("minimal" is the lowest where offered; not on 3.1 Pro, nor on 3.7 / 3.8 Flash, which
+# reject it with a 400); 3.5+ reject thinkingBudget. Gemini 3+ require the thought signature of
+# a function call in the current turn (ai.google.dev/gemini-api/docs/thought-signatures).
 GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-4": {
         "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH)",
@@ -202,8 +204,8 @@ GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-3": {
         "doc": "Gemini 3.x: thinkingLevel, thinking cannot be turned off, thought signatures required",
         "models": {
-            "gemini-3.8-flash": {},
-            "gemini-3.7-flash": {},
+            "gemini-3.8-flash": {"efforts": ["low", "medium", "high"]},
+            "gemini-3.7-flash": {"efforts": ["low", "medium", "high"]},
             "gemini-3.6-flash": {},
             "gemini-3.5-flash": {},
             "gemini-3.5-flash-lite": {},
@@ -220,14 +222,18 @@ GOOGLE: dict[str, dict[str, Any]] = {
         },
     },
     "gemini-2.5": {
-        "doc": "Gemini 2.5: thinkingBudget",
+        "doc": "Gemini 2.5: thinkingBudget, at most 24576 (Flash, Flash-Lite) or 32768 (Pro)",
         "models": {
-            "gemini-2.5-pro": {"thinking_off": None},
+            "gemini-2.5-pro": {"thinking_off": None, "efforts": ["minimal", "low", "medium", "high", "xhigh"]},
             "gemini-2.5-flash": {},
             "gemini-2.5-flash-lite": {},
         },
         "max_tokens": 65536,
-        "capabilities": {"thinking": "budget", "efforts": ALL_LEVELS, "thinking_off": "zero_budget"},
+        "capabilities": {
+            "thinking": "budget",
+            "efforts": ["minimal", "low", "medium", "high"],
+            "thinking_off": "zero_budget",
+        },
     },
 }
 

@@ -106,14 +106,18 @@ def sdk_body(server: ScriptedServer, model_id: str, body: dict[str, Any]) -> dic
 
 
 EXPECTED: dict[str, dict[Optional[str], Optional[dict[str, Any]]]] = {
-    "gemini-3.8-flash": {
-        None: {"thinkingLevel": "MINIMAL", "includeThoughts": True},
-        "minimal": {"thinkingLevel": "MINIMAL", "includeThoughts": True},
+    "gemini-3.8-flash": {  # rejects MINIMAL (400): off and minimal are its lowest level, LOW
+        None: {"thinkingLevel": "LOW", "includeThoughts": True},
+        "minimal": {"thinkingLevel": "LOW", "includeThoughts": True},
         "low": {"thinkingLevel": "LOW", "includeThoughts": True},
         "medium": {"thinkingLevel": "MEDIUM", "includeThoughts": True},
         "high": {"thinkingLevel": "HIGH", "includeThoughts": True},
         "xhigh": {"thinkingLevel": "HIGH", "includeThoughts": True},
         "max": {"thinkingLevel": "HIGH", "includeThoughts": True},
+    },
+    "gemini-3.6-flash": {
+        None: {"thinkingLevel": "MINIMAL", "includeThoughts": True},
+        "minimal": {"thinkingLevel": "MINIMAL", "includeThoughts": True},
     },
     "gemini-3.1-pro-preview": {
         None: {"thinkingLevel": "LOW", "includeThoughts": True},
@@ -128,11 +132,12 @@ EXPECTED: dict[str, dict[Optional[str], Optional[dict[str, Any]]]] = {
     "gemini-2.5-flash": {
         None: {"thinkingBudget": 0},
         "low": {"thinkingBudget": 2048, "includeThoughts": True},
-        "max": {"thinkingBudget": 65536, "includeThoughts": True},
+        "max": {"thinkingBudget": 16384, "includeThoughts": True},  # its budgets stop at 24576
     },
     "gemini-2.5-pro": {
         None: {"thinkingBudget": 1024, "includeThoughts": True},
         "high": {"thinkingBudget": 16384, "includeThoughts": True},
+        "max": {"thinkingBudget": 32768, "includeThoughts": True},  # its budgets stop at 32768
     },
 }
 CASES = [(model_id, level) for model_id, levels in EXPECTED.items() for level in levels]
@@ -228,3 +233,12 @@ def test_temperature_is_kept_when_thinking_is_off_as_a_zero_budget_on_a_model_th
     assert body["generationConfig"]["temperature"] == 0.3
     body, _ = send(server, model, temperature=0.3, reasoning="high")
     assert "temperature" not in body["generationConfig"]
+
+
+@pytest.mark.parametrize(
+    "model_id, ceiling", [("gemini-2.5-flash", 24576), ("gemini-2.5-flash-lite", 24576), ("gemini-2.5-pro", 32768)]
+)
+def test_no_level_asks_a_gemini_2_5_model_for_a_budget_beyond_its_documented_range(server, model_id, ceiling):
+    for level in ("minimal", "low", "medium", "high", "xhigh", "max"):
+        body, _ = send(server, model_at(server, model_id), reasoning=level)
+        assert body["generationConfig"]["thinkingConfig"]["thinkingBudget"] <= ceiling

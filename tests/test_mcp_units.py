@@ -1,0 +1,78 @@
+"""piagent.mcp's pure parts (the servers it talks to are tested by ``make test-mcp``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import piagent.mcp
+from piagent import ImageContent
+from piagent.mcp import MCPToolError
+from piagent.mcp._content import content_from_result
+from piagent.mcp._errors import MCPProtocolError
+from piagent.mcp._events import iter_events
+from piagent.mcp._protocol import fill_elicitation_defaults, header_value
+
+
+def test_all_is_sorted_and_resolves() -> None:
+    assert piagent.mcp.__all__ == sorted(piagent.mcp.__all__)
+    assert all(hasattr(piagent.mcp, name) for name in piagent.mcp.__all__)
+
+
+def test_importing_piagent_does_not_import_the_mcp_client() -> None:
+    code = "import sys, piagent, piagent.cli; print('piagent.mcp' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_sse_events_keep_id_and_retry_across_any_chunking() -> None:
+    stream = b'id: 7\nretry: 500\ndata: \n\nevent: message\nid: 8\ndata: {"a":\ndata: 1}\r\n\r\n: ping\n\ndata: tail'
+    for size in (1, 3, len(stream)):
+        chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
+        events = list(iter_events(chunks))
+        assert [(e.id, e.retry, e.event, e.data) for e in events] == [
+            ("7", 500, None, ""),
+            ("8", None, "message", '{"a":\n1}'),
+            (None, None, None, "tail"),
+        ]
+
+
+def test_header_values_outside_plain_ascii_use_the_base64_sentinel() -> None:
+    assert header_value("get_weather") == "get_weather"
+    assert header_value("Hello, 世界") == "=?base64?SGVsbG8sIOS4lueVjA==?="
+    assert header_value(" padded ") == "=?base64?IHBhZGRlZCA=?="
+    assert header_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+
+
+def test_elicitation_defaults_fill_only_what_was_left_out() -> None:
+    schema = {"properties": {"name": {"type": "string", "default": "John"}, "age": {"default": 30}, "x": {}}}
+    assert fill_elicitation_defaults({"name": "Ann"}, schema) == {"name": "Ann", "age": 30}
+    assert fill_elicitation_defaults(None, {}) == {}
+
+
+def test_audio_and_blob_resources_become_notes_and_image_blobs_images() -> None:
+    result = {
+        "content": [
+            {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "x://a", "blob": "AAAA", "mimeType": "application/zip"}},
+            {"type": "resource", "resource": {"uri": "x://b", "blob": "AAAA", "mimeType": "image/png"}},
+        ]
+    }
+    audio, blob, image = content_from_result(result, None, structured=True)
+    assert audio.text == "[audio audio/wav, 3 bytes: kept in details]"
+    assert blob.text == "[resource x://a (application/zip), 3 bytes: kept in details]"
+    assert isinstance(image, ImageContent) and image.mime_type == "image/png"
+
+
+def test_structured_content_is_checked_against_the_output_schema() -> None:
+    schema = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
+    assert content_from_result({"structuredContent": {"total": 3}}, schema, True)[0].text == '{"total": 3}'
+    with pytest.raises(MCPProtocolError, match="outputSchema"):
+        content_from_result({"structuredContent": {"total": "3"}}, schema, True)
+    assert content_from_result({"structuredContent": {"total": "3"}}, schema, False) == []  # before 2025-06-18
+
+
+def test_is_error_raises_with_the_servers_text() -> None:
+    with pytest.raises(MCPToolError, match="disk full"):
+        content_from_result({"isError": True, "content": [{"type": "text", "text": "disk full"}]}, None, True)

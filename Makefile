@@ -56,7 +56,7 @@ mcp-servers:
 test-mcp: $(MCP_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_mcp $(PYTEST_ARGS)
 
-test-local: $(STAMP) $(SERVER_STAMP)
+test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
 # Speed of piagent against a bare requests loop (see benchmarks/); prints a table.

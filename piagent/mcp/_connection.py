@@ -122,7 +122,7 @@ class Connection:
             if isinstance(outcome, (AbortedError, MCPTimeoutError)):
                 self._abandon(request_id, str(outcome))
             raise outcome
-        return outcome  # type: ignore[no-any-return]  # a result dict, checked in deliver()
+        return outcome  # a result dict (deliver() checks it)
 
     def notify(self, method: str, params: Optional[dict] = None, headers: Optional[dict] = None) -> None:
         message: dict = {"jsonrpc": "2.0", "method": method}
@@ -158,7 +158,7 @@ class Connection:
                 ).start()
             elif method == "notifications/progress":
                 with self._lock:
-                    pending = self._progress.get(params.get("progressToken"))  # type: ignore[arg-type]  # any JSON value
+                    pending = self._progress.get(params.get("progressToken", ""))
                 if pending is not None and pending.on_progress is not None:
                     _call_quietly(pending.on_progress, params)
             else:

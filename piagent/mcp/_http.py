@@ -326,7 +326,7 @@ class _TrackedHTTPConnection(urllib3.connection.HTTPConnection):
 
 
 class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    request = _TrackedHTTPConnection.request  # type: ignore[assignment]  # the same hook
+    request = _TrackedHTTPConnection.request  # the same hook
 
 
 class _TrackedHTTPPool(urllib3.HTTPConnectionPool):

@@ -40,6 +40,8 @@ DEFAULT_RETRY_MS = 1000
 """The wait before resuming when the server sent no ``retry`` field."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to open a TCP connection to the server."""
+LISTEN_WAIT = 5.0
+"""Seconds connecting waits for the server to answer the standalone GET stream (handshake era)."""
 
 
 _LISTEN = object()
@@ -232,11 +234,23 @@ class HttpTransport:
     # -- the standalone GET stream (handshake era) --------------------------------------------
 
     def listen(self) -> None:
-        """Open the GET stream for server-initiated messages; 405 means the server has none."""
-        self._spawn(self._listen)
+        """Open the GET stream for server-initiated messages; 405 means the server has none.
 
-    def _listen(self) -> None:
+        Returns once the server answered the GET (at most ``LISTEN_WAIT`` seconds): a server
+        may send requests unrelated to any POST only there, so it must be open before calls.
+        """
+        opened = threading.Event()
+        self._spawn(self._listen, opened)
+        opened.wait(LISTEN_WAIT)
+
+    def _listen(self, opened: threading.Event) -> None:
         self._tracking(_LISTEN)
+        try:
+            self._listen_loop(opened)
+        finally:
+            opened.set()
+
+    def _listen_loop(self, opened: threading.Event) -> None:
         last_id: Optional[str] = None
         for _ in range(1000):  # a server that closes it is polled again after its retry interval
             extra = {} if last_id is None else {"Last-Event-ID": last_id}
@@ -250,6 +264,7 @@ class HttpTransport:
             except requests.RequestException as exc:
                 logger.debug("the MCP GET stream could not open: %s", _clean(exc))
                 return
+            opened.set()
             with response:
                 if response.status_code != 200 or not response.headers.get("Content-Type", "").startswith(
                     "text/event-stream"

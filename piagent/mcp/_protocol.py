@@ -41,7 +41,6 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Methods whose ``Mcp-Name`` header mirrors a parameter (2026-07-28 over HTTP)."""

@@ -43,6 +43,7 @@ from ._protocol import (
     META_SUBSCRIPTION_ID,
     META_VERSION,
     NAMED_METHODS,
+    STATELESS_ERROR_CODES,
     STATELESS_VERSIONS,
     SUPPORTED_VERSIONS,
     UNSUPPORTED_VERSION,
@@ -217,6 +218,8 @@ class MCPClient:
                 if self._discover(version, probing=True):
                     return
             except MCPRemoteError as exc:
+                if exc.code in STATELESS_ERROR_CODES and exc.code != UNSUPPORTED_VERSION:
+                    raise  # a stateless server that refused the probe itself: initialize would not help
                 supported = _supported(exc)
                 if exc.code == UNSUPPORTED_VERSION and supported is not None:
                     mutual = [v for v in STATELESS_VERSIONS if v in supported]

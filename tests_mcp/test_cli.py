@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from piagent.cli import main
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 
 from .conftest import EVERYTHING, FILESYSTEM, NODE, needs_sdk
 
 
+@pytest.fixture(autouse=True)
+def _sessions_in_a_temporary_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command records every run in the user's session directory: keep these out of ~."""
+    monkeypatch.setenv("PIAGENT_SESSIONS_DIR", str(tmp_path_factory.mktemp("piagent-sessions")))
+
+
 def run(*argv: str, responses: list) -> tuple[int, str, str]:
     faux = register_faux_provider()
     faux.set_responses(responses)
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdin=io.StringIO(""), stdout=out, stderr=err, model=faux.get_model())
+    try:
+        code = main(list(argv), stdin=io.StringIO(""), stdout=out, stderr=err, model=faux.get_model())
+    finally:
+        faux.unregister()
     return code, out.getvalue(), err.getvalue()
 
 

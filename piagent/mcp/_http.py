@@ -16,15 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import socket
 import threading
+from collections.abc import Iterator
 from typing import Any, Optional
 
 import requests
-import requests.adapters
-import urllib3
-import urllib3.connection
 
+from .._interrupts import Tracker, session
+from ..exceptions import AbortedRequest
 from ._errors import MCPConnectionError, MCPRemoteError
 from ._events import iter_events
 
@@ -62,11 +61,9 @@ class HttpTransport:
         self._custom = dict(headers or {})
         self.session_id: Optional[str] = None
         self.protocol_header: Optional[str] = None
-        self._http = requests.Session()
+        self._http = session()  # piagent's shared pools, whose connections a Tracker can shut
         self._lock = threading.Lock()
-        self._sockets: dict[Any, socket.socket] = {}  # the socket of each request in flight
-        self._http.mount("http://", _TrackingAdapter())
-        self._http.mount("https://", _TrackingAdapter())
+        self._trackers: dict[Any, Tracker] = {}  # the connections of each exchange in flight
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
 
@@ -119,25 +116,29 @@ class HttpTransport:
 
     def _exchange(self, message: dict, headers: dict, request_id: Any) -> None:
         try:
-            self._exchange_tracked(message, headers, request_id)
+            with self._tracked(request_id):
+                self._exchange_tracked(message, headers, request_id)
+        except AbortedRequest:
+            pass  # cancelled: the caller has already stopped waiting
+
+    @contextlib.contextmanager
+    def _tracked(self, key: Any) -> Iterator[None]:
+        """While in this block, the connections this thread uses can be shut with ``cancel(key)``."""
+        tracker = Tracker()
+        with self._lock:
+            self._trackers[key] = tracker
+        if self._closing.is_set():
+            tracker.cancel()
+        try:
+            with tracker.sending():
+                yield
         finally:
             with self._lock:
-                self._sockets.pop(request_id, None)
-
-    def _tracking(self, key: Any) -> None:
-        """Record the socket this thread's next requests use under ``key`` (so it can be cancelled)."""
-
-        def register(sock: socket.socket) -> None:
-            with self._lock:
-                self._sockets[key] = sock
-            if self._closing.is_set():
-                _shut(sock)
-
-        _local.register = register
+                if self._trackers.get(key) is tracker:
+                    del self._trackers[key]
 
     def _exchange_tracked(self, message: dict, headers: dict, request_id: Any) -> None:
         sent_session = self.session_id
-        self._tracking(request_id)
         try:
             response = self._post(message, headers)
         except requests.RequestException as exc:
@@ -244,9 +245,11 @@ class HttpTransport:
         opened.wait(LISTEN_WAIT)
 
     def _listen(self, opened: threading.Event) -> None:
-        self._tracking(_LISTEN)
         try:
-            self._listen_loop(opened)
+            with self._tracked(_LISTEN):
+                self._listen_loop(opened)
+        except AbortedRequest:
+            pass
         finally:
             opened.set()
 
@@ -283,9 +286,9 @@ class HttpTransport:
     def cancel(self, request_id: Any) -> None:
         """Close the request's connection (on stateless servers, that is the cancellation)."""
         with self._lock:
-            sock = self._sockets.pop(request_id, None)
-        if sock is not None:
-            _shut(sock)
+            tracker = self._trackers.pop(request_id, None)
+        if tracker is not None:
+            tracker.cancel()
 
     def close(self) -> None:
         """DELETE the session (if any), close every open stream and join the threads."""
@@ -293,18 +296,17 @@ class HttpTransport:
             return
         self._closing.set()
         with self._lock:
-            sockets = list(self._sockets.values())
-            self._sockets.clear()
+            trackers = list(self._trackers.values())
+            self._trackers.clear()
             threads = list(self._threads)
-        for sock in sockets:
-            _shut(sock)
+        for tracker in trackers:
+            tracker.cancel()
         if self.session_id is not None:
             with contextlib.suppress(requests.RequestException):
                 self._http.delete(self.url, headers=self._headers(), timeout=(CONNECT_TIMEOUT, 5.0)).close()
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5.0)
-        self._http.close()
 
 
 def _http_error(response: requests.Response) -> MCPRemoteError:
@@ -320,44 +322,6 @@ def _http_error(response: requests.Response) -> MCPRemoteError:
     if status == 202:
         return MCPRemoteError(HTTP_ERROR, "the MCP server accepted a request without answering it", http_status=status)
     return MCPRemoteError(HTTP_ERROR, f"HTTP {status} {response.reason or ''}".strip(), http_status=status)
-
-
-def _shut(sock: socket.socket) -> None:
-    """Shut a socket in use, so a thread blocked on it wakes up (its request fails at once)."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-_local = threading.local()
-"""``register(sock)``: where the current thread's HTTP connections report their socket."""
-
-
-class _TrackedHTTPConnection(urllib3.connection.HTTPConnection):
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        super().request(*args, **kwargs)  # connected and sent: the answer is awaited next
-        register = getattr(_local, "register", None)
-        if register is not None and self.sock is not None:
-            register(self.sock)
-
-
-class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    request = _TrackedHTTPConnection.request  # the same hook
-
-
-class _TrackedHTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _TrackedHTTPConnection
-
-
-class _TrackedHTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _TrackedHTTPSConnection
-
-
-class _TrackingAdapter(requests.adapters.HTTPAdapter):
-    """Connections that report their socket to the thread that uses them (see ``_local``)."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
 
 
 def _clean(exc: BaseException) -> str:

@@ -10,13 +10,14 @@ Threads, ``requests`` and no other dependency. What it speaks and how: docs/mcp.
 
 from __future__ import annotations
 
-from ._content import MCPTool, MCPToolError
+from ._content import MCPTool
 from ._errors import (
     MCPConnectionError,
     MCPError,
     MCPProtocolError,
     MCPRemoteError,
     MCPTimeoutError,
+    MCPToolError,
     UnsupportedProtocolVersionError,
 )
 from ._protocol import HANDSHAKE_VERSIONS, STATELESS_VERSIONS, SUPPORTED_VERSIONS

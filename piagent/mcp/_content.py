@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 from ..ai.types import ImageContent, TextContent
 from ..types import AgentTool
-from ._errors import MCPProtocolError
+from ._errors import MCPProtocolError, MCPToolError
 
-__all__ = ["MCPTool", "MCPToolError", "content_from_result"]
+__all__ = ["MCPTool", "content_from_result"]
 
 
 @dataclass
@@ -30,10 +30,6 @@ class MCPTool(AgentTool):
     output_schema: Optional[dict] = None
     definition: dict = field(default_factory=dict)
     client: Any = field(default=None, repr=False, compare=False)
-
-
-class MCPToolError(Exception):
-    """A tool call the server reported as failed (``isError``); the message is what the model sees."""
 
 
 def _size(data: str) -> int:

@@ -12,6 +12,7 @@ __all__ = [
     "MCPProtocolError",
     "MCPRemoteError",
     "MCPTimeoutError",
+    "MCPToolError",
     "UnsupportedProtocolVersionError",
 ]
 
@@ -30,6 +31,10 @@ class MCPTimeoutError(MCPError, TimeoutError):
 
 class MCPProtocolError(MCPError):
     """The server broke the protocol: garbage on stdout, malformed JSON-RPC, a bad result."""
+
+
+class MCPToolError(MCPError):
+    """A tool call the server reported as failed (``isError``); the message is what the model sees."""
 
 
 class UnsupportedProtocolVersionError(MCPError):

@@ -27,6 +27,7 @@ __all__ = [
     "callable_or_none",
     "choice",
     "executor_or_none",
+    "non_negative_int",
     "non_negative_int_or_none",
     "non_negative_number_or_none",
     "optional_choice",
@@ -138,6 +139,12 @@ def _is_int(value: Any) -> bool:
 def positive_int_or_none(name: str, value: Any) -> Any:
     if value is not None and (not _is_int(value) or value < 1):
         raise InvalidValueError(f"{name} must be a positive int or None, got {value!r}")
+    return value
+
+
+def non_negative_int(name: str, value: Any) -> Any:
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return value
 
 

@@ -32,7 +32,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Callable, Optional, Union, cast, overload
+from typing import Any, Callable, Optional, TypeVar, Union, cast, overload
 
 from typing_extensions import Literal
 
@@ -44,6 +44,7 @@ from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEven
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
+from .output import output_spec
 from .queues import MessageQueue, to_message
 from .result import RunResult
 from .state import AgentState, check_messages
@@ -51,6 +52,8 @@ from .types import (
     AgentContext,
     AgentLoopConfig,
     AgentMessage,
+    OutputSpec,
+    OutputValue,
     PrepareNextTurn,
     QueueMode,
     ShouldStopAfterTurn,
@@ -76,6 +79,8 @@ Listener = Union[Callable[[AgentEvent, AbortSignal], object], Callable[[AgentEve
 
 PromptInput = Union[str, AgentMessage, Sequence[AgentMessage]]
 """What ``prompt()`` takes: text (a user message), a message, or a list of messages."""
+
+T = TypeVar("T")
 
 _LOOP_FIELDS = frozenset(field.name for field in dataclasses.fields(AgentLoopConfig))
 
@@ -104,7 +109,17 @@ def get_default_stream_fn() -> StreamFunction:
 class _Run:
     """One claimed run: its abort controller, snapshot and bookkeeping."""
 
-    __slots__ = ("controller", "options", "context", "config", "stream_fn", "thread_id", "messages", "in_flight")
+    __slots__ = (
+        "controller",
+        "options",
+        "context",
+        "config",
+        "stream_fn",
+        "thread_id",
+        "messages",
+        "in_flight",
+        "output",
+    )
 
     def __init__(self, options: AgentOptions) -> None:
         self.controller = AbortController()
@@ -116,6 +131,7 @@ class _Run:
         self.messages: list[AgentMessage] = []  # every message_end of the run, in order
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
+        self.output: Optional[OutputValue] = None  # from agent_end
 
     @property
     def signal(self) -> AbortSignal:
@@ -206,6 +222,8 @@ class Agent(AgentOptions):
         self._state._reduce(event)
         if event.type == "message_end":
             run.observe(event)
+        elif event.type == "agent_end":
+            run.output = event.output
         for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
             if event_only:
                 cast("Callable[[AgentEvent], object]", listener)(event)
@@ -216,35 +234,72 @@ class Agent(AgentOptions):
 
     @overload
     def prompt(
-        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: Literal[True] = True
-    ) -> RunResult: ...
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[True] = True,
+        output_type: type[T],
+    ) -> RunResult[T]: ...
     @overload
     def prompt(
-        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: Literal[False]
-    ) -> Future[RunResult]: ...
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[True] = True,
+        output_type: object = None,
+    ) -> RunResult[Any]: ...
     @overload
     def prompt(
-        self, input: PromptInput, images: Optional[Sequence[ImageContent]] = None, *, wait: bool
-    ) -> Union[RunResult, Future[RunResult]]: ...
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[False],
+        output_type: type[T],
+    ) -> Future[RunResult[T]]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[False],
+        output_type: object = None,
+    ) -> Future[RunResult[Any]]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: bool,
+        output_type: object = None,
+    ) -> Union[RunResult[Any], Future[RunResult[Any]]]: ...
     def prompt(
         self,
         input: PromptInput,
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: bool = True,
-    ) -> Union[RunResult, Future[RunResult]]:
+        output_type: object = None,
+    ) -> Union[RunResult[Any], Future[RunResult[Any]]]:
         """Run the agent on ``input``: a string (a user message, with ``images``), a message or a list.
 
         Blocks until the run settled and returns its :class:`RunResult`. With ``wait=False`` the
         run is claimed on this thread (``is_streaming`` is True on return) and runs on a
-        background thread; the returned ``Future`` holds the result. Raises
-        :class:`AgentBusyError` while a run is active.
+        background thread; the returned ``Future`` holds the result. ``output_type`` replaces
+        the agent's for this run: the run ends with a value of that type in ``result.output``
+        (docs/structured-output.md). Raises :class:`AgentBusyError` while a run is active,
+        ``TypeError`` for an ``output_type`` with no JSON form.
         """
         messages = _prompt_messages(input, images)
+        spec = output_spec(output_type, self.output_mode, self.output_retries) if output_type is not None else None
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_PROMPT)
-            run = self._claim()
+            run = self._claim(output=spec)
         return self._launch(run, messages, wait)
 
     @overload
@@ -290,10 +345,17 @@ class Agent(AgentOptions):
                     raise InvalidStateError("Cannot continue from message role: assistant")
         return self._launch(run, prompts, wait)
 
-    def _claim(self, skip_initial_steering: bool = False) -> _Run:
-        """Start a run (caller holds the lock): snapshot options and context, flip the state."""
+    def _claim(self, skip_initial_steering: bool = False, output: Optional[OutputSpec] = None) -> _Run:
+        """Start a run (caller holds the lock): snapshot options and context, flip the state.
+
+        ``output``: the run's structured output when ``prompt()`` named one; else the agent's.
+        """
         run = _Run(self.snapshot())
         run.config = self._loop_config(run, skip_initial_steering)
+        options = run.options
+        if output is None and options.output_type is not None:
+            output = output_spec(options.output_type, options.output_mode, options.output_retries)
+        run.config.output = output
         self._run = run
         self._idle.clear()
         self._state._begin_run()
@@ -396,7 +458,7 @@ class Agent(AgentOptions):
                     run_agent_loop(prompts, run.context, run.config, emit, run.signal, run.stream_fn)
             except Exception as exc:
                 self._fail(run, emit, exc)
-            return RunResult.from_messages(run.messages)
+            return RunResult.from_messages(run.messages, run.output, run.config.output is not None)
         except BaseException as exc:  # KeyboardInterrupt, or the failure's own dispatch raised
             run.controller.abort(f"Run ended by {type(exc).__name__}")
             raise

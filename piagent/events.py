@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from typing_extensions import Literal
 
 from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage
-from .types import AgentMessage, AgentToolResult
+from .types import AgentMessage, AgentToolResult, OutputValue
 
 __all__ = [
     "AgentEndEvent",
@@ -58,11 +58,17 @@ class AgentStartEvent:
 
 @dataclass
 class AgentEndEvent:
+    """The run ended; ``output``: its structured output, when one was asked for and produced."""
+
     messages: list[AgentMessage]
+    output: Optional[OutputValue] = None
     type: Literal["agent_end"] = field(default="agent_end", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "messages": [message_to_dict(m) for m in self.messages]}
+        d: dict[str, Any] = {"type": self.type, "messages": [message_to_dict(m) for m in self.messages]}
+        if self.output is not None:
+            d["output"] = self.output.data
+        return d
 
 
 @dataclass
@@ -98,14 +104,24 @@ class MessageStartEvent:
 
 @dataclass
 class MessageUpdateEvent:
+    """A streamed change of the assistant message.
+
+    ``partial_output``: with a structured output, the answer's JSON parsed so far (a copy,
+    docs/structured-output.md#streaming), set on the updates that extend it; else None.
+    """
+
     message: AssistantMessage
     assistant_message_event: AssistantMessageEvent
+    partial_output: Any = None
     type: Literal["message_update"] = field(default="message_update", init=False)
 
     def to_dict(self) -> dict[str, Any]:
         event = self.assistant_message_event.to_dict()
         event.pop("partial", None)  # the same message is written once, as "message"
-        return {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
+        d = {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
+        if self.partial_output is not None:
+            d["partialOutput"] = self.partial_output
+        return d
 
 
 @dataclass

@@ -7,6 +7,7 @@
     ├── ModelNotFoundError (also LookupError)   unknown "provider:model-id"
     ├── MissingApiKeyError (also ValueError)    no key in options, get_api_key or the environment
     ├── ToolArgumentsError (also ValueError)    tool arguments that fail their schema
+    ├── OutputError (also ValueError)           RunResult.output of a run that gave no valid output
     ├── StreamEndedWithoutResult                an event stream ended without a terminal event
     ├── InvalidValueError (also ValueError)     a value piagent cannot accept (an option, a schema...)
     ├── InvalidTypeError (also TypeError)       a value of the wrong type
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidStateError",
     "MissingApiKeyError",
     "ModelNotFoundError",
+    "OutputError",
     "PiAgentError",
     "ProviderError",
     "ProviderNotFoundError",
@@ -85,6 +87,14 @@ class InvalidTypeError(PiAgentError, TypeError):
 
 class ToolArgumentsError(PiAgentError, ValueError):
     """Tool-call arguments failed their JSON Schema; the message is what the model sees."""
+
+
+class OutputError(PiAgentError, ValueError):
+    """A run with an ``output_type`` ended without a valid output; ``raw_text`` is its final text."""
+
+    def __init__(self, message: str, raw_text: str = "") -> None:
+        super().__init__(message)
+        self.raw_text = raw_text
 
 
 class StreamEndedWithoutResult(PiAgentError):

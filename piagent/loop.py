@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from . import instrumentation
+from ._output_turns import OutputTurns, Verdict
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
@@ -208,6 +209,7 @@ def _run(
     stream_fn: Optional[StreamFunction],
 ) -> None:
     first_turn = True
+    output = OutputTurns(config.output, context.tools) if config.output is not None else None
     pending = _poll(config.get_steering_messages)
     while True:
         more_tools = True
@@ -223,27 +225,39 @@ def _run(
                 new_messages.append(message)
             pending = []
 
-            message = _stream_assistant_response(context, config, signal, emit, stream_fn)
+            message = _stream_assistant_response(context, config, signal, emit, stream_fn, output)
             new_messages.append(message)
             if message.stop_reason in ("error", "aborted"):
                 emit(TurnEndEvent(message, []))
                 emit(AgentEndEvent(new_messages))
                 return
 
+            verdict = output.verdict if output is not None else None
             calls = message.tool_calls
             results: list[ToolResultMessage] = []
             more_tools = False
+            if verdict is not None:  # docs/loop.md#rule-29
+                if verdict.output is not None:
+                    calls = []  # the answer ends the run: other calls in it do not run
+                elif verdict.call is not None:
+                    calls = [c for c in calls if c is not verdict.call]
+                _deliver(verdict, context, new_messages, emit)
+                results = list(verdict.results)
+                more_tools = verdict.output is None
             if calls:
                 batch = BatchContext(context, message, config, signal, emit)
                 if message.stop_reason == "length":
                     outcome = fail_truncated_tool_calls(batch, calls)
                 else:
                     outcome = execute_tool_calls(batch, calls)
-                results = outcome.messages
-                more_tools = not outcome.terminate
-                context.messages.extend(results)
-                new_messages.extend(results)
+                results += outcome.messages
+                more_tools = more_tools or not outcome.terminate
+                context.messages.extend(outcome.messages)
+                new_messages.extend(outcome.messages)
             emit(TurnEndEvent(message, results))
+            if verdict is not None and verdict.output is not None:
+                emit(AgentEndEvent(new_messages, verdict.output))
+                return
 
             if config.prepare_next_turn is not None:
                 update = config.prepare_next_turn(TurnContext(message, results, context, new_messages), signal)
@@ -256,11 +270,22 @@ def _run(
                 emit(AgentEndEvent(new_messages))
                 return
             pending = _poll(config.get_steering_messages)
+            if verdict is not None and verdict.feedback is not None:
+                pending.insert(0, verdict.feedback)
 
         pending = _poll(config.get_follow_up_messages)
         if not pending:
             break
     emit(AgentEndEvent(new_messages))
+
+
+def _deliver(verdict: Verdict, context: AgentContext, new_messages: list[AgentMessage], emit: Emit) -> None:
+    """The results a verdict gives the ``final_answer`` call (tool mode), as tool results."""
+    for result in verdict.results:
+        emit(MessageStartEvent(result))
+        emit(MessageEndEvent(result))
+        context.messages.append(result)
+        new_messages.append(result)
 
 
 def _updated_config(config: AgentLoopConfig, update: TurnUpdate) -> AgentLoopConfig:
@@ -280,8 +305,13 @@ def _stream_assistant_response(
     signal: AbortSignal,
     emit: Emit,
     stream_fn: Optional[StreamFunction],
+    output: Optional[OutputTurns] = None,
 ) -> AssistantMessage:
-    """One model call (docs/loop.md#rule-7): the partial lives in the context while it streams."""
+    """One model call (docs/loop.md#rule-7): the partial lives in the context while it streams.
+
+    With a structured output, the call asks for it, updates carry the partial output and the
+    complete answer is judged before its ``message_end`` (docs/loop.md#rule-29).
+    """
     messages = context.messages
     if config.transform_context is not None:
         messages = config.transform_context(messages, signal)
@@ -291,11 +321,16 @@ def _stream_assistant_response(
         raise InvalidValueError("AgentLoopConfig.model is required")
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
+    if output is not None:
+        output.prepare(model, llm_context, options)
     observer = instrumentation.current()
     if observer is None:
-        return _stream_message(model, llm_context, options, context, emit, stream_fn)
+        return _stream_message(model, llm_context, options, context, emit, stream_fn, output)
     return observer.model_call(
-        lambda: _stream_message(model, llm_context, options, context, emit, stream_fn), model, llm_context, options
+        lambda: _stream_message(model, llm_context, options, context, emit, stream_fn, output),
+        model,
+        llm_context,
+        options,
     )
 
 
@@ -306,6 +341,7 @@ def _stream_message(
     context: AgentContext,
     emit: Emit,
     stream_fn: Optional[StreamFunction],
+    output: Optional[OutputTurns],
 ) -> AssistantMessage:
     events = (stream_fn or stream_simple)(model, llm_context, options)
 
@@ -326,9 +362,12 @@ def _stream_message(
         elif partial is not None:  # block events before "start" are ignored
             partial = update
             context.messages[-1] = partial
-            emit(MessageUpdateEvent(partial.snapshot(), event))
+            partial_output = output.partial(event, partial) if output is not None else None
+            emit(MessageUpdateEvent(partial.snapshot(), event, partial_output))
     if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
+    if output is not None and final.stop_reason not in ("error", "aborted"):
+        output.judge(final)
     if partial is not None:
         context.messages[-1] = final
     else:

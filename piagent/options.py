@@ -26,6 +26,7 @@ from .ai.types import Model, OnPayload, OnResponse, ToolChoice
 from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
+from .output import DEFAULT_OUTPUT_RETRIES, check_output_type
 from .state import THINKING_LEVELS, check_messages, check_tools, resolve_model
 from .types import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -35,6 +36,7 @@ from .types import (
     BeforeToolCall,
     ConvertToLlm,
     GetApiKey,
+    OutputMode,
     PrepareNextTurn,
     QueueMode,
     ShouldStopAfterTurn,
@@ -130,6 +132,17 @@ class AgentOptions(Options):
         doc="Where the transcript is kept (piagent.sessions): the agent starts from its branch, and its model and "
         "thinking level unless given (a model, a level other than 'off'), and appends each message at its "
         "message_end. Attached at construction; assigning it later only stops the recording.",
+    )
+
+    # -- structured output (docs/structured-output.md) ----------------------------------------
+    output_type: Same[Any] = Option(
+        default=None, check=check_output_type, doc="The type each run must answer with (None: text)."
+    )
+    output_mode: Same[OutputMode] = Option(
+        default="auto", check=opt.choice("auto", "native", "tool"), doc="How the output is asked for."
+    )
+    output_retries: Same[int] = Option(
+        default=DEFAULT_OUTPUT_RETRIES, check=opt.non_negative_int, doc="Invalid outputs the model may correct."
     )
 
     # -- hooks (run on the run thread; docs/loop.md) -----------------------------------------

@@ -18,6 +18,7 @@ from .ai.types import (
     AssistantMessage,
     Message,
     Model,
+    OutputFormat,
     StreamOptions,
     Tool,
     ToolCall,
@@ -42,6 +43,9 @@ __all__ = [
     "ConvertToLlm",
     "CustomMessage",
     "GetApiKey",
+    "OutputMode",
+    "OutputSpec",
+    "OutputValue",
     "PrepareNextTurn",
     "QueueMode",
     "ShouldStopAfterTurn",
@@ -71,6 +75,8 @@ AgentMessage = Union[Message, CustomMessage]
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 ToolExecutionMode = Literal["sequential", "parallel"]
+OutputMode = Literal["auto", "native", "tool"]
+"""How the model is made to answer in the output's shape (docs/structured-output.md#modes)."""
 QueueMode = Literal["all", "one-at-a-time"]
 """How many queued steering/follow-up messages one poll takes: all of them or the oldest one."""
 
@@ -183,6 +189,32 @@ class TurnUpdate:
     tool_choice: ToolChoice = None
 
 
+@dataclass
+class OutputSpec:
+    """A run's structured output, as the loop uses it (docs/structured-output.md).
+
+    ``format`` is what the model is asked for (its schema's root is an object); ``convert``
+    turns a validated JSON value of ``format.schema`` into the Python value the run returns
+    (it may raise ``ValueError``/``TypeError``, which is a validation failure too);
+    ``wrapped``: the schema is ``{"value": <the type's schema>}`` because the type's own
+    schema is not an object. ``mode`` and ``retries`` as the agent options of those names.
+    """
+
+    format: OutputFormat
+    convert: Callable[[Any], Any]
+    wrapped: bool = False
+    mode: OutputMode = "auto"
+    retries: int = 3
+
+
+@dataclass
+class OutputValue:
+    """The structured output of a run: ``value`` (converted) and ``data`` (its validated JSON)."""
+
+    value: Any
+    data: Any
+
+
 _LLM_ROLES = ("user", "assistant", "toolResult")
 
 ConvertToLlm = Callable[[list[AgentMessage]], list[Message]]
@@ -238,6 +270,7 @@ class AgentLoopConfig(StreamOptions):
     that enters the transcript and the model's context: longer text keeps its beginning and
     ends with a note saying how much was cut. None means no bound.
     ``instrumentation`` observes the run instead of the installed one (piagent/instrumentation.py).
+    ``output``: the structured output the run must end with (docs/loop.md#rule-29), or None.
     """
 
     model: Optional[Model] = None
@@ -258,3 +291,4 @@ class AgentLoopConfig(StreamOptions):
     abort_grace: Optional[float] = None
     max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS
     instrumentation: Optional[Instrumentation] = None
+    output: Optional[OutputSpec] = None

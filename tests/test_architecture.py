@@ -57,10 +57,16 @@ def test_the_llm_layer_imports_nothing_of_the_agent_layer() -> None:
     assert violations("ai", ("piagent.ai", "piagent.instrumentation", *shared)) == []
 
 
-@pytest.mark.parametrize("under", ["loop", "executors"])
+@pytest.mark.parametrize("under", ["loop", "executors", "_output_turns"])
 def test_the_loop_imports_nothing_of_the_agent(under: str) -> None:
     allowed = ("piagent.ai", "piagent.abort", "piagent.exceptions", "piagent.events", "piagent.types")
-    allowed += ("piagent.executors", "piagent._threads", "piagent._interrupts", "piagent.instrumentation")
+    allowed += (
+        "piagent.executors",
+        "piagent._threads",
+        "piagent._interrupts",
+        "piagent.instrumentation",
+        "piagent._output_turns",
+    )
     assert violations(under, allowed) == []
 
 

@@ -36,6 +36,7 @@ from .types import (
     ImageContent,
     Message,
     Model,
+    OutputFormat,
     StreamOptions,
     TextContent,
     ThinkingContent,
@@ -47,7 +48,7 @@ from .types import (
     content_from_dict,
     message_from_dict,
 )
-from .validation import validate_tool_arguments
+from .validation import validate_json_value, validate_tool_arguments
 
 __all__ = [
     "ApiProvider",
@@ -62,6 +63,7 @@ __all__ = [
     "Message",
     "MessageBuilder",
     "Model",
+    "OutputFormat",
     "StreamFunction",
     "StreamOptions",
     "TextContent",
@@ -90,5 +92,6 @@ __all__ = [
     "stream_simple",
     "unregister_api_provider",
     "unregister_model",
+    "validate_json_value",
     "validate_tool_arguments",
 ]

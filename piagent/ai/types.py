@@ -32,6 +32,7 @@ __all__ = [
     "Model",
     "OnPayload",
     "OnResponse",
+    "OutputFormat",
     "StopReason",
     "StreamOptions",
     "TextContent",
@@ -486,6 +487,20 @@ class Context:
     tools: Optional[list[Tool]] = None
 
 
+@dataclass
+class OutputFormat:
+    """Ask the model to answer with JSON matching ``schema`` (docs/structured-output.md).
+
+    ``schema`` is a JSON Schema whose root is an object; ``name`` (letters, digits, ``_`` and
+    ``-``) names it where an API wants a name. Each provider sends it in its API's native form;
+    a provider that has none ignores it.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
 ToolChoice = Union[Literal["auto", "none", "required"], dict[str, str], None]
 """None (the API's default), "auto", "none", "required", or ``{"name": tool}`` (that tool must be called)."""
 
@@ -520,6 +535,8 @@ class StreamOptions:
     minutes); ``deadline_ms`` bounds the whole call, retries included (default 3,600,000: one
     hour); ``max_response_bytes`` bounds the decompressed body (default 256 MiB) and
     ``max_event_bytes`` one SSE line or event (default 16 MiB).
+
+    ``output_format`` asks for a JSON answer in a schema (docs/structured-output.md#providers).
     """
 
     temperature: Optional[float] = None
@@ -542,6 +559,7 @@ class StreamOptions:
     reasoning: Optional[str] = None
     thinking_budgets: Optional[dict[str, int]] = None
     tool_choice: ToolChoice = None
+    output_format: Optional[OutputFormat] = None
 
     @classmethod
     def from_object(cls, obj: Any, **overrides: Any) -> StreamOptions:

@@ -35,7 +35,7 @@ from ..exceptions import ToolArgumentsError
 from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
-__all__ = ["coerce_value", "validate_tool_arguments"]
+__all__ = ["coerce_value", "validate_json_value", "validate_tool_arguments"]
 
 MAX_REPORTED_ERRORS = 20  # validation stops looking after this many errors
 MAX_ERROR_CHARS = 500  # of one error's message
@@ -53,8 +53,20 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     ``.arguments``. The caller's arguments are never mutated. Raises
     :class:`~piagent.exceptions.ToolArgumentsError` with pi's message frame.
     """
-    original = tool_call.arguments
     schema = tool.parameters if tool.parameters is not None else _EMPTY_SCHEMA
+    return validate_json_value(tool_call.arguments, schema, f'tool "{tool.name}"', "arguments")
+
+
+def validate_json_value(
+    original: Any, schema: Any, subject: str, received: str = "value", raw_text: Optional[str] = None
+) -> Any:
+    """Coerce and validate a copy of ``original`` against ``schema``, as for tool arguments.
+
+    Returns the coerced copy; raises :class:`~piagent.exceptions.ToolArgumentsError` whose
+    message is the frame above with ``subject`` (``tool "name"``, ``output "Invoice"``) and
+    ``received`` (``arguments``, ``output``) in it, and ``raw_text`` (the text ``original``
+    was parsed from) in place of the indented JSON when given.
+    """
     compiled = _compiled(schema)
     args = copy.deepcopy(original)
     coerced = _coerce(args, schema, compiled)
@@ -71,7 +83,7 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     listed = [f"  - {path}: {msg}" for path, msg in lines]
     if len(errors) > MAX_REPORTED_ERRORS:
         listed.append(f"  (more errors not listed: the first {MAX_REPORTED_ERRORS} are shown)")
-    raise ToolArgumentsError(_failure_message(tool.name, listed, original))
+    raise ToolArgumentsError(_failure_message(subject, listed, original, received, raw_text))
 
 
 def _short(message: str) -> str:
@@ -90,10 +102,12 @@ def coerce_value(value: Any, schema: Any) -> Any:
 # --------------------------------------------------------------------------- messages
 
 
-def _failure_message(name: str, lines: list[str], original: Any) -> str:
+def _failure_message(
+    subject: str, lines: list[str], original: Any, received: str, raw_text: Optional[str] = None
+) -> str:
     block = "\n".join(lines) if lines else "Unknown validation error"
-    received = json.dumps(original, indent=2, ensure_ascii=False, default=repr)
-    return f'Validation failed for tool "{name}":\n{block}\n\nReceived arguments:\n{received}'
+    shown = raw_text if raw_text is not None else json.dumps(original, indent=2, ensure_ascii=False, default=repr)
+    return f"Validation failed for {subject}:\n{block}\n\nReceived {received}:\n{shown}"
 
 
 def _error_path(error: Any) -> str:

@@ -430,7 +430,7 @@ def test_received_arguments_are_the_original_uncoerced_ones_with_non_ascii_kept(
 
 
 def test_unknown_validation_error_when_validator_gives_no_details():
-    message = validation._failure_message("calc", [], {"a": 1})
+    message = validation._failure_message('tool "calc"', [], {"a": 1}, "arguments")
     assert (
         message == 'Validation failed for tool "calc":\nUnknown validation error\n\nReceived arguments:\n{\n  "a": 1\n}'
     )

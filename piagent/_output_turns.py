@@ -1,0 +1,185 @@
+"""The loop's side of structured output (docs/loop.md#rule-29, docs/structured-output.md).
+
+:class:`OutputTurns` follows one run: before each model call it asks for the output (the
+native format in the stream options, or a forced ``final_answer`` tool); while the answer
+streams it parses the partial output; when the answer is complete it judges it:
+
+* not an answer yet (the model called other tools): the turn goes on as usual;
+* accepted: the validated, converted value ends the run;
+* rejected: the model is told what was wrong, in the frame of invalid tool arguments (as a
+  user message, or as the error result of its ``final_answer`` call) and answers again, at
+  most ``retries`` times; then the answer is marked failed (``stop_reason`` "error", the
+  frame with the raw output in ``error_message``), which ends the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .ai.json_stream import IncrementalJsonParser
+from .ai.output import drop_absent_nulls, supports_native_output
+from .ai.types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from .ai.validation import validate_json_value
+from .exceptions import ToolArgumentsError
+from .types import AgentTool, OutputSpec, OutputValue
+
+__all__ = ["OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+
+OUTPUT_TOOL_NAME = "final_answer"
+_FENCED = re.compile(r"\A```[A-Za-z]*\s*\n(.*)\n\s*```\Z", re.DOTALL)
+_ACCEPTED = "Final answer received."
+_NOT_RUN = "Not run: the final answer ended the run."
+_ANSWER_AGAIN = "Answer again with a value that matches the schema."
+
+
+@dataclass
+class Verdict:
+    """The judgement of one complete answer (None from :meth:`OutputTurns.judge`: not an answer).
+
+    ``output`` when accepted; else ``feedback``, the message that tells the model what was
+    wrong. ``call``: the ``final_answer`` call judged (tool mode), which gets ``results``.
+    """
+
+    output: Optional[OutputValue] = None
+    feedback: Optional[UserMessage] = None
+    call: Optional[ToolCall] = None
+    results: list[ToolResultMessage] = field(default_factory=list)
+
+
+class OutputTurns:
+    """One run's structured output; used on the run thread only."""
+
+    def __init__(self, spec: OutputSpec, tools: list[AgentTool]) -> None:
+        if any(t.name == OUTPUT_TOOL_NAME for t in tools):
+            raise ValueError(f"a tool is named {OUTPUT_TOOL_NAME!r}, the name of the structured output's tool")
+        self.spec = spec
+        self.rejected = 0
+        self.verdict: Optional[Verdict] = None
+        self._tool_mode = False
+        self._parser: Optional[IncrementalJsonParser] = None
+
+    @property
+    def subject(self) -> str:
+        return f'output "{self.spec.format.name}"'
+
+    # -- before and during a model call ------------------------------------------------------
+
+    def prepare(self, model: Model, context: Context, options: StreamOptions) -> None:
+        """Ask for the output in this call: the native format, or the forced output tool."""
+        mode = self.spec.mode
+        self._tool_mode = mode == "tool" or (mode == "auto" and not supports_native_output(model))
+        self._parser = IncrementalJsonParser()
+        self.verdict = None
+        if not self._tool_mode:
+            options.output_format = self.spec.format
+            return
+        description = "Give the final answer: call this once, when done, with the answer as its arguments."
+        if self.spec.format.description:
+            description += " " + self.spec.format.description
+        context.tools = list(context.tools or []) + [Tool(OUTPUT_TOOL_NAME, description, self.spec.format.schema)]
+        if options.tool_choice is None:
+            only_output = len(context.tools) == 1
+            options.tool_choice = {"name": OUTPUT_TOOL_NAME} if only_output else "required"
+
+    def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
+        """The output parsed so far, if ``event`` extended it (a copy); else None."""
+        index = event.content_index
+        if index is None or index >= len(message.content):
+            return None
+        if self._tool_mode:
+            block = message.content[index]
+            if not (event.type.startswith("toolcall_") and isinstance(block, ToolCall)):
+                return None
+            if block.name != OUTPUT_TOOL_NAME:
+                return None
+            value = copy.deepcopy(block.arguments)
+        else:
+            if event.type != "text_delta" or self._parser is None or not event.delta:
+                return None
+            self._parser.feed(event.delta)
+            value = copy.deepcopy(self._parser.value())
+        return self._unwrapped(value)
+
+    # -- after a model call ------------------------------------------------------------------
+
+    def judge(self, message: AssistantMessage) -> None:
+        """Judge a complete answer (not failed); sets :attr:`verdict`, may mark ``message`` failed."""
+        if self._tool_mode:
+            call = next((c for c in message.tool_calls if c.name == OUTPUT_TOOL_NAME), None)
+            if call is None:
+                if message.tool_calls:
+                    return  # other tools first
+                self.verdict = self._reject(message, message.text, f"answer by calling the {OUTPUT_TOOL_NAME} tool")
+                return
+            self.verdict = self._check(message, call.arguments, None, call)
+            return
+        if message.tool_calls:
+            return
+        text = message.text.strip()
+        fenced = _FENCED.match(text)
+        try:
+            data = json.loads(fenced.group(1) if fenced else text)
+        except ValueError as exc:
+            self.verdict = self._reject(message, message.text, f"the answer is not JSON ({exc})")
+            return
+        self.verdict = self._check(message, data, message.text, None)
+
+    def _check(self, message: AssistantMessage, data: Any, raw: Optional[str], call: Optional[ToolCall]) -> Verdict:
+        """Validate ``data`` (parsed from ``raw``, the answer's text; None for a tool call's arguments)."""
+        schema = self.spec.format.schema
+        try:
+            valid = validate_json_value(drop_absent_nulls(data, schema), schema, self.subject, "output", raw)
+        except ToolArgumentsError as exc:
+            return self._rejected(message, str(exc), call)
+        unwrapped = self._unwrapped(valid)
+        try:
+            value = self.spec.convert(unwrapped)
+        except (TypeError, ValueError) as exc:
+            shown = raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False)
+            frame = self._frame(f"root: {exc}", shown)
+            return self._rejected(message, frame, call)
+        verdict = Verdict(output=OutputValue(value, unwrapped), call=call)
+        if call is not None:
+            verdict.results = [_result(call, _ACCEPTED, False)]
+            verdict.results += [_result(c, _NOT_RUN, True) for c in message.tool_calls if c is not call]
+        return verdict
+
+    def _reject(self, message: AssistantMessage, raw: str, problem: str) -> Verdict:
+        return self._rejected(message, self._frame(f"root: {problem}", raw), None)
+
+    def _frame(self, line: str, raw: str) -> str:
+        return f"Validation failed for {self.subject}:\n  - {line}\n\nReceived output:\n{raw}"
+
+    def _rejected(self, message: AssistantMessage, frame: str, call: Optional[ToolCall]) -> Verdict:
+        self.rejected += 1
+        if self.rejected > self.spec.retries:
+            message.stop_reason = "error"
+            message.error_message = f"No valid output after {self.rejected} answers. {frame}"
+            return Verdict()
+        if call is not None:
+            return Verdict(call=call, results=[_result(call, f"{frame}\n\n{_ANSWER_AGAIN}", True)])
+        return Verdict(feedback=UserMessage([TextContent(f"{frame}\n\n{_ANSWER_AGAIN}")]))
+
+    def _unwrapped(self, value: Any) -> Any:
+        if self.spec.wrapped:
+            return value.get("value") if isinstance(value, dict) else None
+        return value
+
+
+def _result(call: ToolCall, text: str, is_error: bool) -> ToolResultMessage:
+    return ToolResultMessage(call.id, call.name, [TextContent(text)], is_error=is_error)

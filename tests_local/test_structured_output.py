@@ -1,0 +1,42 @@
+"""Structured output on the embedded model (SmolLM2-135M): the grammar built from the output's
+schema means even a 135M model can only produce a valid value (docs/structured-output.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from typing_extensions import Literal
+
+from piagent import Agent
+
+
+@dataclass
+class City:
+    """A city and the country it is in."""
+
+    name: str
+    country: str
+    capital: bool
+
+
+def test_the_embedded_model_answers_with_a_valid_dataclass_under_a_grammar(local_model, capsys):
+    agent = Agent(model=local_model, max_tokens=120, output_retries=0)  # no retry: the first answer must be valid
+    partials: list = []
+    agent.subscribe(lambda e: partials.append(e.partial_output) if e.type == "message_update" else None)
+    result = agent.prompt("Paris is the capital of France. Describe Paris.", output_type=City)
+    assert result.stop_reason == "stop", result.error_message
+    city = result.output
+    assert isinstance(city, City)
+    assert isinstance(city.name, str) and isinstance(city.country, str) and isinstance(city.capital, bool)
+    assert json.loads(result.text) == result.structured.data  # the text is the JSON, nothing around it
+    assert [p for p in partials if p][-1] == result.structured.data  # the partial output grew into it
+    with capsys.disabled():
+        print(f"\nembedded model's structured answer: {result.text!r} -> {city!r}")
+
+
+def test_the_embedded_model_answers_a_literal_in_tool_mode(local_model):
+    agent = Agent(model=local_model, max_tokens=60, output_retries=0, output_mode="tool")
+    result = agent.prompt("Is Paris in France? Answer yes or no.", output_type=Literal["yes", "no"])
+    assert result.output in ("yes", "no")
+    assert [m.role for m in result.messages] == ["user", "assistant", "toolResult"]

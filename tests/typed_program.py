@@ -3,13 +3,16 @@
 `.ci/run` type-checks it with ``mypy --strict`` (piagent's own modules are analysed, their
 errors left to the package's gate); ``tests/test_typed_program.py`` runs it, so it stays a
 real program. It uses what users write most: ``@tool``, ``prompt()`` with and without
-``wait``, listeners of both forms, hooks, options as keywords and as attributes.
+``wait``, listeners of both forms, hooks, options as keywords and as attributes, and a
+structured output whose type flows into ``RunResult.output``.
 """
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import Future
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from piagent import (
     AbortSignal,
@@ -41,6 +44,14 @@ def add(a: int, b: int) -> int:
         b: The second number.
     """
     return a + b
+
+
+@dataclass
+class Sum:
+    """The answer of an addition."""
+
+    total: int
+    explanation: str = ""
 
 
 def before(context: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
@@ -97,6 +108,13 @@ def main() -> list[str]:
 
         options = AgentOptions(system_prompt="Be brief.", max_retries=2)
         seen.append(f"{options.system_prompt} {options.max_retries}")
+
+        faux.set_responses([faux_message(json.dumps({"total": 5})), faux_message(json.dumps({"total": 7}))])
+        typed: RunResult[Sum] = agent.prompt("2 + 3 as a Sum", output_type=Sum)
+        total: int = typed.output.total  # an int under mypy --strict: output is a Sum
+        later: Future[RunResult[Sum]] = agent.prompt("3 + 4", output_type=Sum, wait=False)
+        untyped: RunResult[Any] = agent.prompt("no output type")
+        seen.append(f"{total} {later.result(timeout=30).output.total} {untyped.stop_reason}")
     finally:
         faux.unregister()
     return seen

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .ai.json_stream import IncrementalJsonParser
-from .ai.output import drop_absent_nulls, supports_native_output
+from .ai.output import drop_absent_nulls, output_mode_for
 from .ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -81,8 +81,7 @@ class OutputTurns:
 
     def prepare(self, model: Model, context: Context, options: StreamOptions) -> None:
         """Ask for the output in this call: the native format, or the forced output tool."""
-        mode = self.spec.mode
-        self._tool_mode = mode == "tool" or (mode == "auto" and not supports_native_output(model))
+        self._tool_mode = output_mode_for(model, self.spec.mode) == "tool"
         self._parser = IncrementalJsonParser()
         self.verdict = None
         if not self._tool_mode:

@@ -32,6 +32,7 @@ __all__ = [
     "anthropic_schema",
     "drop_absent_nulls",
     "openai_strict_schema",
+    "output_mode_for",
     "supports_native_output",
 ]
 
@@ -47,6 +48,19 @@ def supports_native_output(model: Model) -> bool:
     if declared is not None:
         return bool(declared)
     return True
+
+
+def output_mode_for(model: Model, requested: str) -> str:
+    """``"native"`` or ``"tool"``: how a call to ``model`` asks for the output (docs/structured-output.md#modes).
+
+    ``"auto"`` is native unless the model has no native form. ``"tool"`` needs a forced tool
+    choice: on a model whose capabilities refuse one it is native (where that exists).
+    """
+    native = supports_native_output(model)
+    if requested == "native" or (requested == "auto" and native):
+        return "native"
+    forced_allowed = model.capabilities is None or model.capabilities.forced_tool_choice
+    return "tool" if forced_allowed or not native else "native"
 
 
 # --------------------------------------------------------------------------- OpenAI

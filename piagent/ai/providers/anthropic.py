@@ -45,6 +45,7 @@ from ..capabilities import (
     plan_thinking,
     warn_once,
 )
+from ..output import add_anthropic_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
@@ -286,6 +287,8 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
     user_id = (options.metadata or {}).get("user_id")
     if user_id is not None:
         payload["metadata"] = {"user_id": str(user_id)}
+    if options.output_format is not None:
+        add_anthropic_output(payload, options.output_format)
     return payload
 
 

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 from ..builder import MessageBuilder
 from ..capabilities import THINKING_LEVELS, Capabilities, allowed_temperature, capabilities_of, plan_thinking
+from ..output import add_google_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
@@ -220,6 +221,8 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
         tool_config = _tool_config(options.tool_choice)
         if tool_config is not None:
             payload["toolConfig"] = tool_config
+    if options.output_format is not None:
+        add_google_output(payload, options.output_format)
     return payload
 
 

@@ -49,6 +49,7 @@ from typing import Any, Optional
 
 from ..builder import MessageBuilder
 from ..capabilities import Capabilities, allowed_temperature, warn_once
+from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
@@ -242,6 +243,8 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     payload.update(reasoning)
     if options.session_id and compat["supports_prompt_cache_key"]:
         payload["prompt_cache_key"] = options.session_id
+    if options.output_format is not None:
+        add_chat_completions_output(payload, options.output_format)
     return payload
 
 

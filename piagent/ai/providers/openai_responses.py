@@ -35,6 +35,7 @@ from typing import Any, Optional
 from ..builder import MessageBuilder
 from ..capabilities import allowed_temperature
 from ..json_stream import parse_streaming_json
+from ..output import add_responses_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import is_same_model, transform_messages
@@ -216,6 +217,8 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             payload["reasoning"] = {"effort": effort}
     if options.session_id:
         payload["prompt_cache_key"] = options.session_id
+    if options.output_format is not None:
+        add_responses_output(payload, options.output_format)
     return payload
 
 

@@ -2,6 +2,7 @@
 
     piagent "question"            stream one answer to stdout; tool calls on stderr
     piagent --json "question"     every agent event as one JSON line
+    piagent --schema s.json "q"   print only the answer's validated JSON (structured.py)
     piagent                       an interactive session (on a terminal)
     echo question | piagent       one-shot, the prompt read from stdin
 
@@ -23,6 +24,7 @@ from ..agent import Agent
 from ..ai.types import Model
 from ..state import THINKING_LEVELS
 from ..types import TurnUpdate
+from . import structured
 from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
 from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
 from .render import Console, ConsoleRenderer, JsonRenderer
@@ -66,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-turns", type=int, help="stop after this many turns per prompt")
     parser.add_argument("--sequential", action="store_true", help="run tool calls one at a time")
     parser.add_argument("--json", action="store_true", help="print every agent event as one JSON line")
+    structured.add_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log what piagent does on stderr")
     add_session_arguments(parser)
     return parser
@@ -105,6 +108,7 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
         ),
         get_api_key=_base_url_key if args.base_url else None,
         session=session,
+        output_type=structured.output_schema(args),
     )
 
 
@@ -128,10 +132,12 @@ def run_once(agent: Agent, prompt: str, console: Console, renderer: Union[Consol
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")
         return EXIT_ERROR
-    if result.stop_reason in ("error", "aborted"):
-        if isinstance(renderer, JsonRenderer):
-            console.note(f"error: {result.error_message or result.stop_reason}")
+    if result.stop_reason in ("error", "aborted") or (result.output_expected and result.structured is None):
+        if isinstance(renderer, JsonRenderer) or result.stop_reason not in ("error", "aborted"):
+            console.note(f"error: {result.error_message or 'the run ended without its output'}")
         return EXIT_ERROR
+    if isinstance(renderer, ConsoleRenderer):
+        structured.print_output(result, console.out)
     return EXIT_OK
 
 
@@ -173,7 +179,8 @@ def main(
         return EXIT_USAGE
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
-    renderer = JsonRenderer(console) if args.json else ConsoleRenderer(console)
+    progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON
+    renderer = JsonRenderer(console) if args.json else ConsoleRenderer(progress)
     agent.subscribe(renderer)
     prompt = " ".join(args.prompt).strip()
     interactive = not prompt and bool(getattr(stdin, "isatty", lambda: False)())

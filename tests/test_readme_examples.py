@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import types
 from pathlib import Path
 
 from piagent import AgentTool
@@ -19,16 +21,20 @@ def python_blocks(text: str) -> list[str]:
 def test_readme_python_blocks_run(capsys) -> None:
     blocks = python_blocks(README.read_text(encoding="utf-8"))
     assert len(blocks) >= 3
-    namespace: dict = {"__name__": "readme"}
+    module = types.ModuleType("readme")  # a real module: dataclasses look their module up
+    sys.modules["readme"] = module
+    namespace = module.__dict__
     try:
         for index, block in enumerate(blocks):
             exec(compile(block, f"README.md python block {index + 1}", "exec"), namespace)
     finally:
+        del sys.modules["readme"]
         for value in namespace.values():
             if isinstance(value, FauxProvider):
                 value.unregister()
     printed = capsys.readouterr().out
     assert "2 + 3 = 5" in printed and "aborted" in printed
+    assert "Invoice(number='A-17', total=12.5, customer='Ada')" in printed  # the structured output
 
 
 def test_readme_tools_section_shows_the_schema_tool_really_produces() -> None:

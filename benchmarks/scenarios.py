@@ -41,6 +41,7 @@ class Sizes:
     otel_repeats: int = 21  # two runs of ~0.1 s CPU each compared round by round: more rounds, steadier median
     session_sizes: tuple[int, int] = (100, 10_000)
     session_appends: int = 30
+    output_items: tuple[int, int] = (1_000, 2_000)  # list items of a structured output (~60 and ~120 KB)
 
 
 FULL = Sizes()
@@ -61,6 +62,7 @@ TINY = Sizes(
     otel_repeats=1,
     session_sizes=(10, 100),
     session_appends=2,
+    output_items=(20, 40),
 )
 
 API_KEY = "bench-key"
@@ -606,7 +608,83 @@ def bench_import(sizes: Sizes, report: Report) -> None:
     report.add(Row("import", "import piagent (fresh process)", ms(piagent), f"requests {ms(requests_)}"))
 
 
-SCENARIOS = (bench_stream, bench_args, bench_turns, bench_parallel, bench_fanout, bench_otel)
+# --------------------------------------------------------------------------- 7. structured output
+
+
+def _output_runs(items: int, repeats: int) -> tuple[Rounds, dict[str, Any]]:
+    """The same JSON answer streamed by the faux provider (4-character chunks), read as text and
+    as a structured output (partial output on every update, validation, conversion)."""
+    from piagent.testing import faux_message, register_faux_provider
+
+    data = [{"name": f"item {i}", "amount": i * 1.5, "tags": ["a", "b"]} for i in range(items)]
+    answer = json.dumps({"value": data})
+    faux = register_faux_provider(chunk_tokens=(1, 1))
+    seen: dict[str, Any] = {"chars": len(answer)}
+
+    def run(output_type: Any) -> None:
+        partials = [0]
+
+        def listener(event: Any) -> None:
+            if event.type == "message_update" and event.partial_output is not None:
+                partials[0] += 1
+
+        faux.set_responses([faux_message(answer)])
+        agent = new_agent(faux.get_model())
+        agent.subscribe(listener)
+        result = agent.prompt("go", output_type=output_type) if output_type else agent.prompt("go")
+        seen["text" if output_type is None else "output"] = (
+            result.text == answer,
+            output_type is None or result.output == data,
+            partials[0],
+        )
+
+    try:
+        rounds = Rounds({"text": lambda: run(None), "output": lambda: run(list[dict[str, Any]])}, repeats)
+    finally:
+        faux.unregister()
+    return rounds, seen
+
+
+def bench_output(server: BenchServer, sizes: Sizes, report: Report) -> None:
+    small, large = sizes.output_items
+    small_rounds, small_seen = _output_runs(small, sizes.repeats)
+    large_rounds, large_seen = _output_runs(large, sizes.repeats)
+    for items, seen in ((small, small_seen), (large, large_seen)):
+        ok = seen["text"][:2] == (True, True) and seen["output"][:2] == (True, True) and seen["output"][2] > items
+        report.check(
+            "output", f"{items:,} items: the output equals the data, partial output streamed", ok, failure=seen
+        )
+    for rounds, seen in ((small_rounds, small_seen), (large_rounds, large_seen)):
+        ratio = rounds.ratio("output", "text")
+        report.add(
+            Row(
+                "output",
+                f"time, {seen['chars'] / 1000:,.0f} KB output vs the same text (faux)",
+                ms(rounds.median("output").wall),
+                f"text {ms(rounds.median('text').wall)}",
+                times(ratio),
+                "<= 3.00x text",  # most of it is the incremental parse of every delta
+                ratio <= 3.0,
+            )
+        )
+    # The faux text run's own growth (beside it) is what the machine and the loop add; the
+    # structured output must not grow faster than that (no copy of the value per update).
+    growth = large_rounds.median("output").cpu / small_rounds.median("output").cpu
+    text_growth = large_rounds.median("text").cpu / small_rounds.median("text").cpu
+    report.add(
+        Row(
+            "output",
+            f"CPU growth, {small:,} -> {large:,} items (text's beside it)",
+            times(growth),
+            f"text {times(text_growth)}",
+            times(growth / text_growth),
+            "<= 1.25x text's",
+            growth <= 1.25 * text_growth,
+        )
+    )
+
+
+SCENARIOS = (bench_stream, bench_args, bench_turns, bench_parallel, bench_fanout, bench_otel, bench_output)
 
 
 def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:

@@ -14,7 +14,6 @@ streams it parses the partial output; when the answer is complete it judges it:
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -96,7 +95,11 @@ class OutputTurns:
             options.tool_choice = {"name": OUTPUT_TOOL_NAME} if only_output else "required"
 
     def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
-        """The output parsed so far, if ``event`` extended it (a copy); else None."""
+        """The output parsed so far, if ``event`` extended it; else None.
+
+        The parser's live value (docs/structured-output.md#streaming): later deltas extend it.
+        Copying it at every delta would make streaming a large output quadratic.
+        """
         index = event.content_index
         if index is None or index >= len(message.content):
             return None
@@ -106,12 +109,12 @@ class OutputTurns:
                 return None
             if block.name != OUTPUT_TOOL_NAME:
                 return None
-            value = copy.deepcopy(block.arguments)
+            value = block.arguments
         else:
             if event.type != "text_delta" or self._parser is None or not event.delta:
                 return None
             self._parser.feed(event.delta)
-            value = copy.deepcopy(self._parser.value())
+            value = self._parser.value()
         return self._unwrapped(value)
 
     # -- after a model call ------------------------------------------------------------------

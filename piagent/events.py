@@ -106,8 +106,9 @@ class MessageStartEvent:
 class MessageUpdateEvent:
     """A streamed change of the assistant message.
 
-    ``partial_output``: with a structured output, the answer's JSON parsed so far (a copy,
-    docs/structured-output.md#streaming), set on the updates that extend it; else None.
+    ``partial_output``: with a structured output, the answer's JSON parsed so far, set on the
+    updates that extend it; else None. Like a partial tool call's ``arguments`` it is the live
+    value, which later updates extend: copy it to keep it (docs/structured-output.md#streaming).
     """
 
     message: AssistantMessage

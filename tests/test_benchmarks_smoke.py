@@ -17,7 +17,16 @@ def report():
 
 def test_every_scenario_checks_its_result_and_all_checks_pass(report):
     checks = [row for row in report.rows if row.check]
-    assert {row.scenario for row in checks} == {"stream", "args", "turns", "parallel", "fan-out", "otel", "sessions"}
+    assert {row.scenario for row in checks} == {
+        "stream",
+        "args",
+        "turns",
+        "parallel",
+        "fan-out",
+        "otel",
+        "sessions",
+        "output",
+    }
     failed = [(row.scenario, row.measure, row.piagent) for row in checks if not row.passed]
     assert failed == []
 
@@ -33,6 +42,8 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("otel", "<= 1.30x off"),
         ("sessions", "<= 2.00x floor"),
         ("sessions", "<= 2.00x (O(1))"),
+        ("output", "<= 3.00x text"),
+        ("output", "<= 1.25x text's"),
         ("total", "< 300 s"),
     }
     assert all(row.passed is not None for row in report.rows if row.target)

@@ -4,6 +4,7 @@ streaming the partial output, and the typed ``RunResult.output``."""
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ def output_events(agent: Agent) -> list[Any]:
 
     def listener(event: AgentEvent) -> None:
         if event.type == "message_update" and event.partial_output is not None:
-            seen.append(event.partial_output)
+            seen.append(copy.deepcopy(event.partial_output))  # the live value: copied to keep it
 
     agent.subscribe(listener)
     return seen

@@ -3,6 +3,7 @@ schema means even a 135M model can only produce a valid value (docs/structured-o
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ class City:
 def test_the_embedded_model_answers_with_a_valid_dataclass_under_a_grammar(local_model, capsys):
     agent = Agent(model=local_model, max_tokens=120, output_retries=0)  # no retry: the first answer must be valid
     partials: list = []
-    agent.subscribe(lambda e: partials.append(e.partial_output) if e.type == "message_update" else None)
+    agent.subscribe(lambda e: partials.append(copy.deepcopy(e.partial_output)) if e.type == "message_update" else None)
     result = agent.prompt("Paris is the capital of France. Describe Paris.", output_type=City)
     assert result.stop_reason == "stop", result.error_message
     city = result.output

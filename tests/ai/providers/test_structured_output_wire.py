@@ -5,6 +5,7 @@ value assembled from the streamed answer; then a retry after invalid output, and
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -92,7 +93,7 @@ def agent_on(model: Any, **options: Any) -> tuple[Agent, list[Any]]:
 
     def listener(event: AgentEvent) -> None:
         if event.type == "message_update" and event.partial_output is not None:
-            partials.append(event.partial_output)
+            partials.append(copy.deepcopy(event.partial_output))
 
     agent.subscribe(listener)
     return agent, partials

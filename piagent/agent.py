@@ -295,11 +295,11 @@ class Agent(AgentOptions):
         ``TypeError`` for an ``output_type`` with no JSON form.
         """
         messages = _prompt_messages(input, images)
-        spec = output_spec(output_type, self.output_mode, self.output_retries) if output_type is not None else None
+        output = self._output_spec(output_type)  # outside the lock: a pydantic model's schema is user code
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_PROMPT)
-            run = self._claim(output=spec)
+            run = self._claim(output=output)
         return self._launch(run, messages, wait)
 
     @overload
@@ -319,6 +319,7 @@ class Agent(AgentOptions):
         the model is called again, and providers answer each such call with "No result provided".
         Same return convention as :meth:`prompt`.
         """
+        output = self._output_spec(None)
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_CONTINUE)
@@ -327,7 +328,7 @@ class Agent(AgentOptions):
                 raise InvalidStateError("No messages to continue from")
             prompts: Optional[list[AgentMessage]] = None
             if messages[-1].role != "assistant":
-                run = self._claim()
+                run = self._claim(output=output)
             else:
                 queue, mode = self._steering_queue, self.steering_mode
                 prompts = queue.drain(mode)
@@ -336,25 +337,27 @@ class Agent(AgentOptions):
                     prompts = queue.drain(mode)
                 if prompts:
                     # drained steering is delivered now: the loop's initial steering poll is skipped
-                    run = self._claim(skip_initial_steering=queue is self._steering_queue)
+                    run = self._claim(skip_initial_steering=queue is self._steering_queue, output=output)
                     run.in_flight.extend((queue, message) for message in prompts)
                 elif can_continue_from(messages[-1]):
                     # a retry of the failed call (docs/loop.md#rule-26), or a tool batch cut short
-                    run, prompts = self._claim(), None
+                    run, prompts = self._claim(output=output), None
                 else:
                     raise InvalidStateError("Cannot continue from message role: assistant")
         return self._launch(run, prompts, wait)
 
+    def _output_spec(self, output_type: object) -> Optional[OutputSpec]:
+        """The structured output of a run: ``output_type`` if given, else the agent's (None: text)."""
+        chosen = output_type if output_type is not None else self.output_type
+        return None if chosen is None else output_spec(chosen, self.output_mode, self.output_retries)
+
     def _claim(self, skip_initial_steering: bool = False, output: Optional[OutputSpec] = None) -> _Run:
         """Start a run (caller holds the lock): snapshot options and context, flip the state.
 
-        ``output``: the run's structured output when ``prompt()`` named one; else the agent's.
+        ``output``: the run's structured output (:meth:`_output_spec`, built before the lock).
         """
         run = _Run(self.snapshot())
         run.config = self._loop_config(run, skip_initial_steering)
-        options = run.options
-        if output is None and options.output_type is not None:
-            output = output_spec(options.output_type, options.output_mode, options.output_retries)
         run.config.output = output
         self._run = run
         self._idle.clear()

@@ -329,3 +329,12 @@ def test_agent_end_carries_the_output_and_its_json_form(faux: FauxProvider) -> N
     (end,) = ends
     assert end.output.value == Invoice("A-17", 12.5, False, [LineItem("tea", 12.5)])
     assert end.to_dict()["output"] == INVOICE
+
+
+def test_continue_after_a_failed_output_retries_with_the_agents_output_type(faux: FauxProvider) -> None:
+    faux.set_responses([faux_message("no JSON"), faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice, output_retries=0)
+    assert agent.prompt("Read the invoice.").stop_reason == "error"
+    result = agent.continue_()  # retries the failed call (docs/loop.md#rule-3)
+    assert result.output == Invoice("A-17", 12.5, False, [LineItem("tea", 12.5)])
+    assert faux.state.requests[1].options.output_format is not None

@@ -92,6 +92,8 @@ def _strict(schema: Any) -> dict[str, Any]:
         raise _NotStrict()
     for key in _OPENAI_DROPPED:
         schema.pop(key, None)
+    if "$defs" in schema:  # pydantic's nested models
+        schema["$defs"] = {name: _strict(sub) for name, sub in schema["$defs"].items()}
     if not any(key in schema for key in ("type", "anyOf", "enum", "const", "$ref")):
         raise _NotStrict()  # an untyped value
     if "anyOf" in schema:

@@ -64,6 +64,11 @@ SCHEMA = {
     "required": ["number", "total", "lines"],
     "additionalProperties": False,
 }
+# Anthropic: a list of types becomes anyOf, annotations such as "default" are left out
+ANTHROPIC_SCHEMA = {
+    **SCHEMA,
+    "properties": {**SCHEMA["properties"], "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+}
 STRICT_SCHEMA = {
     "type": "object",
     "description": "An invoice read from a document.",
@@ -161,29 +166,7 @@ def test_anthropic_sends_output_config_format_merged_with_the_effort_and_assembl
     result, (body,) = run(agent, server, [stream])
     assert body["output_config"] == {
         "effort": "high",
-        "format": {
-            "type": "json_schema",
-            "schema": {
-                "type": "object",
-                "description": "An invoice read from a document.",
-                "properties": {
-                    "number": {"type": "string"},
-                    "total": {"type": "number"},
-                    "lines": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {"name": {"type": "string"}, "amount": {"type": "number"}},
-                            "required": ["name", "amount"],
-                            "additionalProperties": False,
-                        },
-                    },
-                    "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                },
-                "required": ["number", "total", "lines"],
-                "additionalProperties": False,
-            },
-        },
+        "format": {"type": "json_schema", "schema": ANTHROPIC_SCHEMA},
     }
     assert "tool_choice" not in body and "tools" not in body  # native: no final-answer tool
     assert result.output == EXPECTED and partials[-1]["number"] == "A-17"
@@ -265,6 +248,24 @@ def test_openai_strict_mode_cannot_express_open_objects_or_untyped_values() -> N
         "required": ["c"],
         "additionalProperties": False,
     }
+
+
+def test_openai_strict_mode_closes_the_nested_models_of_a_pydantic_schema() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Line(pydantic.BaseModel):
+        name: str
+        amount: float = 0.0
+
+    class Order(pydantic.BaseModel):
+        lines: list[Line]
+
+    strict = openai_strict_schema(Order.model_json_schema())
+    assert strict is not None
+    line = strict["$defs"]["Line"]
+    assert line["additionalProperties"] is False and line["required"] == ["name", "amount"]
+    assert line["properties"]["amount"] == {"type": ["number", "null"]}  # optional: nullable, default dropped
+    assert strict["properties"]["lines"]["items"] == {"$ref": "#/$defs/Line"}
 
 
 def test_anthropic_schema_moves_unconstrained_keywords_into_the_description() -> None:

@@ -3,10 +3,12 @@ stdout carries only the validated JSON; the answer streams to stderr."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+from piagent.cli import main
 from piagent.testing import faux_message
 from tests.ai.providers.openai_wire import chat_text
 from tests.support.scripted_server import ScriptedServer
@@ -81,3 +83,15 @@ def test_python_m_piagent_schema_against_an_openai_compatible_server(tmp_path: P
         assert out == '{"city": "Rome", "population": 2800000}\n'
         sent = server.requests[0].json["response_format"]
         assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "output"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_an_interactive_session_refuses_a_schema(faux: Any, tmp_path: Path) -> None:
+    err = io.StringIO()
+    argv = ["--no-session", "--schema", schema_file(tmp_path)]
+    code = main(argv, stdin=Terminal(), stdout=io.StringIO(), stderr=err, model=faux.get_model())
+    assert code == 2 and "answer one prompt" in err.getvalue()

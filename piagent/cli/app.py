@@ -185,6 +185,9 @@ def main(
     prompt = " ".join(args.prompt).strip()
     interactive = not prompt and bool(getattr(stdin, "isatty", lambda: False)())
     try:
+        if interactive and structured.wants_output(args):
+            console.note("piagent: --schema and --output-json answer one prompt: pass it as an argument or on stdin")
+            return EXIT_USAGE
         if interactive:
             from .interactive import InteractiveSession
 

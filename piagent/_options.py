@@ -144,7 +144,7 @@ def positive_int_or_none(name: str, value: Any) -> Any:
 
 def non_negative_int(name: str, value: Any) -> Any:
     if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        raise InvalidValueError(f"{name} must be a non-negative int, got {value!r}")
     return value
 
 

@@ -34,7 +34,7 @@ from .ai.types import (
     UserMessage,
 )
 from .ai.validation import validate_json_value
-from .exceptions import ToolArgumentsError
+from .exceptions import InvalidValueError, ToolArgumentsError
 from .types import AgentTool, OutputSpec, OutputValue
 
 __all__ = ["OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
@@ -65,7 +65,7 @@ class OutputTurns:
 
     def __init__(self, spec: OutputSpec, tools: list[AgentTool]) -> None:
         if any(t.name == OUTPUT_TOOL_NAME for t in tools):
-            raise ValueError(f"a tool is named {OUTPUT_TOOL_NAME!r}, the name of the structured output's tool")
+            raise InvalidValueError(f"a tool is named {OUTPUT_TOOL_NAME!r}, the name of the structured output's tool")
         self.spec = spec
         self.rejected = 0
         self.verdict: Optional[Verdict] = None

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from .ai.types import OutputFormat
 from .arguments import converter_for
+from .exceptions import InvalidTypeError
 from .schema import type_schema, unwrap
 from .types import OutputMode, OutputSpec
 
@@ -41,7 +42,7 @@ def check_output_type(name: str, value: Any) -> Any:
 
 
 def output_spec(output_type: Any, mode: OutputMode = "auto", retries: int = DEFAULT_OUTPUT_RETRIES) -> OutputSpec:
-    """The :class:`OutputSpec` of ``output_type``; TypeError for a type with no JSON form."""
+    """The :class:`OutputSpec` of ``output_type``; InvalidTypeError (a TypeError) for a type with no JSON form."""
     if isinstance(output_type, dict):
         schema: dict[str, Any] = dict(output_type)
         convert: Callable[[Any], Any] = _identity
@@ -54,7 +55,7 @@ def output_spec(output_type: Any, mode: OutputMode = "auto", retries: int = DEFA
         try:
             schema = type_schema(output_type)
         except TypeError as exc:
-            raise TypeError(f"output_type {output_type!r}: {exc}") from None
+            raise InvalidTypeError(f"output_type {output_type!r}: {exc}") from None
         convert = converter_for(output_type) or _identity
         bare, _ = unwrap(output_type)
         name = getattr(bare, "__name__", "output") if isinstance(bare, type) else "output"

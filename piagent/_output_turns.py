@@ -120,7 +120,12 @@ class OutputTurns:
     # -- after a model call ------------------------------------------------------------------
 
     def judge(self, message: AssistantMessage) -> None:
-        """Judge a complete answer (not failed); sets :attr:`verdict`, may mark ``message`` failed."""
+        """Judge a complete answer (not failed); sets :attr:`verdict`, may mark ``message`` failed.
+
+        A refusal is not judged: it is the model's answer, and asking again would not change it.
+        """
+        if message.stop_reason == "refusal":
+            return
         if self._tool_mode:
             call = next((c for c in message.tool_calls if c.name == OUTPUT_TOOL_NAME), None)
             if call is None:

@@ -48,12 +48,16 @@ class RunResult(Generic[OutputT]):
 
         Raises :class:`~piagent.exceptions.OutputError` (keeping ``error_message`` and the
         raw ``text``) when the run had an ``output_type`` and ended without a valid output:
-        retries used up, a model error, an abort, ``max_turns`` (docs/structured-output.md).
+        retries used up, a refusal, a model error, an abort, ``max_turns``
+        (docs/structured-output.md#validation-and-retries).
         """
         if self.structured is not None:
             return cast(OutputT, self.structured.value)
         if self.output_expected:
-            reason = self.error_message or f"the run ended ({self.stop_reason}) before the output was given"
+            if self.stop_reason == "refusal":
+                reason = f"the model refused: {self.text}"
+            else:
+                reason = self.error_message or f"the run ended ({self.stop_reason}) before the output was given"
             raise OutputError(f"No structured output: {reason}", self.text)
         return cast(OutputT, None)
 

@@ -338,3 +338,11 @@ def test_continue_after_a_failed_output_retries_with_the_agents_output_type(faux
     result = agent.continue_()  # retries the failed call (docs/loop.md#rule-3)
     assert result.output == Invoice("A-17", 12.5, False, [LineItem("tea", 12.5)])
     assert faux.state.requests[1].options.output_format is not None
+
+
+def test_a_refusal_is_not_retried_and_output_says_the_model_refused(faux: FauxProvider) -> None:
+    faux.set_responses([faux_message("I can't help with that.", stop_reason="refusal"), faux_message("unused")])
+    result = Agent(model=faux.get_model(), output_type=Invoice).prompt("?")
+    assert result.stop_reason == "refusal" and faux.get_pending_response_count() == 1
+    with pytest.raises(OutputError, match="the model refused: I can't help with that."):
+        _ = result.output

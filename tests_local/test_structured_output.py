@@ -4,6 +4,7 @@ schema means even a 135M model can only produce a valid value (docs/structured-o
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -41,3 +42,22 @@ def test_the_embedded_model_answers_a_literal_in_tool_mode(local_model):
     result = agent.prompt("Is Paris in France? Answer yes or no.", output_type=Literal["yes", "no"])
     assert result.output in ("yes", "no")
     assert [m.role for m in result.messages] == ["user", "assistant", "toolResult"]
+
+
+def test_llama_cpp_pythons_server_rejects_json_schema_so_it_is_declared_for_the_tool_mode(served_model):
+    """The server validates ``response_format.type`` against "text"/"json_object": a native
+    request fails with its HTTP error (500, naming the field); declared without structured output, the
+    agent uses a forced final_answer tool, which the server constrains with a grammar."""
+    native = Agent(model=served_model, output_retries=0).prompt("Is Paris in France?", output_type=Answer)
+    assert native.stop_reason == "error"
+    assert "Input should be 'text' or 'json_object'" in (native.error_message or ""), native.error_message
+
+    declared = dataclasses.replace(served_model, compat={**served_model.compat, "supports_structured_output": False})
+    result = Agent(model=declared, output_retries=0).prompt("Is Paris in France?", output_type=Answer)
+    assert result.stop_reason == "toolUse", result.error_message
+    assert isinstance(result.output, Answer) and result.output.answer in ("yes", "no")
+
+
+@dataclass
+class Answer:
+    answer: Literal["yes", "no"]

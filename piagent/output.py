@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from .ai.types import OutputFormat
 from .arguments import converter_for
-from .exceptions import InvalidTypeError
+from .exceptions import InvalidTypeError, InvalidValueError
 from .schema import type_schema, unwrap
 from .types import OutputMode, OutputSpec
 
@@ -44,7 +44,7 @@ def check_output_type(name: str, value: Any) -> Any:
 def output_spec(output_type: Any, mode: OutputMode = "auto", retries: int = DEFAULT_OUTPUT_RETRIES) -> OutputSpec:
     """The :class:`OutputSpec` of ``output_type``; InvalidTypeError (a TypeError) for a type with no JSON form."""
     if isinstance(output_type, dict):
-        schema: dict[str, Any] = dict(output_type)
+        schema: dict[str, Any] = _checked_schema(output_type)
         convert: Callable[[Any], Any] = _identity
         name = str(schema.get("title") or "output")
     elif _is_pydantic_model(output_type):
@@ -64,6 +64,17 @@ def output_spec(output_type: Any, mode: OutputMode = "auto", retries: int = DEFA
         schema = _wrap(schema)
     description = str(schema.get("description") or "")
     return OutputSpec(OutputFormat(_safe_name(name), schema, description), convert, wrapped, mode, retries)
+
+
+def _checked_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidValueError(f"output_type is not a valid JSON Schema: {exc.message}") from None
+    return dict(schema)
 
 
 def _wrap(schema: dict[str, Any]) -> dict[str, Any]:

@@ -54,10 +54,13 @@ def test_a_bad_schema_file_is_a_usage_error(faux: Any, tmp_path: Path) -> None:
     broken.write_text("{not json", encoding="utf-8")
     listed = tmp_path / "list.json"
     listed.write_text("[]", encoding="utf-8")
+    strange = tmp_path / "strange.json"
+    strange.write_text('{"type": "strange"}', encoding="utf-8")
     for path, message in [
         (str(tmp_path / "missing.json"), "No such file"),
         (str(broken), "not JSON"),
         (str(listed), "a JSON Schema is an object"),
+        (str(strange), "not a valid JSON Schema: 'strange' is not valid"),
     ]:
         run = run_cli(faux, "--schema", path, "?")
         assert run["code"] == 2 and message in run["err"], run["err"]

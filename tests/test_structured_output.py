@@ -194,6 +194,8 @@ def test_an_output_type_with_no_json_form_is_refused_when_set(faux: FauxProvider
         agent.output_mode = "grammar"  # type: ignore[assignment]  # the point: a value outside the Literal
     with pytest.raises(TypeError, match="output_type"):
         agent.prompt("?", output_type=tuple[int, str])
+    with pytest.raises(ValueError, match="output_type is not a valid JSON Schema: 'strange' is not valid"):
+        agent.output_type = {"type": "strange"}
     assert not agent.state.is_streaming and faux.state.call_count == 0
 
 

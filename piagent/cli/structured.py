@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import IO, Any, Optional
 
+from ..output import check_output_type
 from ..result import RunResult
 from .config import SetupError
 
@@ -50,6 +51,10 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
         raise SetupError(f"--schema {args.schema}: not JSON ({exc})") from None
     if not isinstance(schema, dict):
         raise SetupError(f"--schema {args.schema}: a JSON Schema is an object, got {type(schema).__name__}")
+    try:
+        check_output_type("--schema", schema)
+    except ValueError as exc:
+        raise SetupError(f"--schema {args.schema}: {exc}") from None
     return schema
 
 

@@ -22,14 +22,9 @@ from tests.ai.providers.test_google_models import camel, chunks, text_chunk
 from tests.ai.providers.test_google_models import sdk_body as google_sdk_body
 from tests.ai.providers.test_openai_models import sdk_chat, sdk_responses
 from tests.support.scripted_server import ScriptedServer
+from tests.test_structured_output import LineItem
 
 KEY = "sk-test-structured-0123456789"
-
-
-@dataclass
-class LineItem:
-    name: str
-    amount: float
 
 
 @dataclass

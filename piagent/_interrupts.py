@@ -25,6 +25,7 @@ import os
 import signal as signals
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Optional
@@ -64,13 +65,15 @@ def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def wait(event: threading.Event) -> None:
-    """``event.wait()``, in slices on the main thread so that Ctrl-C is always seen."""
-    if on_main_thread():
-        while not event.wait(MAIN_THREAD_WAIT_SLICE):
-            pass
-    else:
-        event.wait()
+def wait(event: threading.Event, timeout: Optional[float] = None) -> bool:
+    """``event.wait(timeout)``, in slices on the main thread so that Ctrl-C is always seen."""
+    if not on_main_thread():
+        return event.wait(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.wait(wait_slice(None if deadline is None else max(0.0, deadline - time.monotonic()))):
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def wait_slice(timeout: Optional[float]) -> Optional[float]:

@@ -7,8 +7,10 @@ a huge input); one test checks the defaults are those docs/providers.md#limits s
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
+import socket
 import threading
 from typing import Any
 
@@ -17,7 +19,7 @@ import requests
 
 from piagent.ai import AssistantMessage, Context, StreamOptions, UserMessage, stream
 from piagent.ai.providers import _http
-from tests.reliability.wires import Wire
+from tests.reliability.wires import WIRES, Wire
 from tests.support.scripted_server import ScriptedServer, Wait
 
 pytestmark = pytest.mark.timeout(20)
@@ -26,7 +28,7 @@ KEY = "sk-hostile-0123456789abcdefXYZ"
 JSON = {"Content-Type": "application/json"}
 
 
-def call(server: ScriptedServer, wire: Wire, model_fields: Any = None, **options: Any) -> AssistantMessage:
+def call(server: Any, wire: Wire, model_fields: Any = None, **options: Any) -> AssistantMessage:
     options.setdefault("api_key", KEY)
     options.setdefault("max_retries", 0)
     model = wire.model(server.url, **(model_fields or {}))
@@ -171,6 +173,51 @@ def test_a_server_streaming_forever_is_ended_by_the_deadline(server, wire):
     server.reply(wire.head() + steps)
     message = call(server, wire, deadline_ms=400)
     assert message.error_message == "The model call exceeded its deadline of 0.4 s (deadline_ms)"
+
+
+class HeaderDripper:
+    """A server on 127.0.0.1 that answers every request with a status line and then one header
+    line every 20 ms, never ending its headers: each read gets a byte, the headers never come."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="header-dripper", daemon=True)
+
+    def __enter__(self) -> HeaderDripper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            connection, _ = self._listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\n")
+                for n in range(400):  # 8 s at most
+                    if self._stop.wait(0.02):
+                        return
+                    connection.sendall(b"X-Drip-%d: 1\r\n" % n)
+
+
+@pytest.mark.parametrize("wire", WIRES[:1], ids=str)  # one shared layer: one wire is enough
+def test_a_server_dripping_its_headers_is_ended_by_the_deadline(wire):
+    with HeaderDripper() as server:
+        message = call(server, wire, deadline_ms=300)
+    assert message.error_message == "The model call exceeded its deadline of 0.3 s (deadline_ms)"
+
+
+@pytest.mark.parametrize("wire", WIRES[:1], ids=str)
+def test_a_server_dripping_its_headers_is_ended_by_the_idle_budget(wire):
+    with HeaderDripper() as server:
+        message = call(server, wire, idle_timeout_ms=300)
+    assert message.error_message == "Read timed out: the response headers took over 0.3 s"
 
 
 def test_the_default_bounds_are_the_documented_ones():

@@ -50,7 +50,6 @@ from ... import instrumentation
 from ..._interrupts import (
     InterruptWatch,
     Tracker,
-    on_main_thread,
     read_body,
     session,
     shut,
@@ -84,6 +83,9 @@ BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
 RELEASE_LIMIT = 65_536
 _READ_SIZE = 65_536
+HEADERS_MARGIN = 1.0
+"""Seconds the whole wait for the headers may exceed the idle budget (or the deadline) before
+it is ended: past the per-read timeout that ends a silent server first."""
 _SAME_METHOD_REDIRECTS = (307, 308)
 
 
@@ -406,20 +408,22 @@ def _redirect_target(url: str, response: requests.Response, redirects: int) -> s
 
 
 def _send(
-    url: str, headers: dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal]
+    url: str, headers: dict[str, str], body: Any, timeout: Any, signal: Optional[AbortSignal], limits: Limits
 ) -> requests.Response:
-    """POST, on a worker thread when an abort (or, on the main thread, a Ctrl-C) may have to
-    stop the wait for the connection and the headers; the request is then ended too."""
+    """POST on a worker thread, so that the caller can stop waiting for the connection and the
+    headers: on an abort, a Ctrl-C (main thread), or once the headers took :data:`HEADERS_MARGIN`
+    longer than the idle budget or the call's deadline allow. (``requests``' own timeouts end
+    a silent connection first, with their own message; they apply to each read, so without
+    this a server dripping header bytes would never time out.) The request is then ended too."""
 
     def post() -> requests.Response:
         return session().post(url, headers=headers, data=body, stream=True, timeout=timeout, allow_redirects=False)
 
-    if signal is None and not on_main_thread():
-        return post()
     box: list[Any] = []
     done = threading.Event()
     tracker = Tracker()
     abandoned = threading.Event()
+    idle_left, deadline_left = limits.idle, limits.left()
 
     def send() -> None:
         try:
@@ -437,11 +441,14 @@ def _send(
         tracker.cancel()
 
     remove = signal.add_listener(abandon) if signal is not None else (lambda: None)
+    in_time = True
     try:
         # inside the try: a Ctrl-C can land while a new thread starts; in a copy of this
         # thread's context, so that the request belongs to the caller's trace
         run_in_thread(contextvars.copy_context().run, send)
-        wait(done)
+        in_time = wait(done, min(idle_left, deadline_left) + HEADERS_MARGIN)
+        if not in_time:
+            abandon()
     except BaseException:  # KeyboardInterrupt while waiting: the request is abandoned, end it
         abandon()
         raise
@@ -450,7 +457,11 @@ def _send(
     if abandoned.is_set():
         if box and isinstance(box[0], requests.Response):
             box[0].close()
-        raise AbortedRequest()
+        if in_time:
+            raise AbortedRequest()
+        if deadline_left < idle_left:
+            raise limits.deadline_error()
+        raise ProviderStreamError(f"Read timed out: the response headers took over {limits.idle:g} s")
     result = box[0]
     if isinstance(result, BaseException):
         raise result
@@ -507,7 +518,7 @@ def open_stream(
         read_timeout = min(limits.idle, limits.left())
         timeout = (min(DEFAULT_CONNECT_TIMEOUT, read_timeout), read_timeout)
         try:
-            response = _send(url, headers, body, timeout, signal)
+            response = _send(url, headers, body, timeout, signal, limits)
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             if attempt >= max_retries or isinstance(exc, requests.exceptions.ReadTimeout):
                 raise

@@ -15,7 +15,7 @@ By default the command inherits the environment without the variables that hold 
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal as signals
 import subprocess
 import threading
@@ -97,9 +97,14 @@ class _Tail:
 
     def _read(self) -> None:
         fd = self._pipe.fileno()
+        # a selector, not select.select(): that one refuses descriptors numbered 1024 and up,
+        # which a process with many files or sockets open hands out
+        selector = selectors.DefaultSelector()
         try:
+            selector.register(fd, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
             while True:
-                ready, _, _ = select.select([fd, self._wake_read], [], [])
+                ready = {key.fd for key, _ in selector.select()}
                 if self._wake_read in ready:
                     return
                 chunk = os.read(fd, _CHUNK)
@@ -110,6 +115,7 @@ class _Tail:
                 if len(self._data) > 2 * self.limit:
                     del self._data[: len(self._data) - self.limit]
         finally:
+            selector.close()
             self._pipe.close()
             os.close(self._wake_read)
             self.wake.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal as signals
 import threading
 from pathlib import Path
@@ -107,6 +108,23 @@ def test_commands_do_not_see_provider_keys_or_secret_variables(tmp_path: Path, m
 def test_an_explicit_environment_is_passed_as_given(tmp_path: Path) -> None:
     text = call(run_command(tmp_path, env={"PATH": os.environ["PATH"], "MY_TOKEN": "given"}), command="env")
     assert "MY_TOKEN=given" in text
+
+
+def test_run_command_works_in_a_process_holding_over_a_thousand_descriptors(tmp_path: Path) -> None:
+    """select() refuses descriptors numbered 1024 and up; a server process hands those out."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the hard limit on open files is below 1,200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:  # every number below 1100 taken: the pipes get higher ones
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert call(run_command(tmp_path), command="echo hello") == "hello"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 # --------------------------------------------------------------------------- files

@@ -121,6 +121,8 @@ class JsonlStore:
                     if prefix is not None:
                         _write_all(fd, prefix + payload)
                         os.fsync(fd)
+                        if prefix:  # the file is new: its name must survive a power cut too
+                            _fsync_directory(os.path.dirname(self.path))
                         return
                 self._reopen()
 

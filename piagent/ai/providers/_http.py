@@ -83,6 +83,7 @@ BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
 RELEASE_LIMIT = 65_536
 _READ_SIZE = 65_536
+_TIMEOUT_SLACK = 0.05  # seconds a body read may outlast its budget (1 % of a budget under 5 s)
 HEADERS_MARGIN = 1.0
 """Seconds the whole wait for the headers may exceed the idle budget (or the deadline) before
 it is ended: past the per-read timeout that ends a silent server first."""
@@ -291,13 +292,19 @@ def _body(
         sock = socket_of(response)
         reads = read_body(response, _READ_SIZE)
         total = 0
+        # The socket's timeout is re-set only when it leaves [seconds, seconds + slack]: a read
+        # never times out before its budget, at most ``slack`` after, and a fast stream (where
+        # every event renews the budget) costs no settimeout() system call per chunk.
+        timeout = slack = 0.0
         while True:
             seconds, error = read_timeout()
             if seconds <= 0:
                 raise error()
             try:
-                if sock is not None:
-                    sock.settimeout(seconds)
+                if sock is not None and not timeout - slack <= seconds <= timeout:
+                    slack = min(_TIMEOUT_SLACK, seconds / 100)
+                    timeout = seconds + slack / 2
+                    sock.settimeout(timeout)
                 data = next(reads)
             except StopIteration:
                 return

@@ -92,8 +92,10 @@ def _confined_fd(
             os.close(current)
             current = opened
     except OSError as exc:
+        # O_NOFOLLOW meeting a symlink: ELOOP for the last part, ENOTDIR (with O_DIRECTORY) for a directory
+        moved = exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(part, current))
         os.close(current)
-        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and not isinstance(exc, NotADirectoryError)):
+        if moved:
             raise _moved(path) from None
         if exc.errno == errno.ENXIO:  # a FIFO with no reader, opened for writing
             raise PermissionError(f"{path} is not a regular file; refused") from None
@@ -102,6 +104,13 @@ def _confined_fd(
         yield current, resolved
     finally:
         os.close(current)
+
+
+def _is_symlink(name: str, directory_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _regular(fd: int, path: str) -> os.stat_result:

@@ -183,6 +183,17 @@ def test_write_file_refuses_a_hard_link_to_a_file_outside_the_root(root: Path) -
     assert outside.read_text() == "precious"
 
 
+def test_a_symlink_met_where_a_directory_was_resolved_is_refused_as_a_changed_path(root: Path) -> None:
+    """realpath leaves a symlink loop unresolved; opened without following, it is the same case as
+    a symlink swapped in after the check, and says so (not a bare 'Not a directory')."""
+    os.symlink("loop", root / "loop")
+    for tool, args in ((read_file(root), {}), (write_file(root), {"content": "x"})):
+        with pytest.raises(PermissionError, match=r"Path 'loop/f.txt' changed while it was opened"):
+            call(tool, path="loop/f.txt", **args)
+    with pytest.raises(PermissionError, match=r"Path 'loop' changed while it was opened"):
+        call(list_dir(root), path="loop")
+
+
 @pytest.mark.parametrize("swapped", ["file", "directory"])
 def test_a_symlink_swapped_in_during_the_call_never_leads_out_of_the_root(root: Path, swapped: str) -> None:
     """Another process flips a path between a real entry and a symlink out of the root, as fast

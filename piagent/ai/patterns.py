@@ -4,8 +4,9 @@ Python's ``re`` holds the GIL while it matches: a catastrophic pattern such as `
 against 30 characters freezes every thread of the process, so neither an abort nor a tool
 timeout could end it. :func:`slow_pattern_problem` finds the shape behind such patterns: an
 unbounded repeat whose body can match through one inner unbounded repeat alone (everything
-else in the body may match nothing), as in ``(a+)+``, ``(a*)*``, ``(\\w+\\s?)*``. A pattern
-with a required separator, as ``([a-z]+\\.)+``, is accepted.
+else in the body may match nothing), as in ``(a+)+``, ``(a*)*``, ``(\\w+\\s?)*``, ``(\\d+|x)*``.
+A pattern with a required separator, as ``([a-z]+\\.)+``, is accepted. Not detected: a repeated
+alternation whose branches can match the same text, as ``(a|a)+`` (docs/providers.md#limits).
 """
 
 from __future__ import annotations
@@ -89,10 +90,19 @@ def _nested_repeat(items: list[Any], state: Any) -> bool:
 
 
 def _ambiguous_body(body: list[Any], state: Any) -> bool:
-    """The body of a repeat can match through one unbounded inner repeat with all else empty."""
+    """The body of a repeat can match through one unbounded inner repeat with all else empty
+    (that repeat may sit in one alternative of a branch, as in ``(\\d+|x)*``, or in an
+    optional part, as in ``((a+)?)+``)."""
+    solid = [index for index, item in enumerate(body) if _min_width(item, state) > 0]
     for index, (op, av) in enumerate(body):
-        if str(op) in _REPEATS and av[1] > 1 and av[1] != av[0]:  # a repeat of variable length
-            others = body[:index] + body[index + 1 :]
-            if all(_min_width(other, state) == 0 for other in others):
+        if solid and solid != [index]:
+            continue  # something else in the body must match at least one character
+        if str(op) in _REPEATS:
+            low, high, inner = av
+            if high > 1 and high != low:  # a repeat of variable length
                 return True
+            if _ambiguous_body(_flat(list(inner)), state):  # an optional or fixed repeat of one
+                return True
+        if str(op) == "BRANCH" and any(_ambiguous_body(_flat(list(branch)), state) for branch in av[1]):
+            return True
     return False

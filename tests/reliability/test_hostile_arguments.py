@@ -16,6 +16,7 @@ import pytest
 from piagent import Agent, AgentTool, AgentToolResult
 from piagent.ai import TextContent
 from piagent.ai.arguments_check import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_INTEGER_DIGITS
+from piagent.ai.patterns import slow_pattern_problem
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
 from tests.reliability.wires import COMPLETIONS
 from tests.support.scripted_server import ScriptedServer
@@ -114,6 +115,21 @@ def test_many_validation_errors_are_listed_up_to_a_bound():
     assert text.count("\n  - text.") == 20
     assert "(more errors not listed: the first 20 are shown)" in text
     server.close()
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^(a+)+$", r"^(a*)*$", r"^(\w+\s?)*$", r"^(\d+|x)*$", r"^(?:x|(?:\d+)?)+$", r"^([a-z]*|-)+$", r"^((a+)?)+$"],
+)
+def test_a_pattern_repeating_a_repeat_is_found_also_inside_an_alternation(pattern):
+    assert slow_pattern_problem(pattern) is not None
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^([a-z]+\.)+$", r"^(\d+-|x)*$", r"^[a-z]+(,[a-z]+)*$", r"^(ab|cd)+$", r"^(\d{3}-?)+$"]
+)
+def test_a_pattern_whose_repeat_needs_a_separator_is_accepted(pattern):
+    assert slow_pattern_problem(pattern) is None
 
 
 def test_a_catastrophic_schema_pattern_is_refused_before_any_argument_meets_it():

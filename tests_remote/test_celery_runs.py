@@ -1,0 +1,170 @@
+"""Runs in real Celery workers (thread pool), driven from other real processes through a real Redis.
+
+Two workers serve every test of this module; each client (producer, aborter, approver, starter)
+is its own OS process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from piagent.remote import RunHandle
+
+from .processes import CeleryWorker, client
+from .redis_server import RedisServer
+from .scenarios import PRODUCERS, SLOW_TOOL_SECONDS, STEERS_PER_PRODUCER
+
+RUN_TIMEOUT = 60.0  # seconds any run of this module may take; every wait below is bounded by it
+
+
+@pytest.fixture(scope="module")
+def workers(redis_server: RedisServer) -> Iterator[list[CeleryWorker]]:
+    os.environ["PIAGENT_TEST_REDIS_URL"] = redis_server.url  # for the tasks this process sends
+    started = [CeleryWorker(redis_server.url, f"w{i}", concurrency=25) for i in range(2)]
+    try:
+        yield started
+    finally:
+        for worker in started:
+            worker.stop()
+        del os.environ["PIAGENT_TEST_REDIS_URL"]
+
+
+def follow(handle: RunHandle, until: str = "agent_end") -> Iterator[dict[str, Any]]:
+    """The run's events up to the first ``until`` event (a test failure if it does not come)."""
+    for event in handle.events(timeout=RUN_TIMEOUT):
+        yield event
+        if event["type"] == until:
+            return
+    pytest.fail(f"no {until} event within {RUN_TIMEOUT} s")
+
+
+def start(redis_server: RedisServer, run_id: str, *args: str) -> None:
+    process = client(redis_server.url, "start", run_id, *args)
+    output, _ = process.communicate(timeout=RUN_TIMEOUT)
+    assert process.returncode == 0 and "task" in json.loads(output)
+
+
+def user_texts(events: list[dict[str, Any]]) -> list[str]:
+    return [
+        e["message"]["content"][0]["text"]
+        for e in events
+        if e["type"] == "message_end" and e["message"]["role"] == "user"
+    ]
+
+
+def test_steering_from_four_producer_processes_is_delivered_exactly_once_in_each_producers_order(
+    redis_server: RedisServer, workers: list[CeleryWorker]
+) -> None:
+    handle = RunHandle(redis_server.url, "steer-1")
+    start(redis_server, "steer-1")
+    events = handle.events(timeout=RUN_TIMEOUT)
+    seen = []
+    for event in events:  # the run is going: the model pauses until it has every steering message
+        seen.append(event)
+        if event["type"] == "tool_execution_start":
+            break
+    producers = [
+        client(redis_server.url, "steer", "steer-1", f"p{i}", str(STEERS_PER_PRODUCER)) for i in range(PRODUCERS)
+    ]
+    for producer in producers:
+        output, _ = producer.communicate(timeout=RUN_TIMEOUT)
+        assert json.loads(output) == {"sent": STEERS_PER_PRODUCER}
+    for event in events:
+        seen.append(event)
+        if event["type"] == "agent_end":
+            break
+    delivered = user_texts(seen)
+    steered = [text for text in delivered if text.startswith("p")]
+    assert delivered[0] == "go"
+    assert sorted(steered) == sorted(f"p{i}-{k}" for i in range(PRODUCERS) for k in range(STEERS_PER_PRODUCER))
+    for i in range(PRODUCERS):
+        mine = [int(text.split("-")[1]) for text in steered if text.startswith(f"p{i}-")]
+        assert mine == list(range(STEERS_PER_PRODUCER))
+    final = seen[-1]["messages"][-1]
+    assert final["content"][0]["text"] == f"received {PRODUCERS * STEERS_PER_PRODUCER}"
+
+
+def test_abort_from_another_process_ends_the_run_at_once(
+    redis_server: RedisServer, workers: list[CeleryWorker]
+) -> None:
+    handle = RunHandle(redis_server.url, "abort-1")
+    start(redis_server, "abort-1")
+    events = handle.events(timeout=RUN_TIMEOUT)
+    for event in events:
+        if event["type"] == "tool_execution_start":
+            break
+    aborter = client(redis_server.url, "abort", "abort-1")
+    for event in events:
+        if event["type"] == "agent_end":
+            ended_at = time.time()
+            break
+    output, _ = aborter.communicate(timeout=RUN_TIMEOUT)
+    sent = json.loads(output)
+    assert sent["attached"] is True
+    latency = ended_at - sent["sentAt"]
+    print(f"abort latency (abort() in another process -> agent_end followed here): {latency * 1000:.1f} ms")
+    assert latency < SLOW_TOOL_SECONDS / 3  # the tool would have run 30 s; the figure is in the report
+    result = event["messages"]
+    assert result[-1]["stopReason"] == "aborted"
+    assert RunHandle(redis_server.url, "abort-1").abort() is False  # nothing attached any more
+
+
+def test_approvals_granted_and_denied_from_other_processes_and_one_timing_out(
+    redis_server: RedisServer, workers: list[CeleryWorker]
+) -> None:
+    handle = RunHandle(redis_server.url, "approve-1")
+    start(redis_server, "approve-1", "approval", "clean up")
+    deciders = {}
+    seen = []
+    for event in follow(handle):
+        seen.append(event)
+        if event["type"] == "approval_request":
+            call = event["toolCallId"]
+            assert handle.pending_approvals()[call]["args"] == {"name": call[-1]}
+            if call == "call_a":
+                deciders[call] = client(redis_server.url, "approve", "approve-1", call)
+            elif call == "call_b":
+                deciders[call] = client(redis_server.url, "deny", "approve-1", call, "b stays")
+    decided = {call: json.loads(p.communicate(timeout=RUN_TIMEOUT)[0])["decided"] for call, p in deciders.items()}
+    assert decided == {"call_a": True, "call_b": True}
+    late = client(redis_server.url, "approve", "approve-1", "call_c")  # after its timeout: changes nothing
+    assert json.loads(late.communicate(timeout=RUN_TIMEOUT)[0]) == {"decided": False}
+
+    decisions = {e["toolCallId"]: e for e in seen if e["type"] == "approval_decision"}
+    assert decisions["call_a"]["approved"] is True
+    assert decisions["call_b"] == {**decisions["call_b"], "approved": False, "reason": "b stays"}
+    assert decisions["call_c"]["approved"] is False and decisions["call_c"]["timedOut"] is True
+    results = {e["toolCallId"]: e for e in seen if e["type"] == "tool_execution_end"}
+    assert (results["call_a"]["isError"], results["call_a"]["result"]["content"][0]["text"]) == (False, "deleted a")
+    assert (results["call_b"]["isError"], results["call_b"]["result"]["content"][0]["text"]) == (True, "b stays")
+    assert results["call_c"]["isError"] is True
+    assert results["call_c"]["result"]["content"][0]["text"] == "Approval timed out after 1 s"
+    assert handle.pending_approvals() == {}
+
+
+def test_fifty_concurrent_runs_on_two_workers_each_get_their_own_events_and_answer(
+    redis_server: RedisServer, workers: list[CeleryWorker]
+) -> None:
+    from piagent.remote.celery_task import start_run
+
+    from .celery_app import run_conversation  # the test process sends tasks as a web process would
+
+    runs = [f"answer-{i:02d}" for i in range(50)]
+    results = [start_run(run_conversation, run_id, f"question {run_id}") for run_id in runs]
+    summaries = [result.get(timeout=RUN_TIMEOUT) for result in results]
+    assert [s["text"] for s in summaries] == [f"answer to question {run_id}" for run_id in runs]
+    for run_id in runs:
+        events = list(follow(RunHandle(redis_server.url, run_id)))
+        mine = [f"question {run_id}", f"answer to question {run_id}"]
+        texts = [e["message"]["content"][0]["text"] for e in events if e["type"] == "message_end"]
+        assert texts == mine
+        partial = [e["message"]["content"][0]["text"] for e in events if "message" in e and e["message"]["content"]]
+        assert all(mine[0].startswith(text) or mine[1].startswith(text) for text in partial)  # no other run's
+    served = [sum("succeeded" in line and "'answer-" in line for line in worker.lines) for worker in workers]
+    assert sum(served) == len(runs) and min(served) > 0, served  # both workers took some

@@ -1,7 +1,7 @@
 """Real OS processes for the remote tests: Celery workers and one-shot RunHandle clients.
 
 ``python -m tests_remote.processes steer RUN_ID PREFIX COUNT`` (and ``abort``, ``approve``,
-``deny``, ``start``) is one client process; it prints what it did as JSON lines.
+``decide``, ``start``) is one client process; it prints what it did as JSON lines.
 """
 
 from __future__ import annotations
@@ -88,8 +88,14 @@ def main(argv: list[str]) -> None:
             print(json.dumps({"sentAt": sent_at, "attached": handle.abort("stop pressed")}), flush=True)
         elif command == "approve":
             print(json.dumps({"decided": handle.approve(rest[0])}), flush=True)
-        elif command == "deny":
-            print(json.dumps({"decided": handle.deny(rest[0], rest[1])}), flush=True)
+        elif command == "decide":  # an approver watching the run: decides rest[0] once it is requested
+            call, verdict = rest[0], rest[1]
+            print(json.dumps({"ready": True}), flush=True)
+            for event in handle.events(timeout=60):
+                if event["type"] == "approval_request" and event["toolCallId"] == call:
+                    decided = handle.approve(call) if verdict == "approve" else handle.deny(call, rest[2])
+                    print(json.dumps({"decided": decided}), flush=True)
+                    break
         elif command == "start":
             from piagent.remote.celery_task import start_run
 

@@ -18,7 +18,7 @@ from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 STEERS_PER_PRODUCER = 100
 PRODUCERS = 4
 SLOW_TOOL_SECONDS = 30.0  # what an aborted tool would otherwise take
-APPROVAL = Approval(tools={"delete"}, timeout=1.0)
+APPROVAL = Approval(tools={"delete"}, timeout=2.0)
 MAX_TURNS = 5000  # a bound on every scripted run
 
 

@@ -240,7 +240,7 @@ class Attachment:
         with self._lock:
             queued = self._queued.get(id(event.message)) if event.type in ("message_start", "message_end") else None
         pipe = self._redis.pipeline(transaction=True)
-        self._add_event(pipe, event.to_dict())
+        self._add_event(pipe, wire_event(event))
         if queued is not None:
             entry_id = queued[0]
             if event.type == "message_start":  # where it will land, to tell after a crash whether it did
@@ -325,27 +325,41 @@ class Attachment:
         return f"<Attachment run_id={self.keys.run_id!r}{' closed' if self._closed else ''}>"
 
 
+def wire_event(event: Any) -> dict[str, Any]:
+    """The event as published: its ``to_dict()``, except that a ``message_update`` leaves out the
+    partial message (its ``assistantMessageEvent`` carries the delta; ``message_end`` the whole
+    message), so a long answer costs O(n) in Redis, not O(n²) (docs/remote.md#events)."""
+    data: dict[str, Any] = event.to_dict()
+    if event.type == "message_update":
+        del data["message"]
+    return data
+
+
 def run_pending(agent: Agent) -> Optional[RunResult]:
     """Run whatever the conversation has pending, until nothing is; returns the last run's result.
 
-    A transcript that does not end with an assistant message (a run cut short by a crash) is
-    continued first; then queued messages are run: steering, else follow-ups, as
-    ``continue_()`` does (or as the first prompt of an empty transcript). None if there was
-    nothing to do.
+    A transcript cut short by a crash (it ends with a user message, a tool result, or an
+    assistant message whose tool calls have no results) is continued first; then queued
+    messages are run: steering, else follow-ups, as ``continue_()`` does (or as the first prompt
+    of an empty transcript). None if there was nothing to do.
     """
     result: Optional[RunResult] = None
     while True:
         messages = agent.state.messages
-        if messages and getattr(messages[-1], "role", None) != "assistant":
+        tail = messages[-1] if messages else None
+        if tail is not None and (_unfinished(tail) or agent.has_queued_messages()):
             outcome = agent.continue_()
-        elif not agent.has_queued_messages():
-            return result
-        elif messages:
-            outcome = agent.continue_()
-        else:
+        elif agent.has_queued_messages():
             outcome = agent.prompt(_first_prompt(agent))
+        else:
+            return result
         assert isinstance(outcome, RunResult)  # wait=True
         result = outcome
+
+
+def _unfinished(message: AgentMessage) -> bool:
+    role = getattr(message, "role", None)
+    return role != "assistant" or getattr(message, "stop_reason", None) == "toolUse"
 
 
 def _first_prompt(agent: Agent) -> list[AgentMessage]:

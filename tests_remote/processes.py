@@ -23,17 +23,27 @@ READY_TIMEOUT = 60.0
 class CeleryWorker:
     """``celery worker`` (thread pool) in its own process; ``kill()`` is SIGKILL."""
 
-    def __init__(self, redis_url: str, name: str, concurrency: int = 8, visibility: Optional[float] = None) -> None:
-        env = dict(os.environ, PIAGENT_TEST_REDIS_URL=redis_url)
+    def __init__(
+        self,
+        redis_url: str,
+        name: str,
+        concurrency: int = 8,
+        visibility: Optional[float] = None,
+        app: str = "tests_remote.celery_app",
+        workdir: Path = ROOT,
+        env: Optional[dict[str, str]] = None,
+    ) -> None:
+        env = dict(os.environ, PIAGENT_TEST_REDIS_URL=redis_url, **(env or {}))
         if visibility is not None:
             env["PIAGENT_TEST_VISIBILITY"] = str(visibility)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         command = [
-            sys.executable, "-m", "celery", "-A", "tests_remote.celery_app", "worker", "--pool", "threads",
+            sys.executable, "-m", "celery", "--workdir", str(workdir), "-A", app, "worker", "--pool", "threads",
             "--concurrency", str(concurrency), "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "--loglevel", "INFO",
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.lines: list[str] = []
         self._ready = threading.Event()

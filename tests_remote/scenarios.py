@@ -7,7 +7,8 @@ provider, so concurrent runs in one worker never share a script.
 from __future__ import annotations
 
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from piagent import Agent, tool
 from piagent.abort import AbortSignal
@@ -75,19 +76,53 @@ def answer_script(context: Any, options: Any, state: Any, model: Any) -> Assista
     return faux_message(f"answer to {_user_texts(context)[-1]}")
 
 
+@tool
+def work(index: int, signal: AbortSignal) -> str:
+    """One job of a batch; the first attempt runs until the worker is killed (30 s at most)."""
+    marker = Path(os.environ["PIAGENT_TEST_SESSIONS"]) / f"work-{index}.started"
+    if not marker.exists():
+        marker.write_text("started")
+        signal.wait(SLOW_TOOL_SECONDS)
+    return f"done {index}"
+
+
+def crash_tools_script(context: Any, options: Any, state: Any, model: Any) -> AssistantMessage:
+    if not any(m.role == "assistant" for m in context.messages):
+        return faux_message([faux_tool_call("work", {"index": i}, id=f"call_{i}") for i in range(3)])
+    return faux_message(f"finished, having read {len(_user_texts(context))} user messages")
+
+
+def crash_stream_script(context: Any, options: Any, state: Any, model: Any) -> AssistantMessage:
+    return faux_message("a slow answer " + "word " * 60 + f"after {len(_user_texts(context))} user messages")
+
+
 SCRIPTS = {
     "steer": (steer_script, [pause], None),
     "abort": (abort_script, [slow], None),
     "approve": (approve_script, [delete], None),
     "answer": (answer_script, [], 400.0),
+    "crashtools": (crash_tools_script, [work], None),
+    "crashstream": (crash_stream_script, [], 40.0),
+    "killack": (answer_script, [], None),
 }
+
+
+def session_path(run_id: str) -> Optional[Path]:
+    """Where the run's session is kept, when the test gives a folder (``PIAGENT_TEST_SESSIONS``)."""
+    folder = os.environ.get("PIAGENT_TEST_SESSIONS")
+    return Path(folder) / f"{run_id}.jsonl" if folder else None
 
 
 def build_agent(run_id: str) -> Agent:
     script, tools, tokens_per_second = SCRIPTS[run_id.split("-")[0]]
     faux = register_faux_provider(tokens_per_second=tokens_per_second, chunk_tokens=(1, 2))
     faux.set_responses([script] * MAX_TURNS)
-    return Agent(model=faux.get_model(), tools=tools, max_turns=MAX_TURNS)
+    path = session_path(run_id)
+    if path is None:
+        return Agent(model=faux.get_model(), tools=tools, max_turns=MAX_TURNS)
+    from piagent.sessions import JsonlSession
+
+    return Agent(model=faux.get_model(), tools=tools, max_turns=MAX_TURNS, session=JsonlSession(path))
 
 
 def redis_url() -> str:

@@ -55,7 +55,7 @@ def approval_hook(
     policy: Approval,
     client: redis.Redis,
     keys: RunKeys,
-    publish: Callable[[dict[str, Any]], None],
+    publish: Callable[[dict[str, Any]], Any],
     inner: Optional[Hook],
 ) -> Hook:
     """A ``before_tool_call`` that runs ``inner`` (the agent's own hook) first, then asks for approval."""

@@ -16,7 +16,7 @@ While attached:
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import logging
 import threading
 import uuid
@@ -30,6 +30,7 @@ from ..exceptions import AgentBusyError, InvalidStateError
 from ..result import RunResult
 from ..types import AgentMessage
 from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._publisher import Publisher
 from ._scripts import CLAIM, RELEASE, RENEW
 from .approval import Approval, approval_hook
 from .errors import RemoteError, RunBusyError
@@ -42,7 +43,6 @@ LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every R
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
 READ_SLICE_MS = 1000  # the reader's blocking read; also the lease renewal period
 MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
-EVENTS_TTL_MS = 24 * 3600 * 1000  # the events stream expires a day after its last event
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 
 
@@ -102,6 +102,7 @@ class Attachment:
         self._failure_raised = False
         self._stopping = threading.Event()
         self._reader: Optional[threading.Thread] = None
+        self._publisher: Publisher
         self._unsubscribe: Any = None
         self._previous_hook: Any = None
         self._closed = False
@@ -122,11 +123,12 @@ class Attachment:
         except BaseException:
             self._close_client()
             raise
+        self._publisher = Publisher(self._redis, self.keys, self._max_events, self._fail)
         self._unsubscribe = self.agent.subscribe(self._on_event)
         if self._approval is not None:
             self._previous_hook = self.agent.before_tool_call
             self.agent.before_tool_call = approval_hook(
-                self._approval, self._redis, self.keys, self._publish, self._previous_hook
+                self._approval, self._redis, self.keys, self._publisher.publish, self._previous_hook
             )
         self._reader = threading.Thread(target=self._read_loop, name=f"piagent-remote-{self.keys.run_id}", daemon=True)
         self._reader.start()
@@ -182,12 +184,8 @@ class Attachment:
                     raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
                 self._read_new(block=READ_SLICE_MS)
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
-            if self._stopping.is_set():
-                return
-            error = exc if isinstance(exc, RemoteError) else _lost(self.keys.run_id, exc)
-            logger.error("%s", error)
-            self._failure = error
-            self.agent.abort(error)
+            if not self._stopping.is_set():
+                self._fail(exc)
 
     def _read_new(self, block: Optional[int]) -> None:
         """Handle the entries never read by any worker: wait up to ``block`` ms for some, or read
@@ -239,35 +237,40 @@ class Attachment:
             self.agent.abort(self._abort_reason)  # aborted while attached and idle: this run is the one
         with self._lock:
             queued = self._queued.get(id(event.message)) if event.type in ("message_start", "message_end") else None
-        pipe = self._redis.pipeline(transaction=True)
-        self._add_event(pipe, wire_event(event))
-        if queued is not None:
-            entry_id = queued[0]
-            if event.type == "message_start":  # where it will land, to tell after a crash whether it did
-                pipe.hset(self.keys.delivering, entry_id, len(self.agent.state.messages))
-            else:  # delivered (the session, if any, has appended it): acknowledge and forget the entry
-                pipe.xack(self.keys.control, GROUP, entry_id)
-                pipe.xdel(self.keys.control, entry_id)
-                pipe.hdel(self.keys.delivering, entry_id)
-        try:
-            pipe.execute()
-        except redis.RedisError as exc:
-            self._failure, self._failure_raised = _lost(self.keys.run_id, exc), True
-            raise self._failure from exc
-        if queued is not None and event.type == "message_end":
-            with self._lock:
-                self._queued.pop(id(event.message), None)
+        if queued is None:
+            self._publisher.publish(wire_event(event))
+            return
+        entry_id = queued[0]
+        if event.type == "message_start":
+            # Where the message will land in the transcript, in Redis before the session can append
+            # it: after a crash, the next worker tells from it whether it did.
+            index = len(self.agent.state.messages)
+            number = self._publisher.publish(
+                wire_event(event), lambda pipe: pipe.hset(self.keys.delivering, entry_id, index)
+            )
+            failure = self._publisher.flush(number)
+            if failure is not None:
+                self._fail(failure)
+                self._failure_raised = True
+                raise self._failure  # type: ignore[misc]  # _fail() has set it
+            return
 
-    def _add_event(self, pipe: Any, event: dict[str, Any]) -> None:
-        pipe.xadd(self.keys.events, {"event": json.dumps(event, default=str)}, maxlen=self._max_events)
-        pipe.pexpire(self.keys.events, EVENTS_TTL_MS)
+        def acknowledge(pipe: Any) -> None:  # delivered (the session, if any, has appended it)
+            pipe.xack(self.keys.control, GROUP, entry_id)
+            pipe.xdel(self.keys.control, entry_id)
+            pipe.hdel(self.keys.delivering, entry_id)
 
-    def _publish(self, event: dict[str, Any]) -> None:
-        """Publish an event that is not an agent event (approvals)."""
-        pipe = self._redis.pipeline(transaction=False)
-        self._add_event(pipe, event)
-        with redis_errors(f"publishing to run {self.keys.run_id!r}"):
-            pipe.execute()
+        self._publisher.publish(wire_event(event), acknowledge)
+        with self._lock:
+            self._queued.pop(id(event.message), None)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Redis is gone or lost the run's state: stop the run; its next event raises the error."""
+        error = exc if isinstance(exc, RemoteError) else _lost(self.keys.run_id, exc)
+        if self._failure is None:
+            logger.error("%s", error)
+            self._failure = error
+        self.agent.abort(self._failure)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -291,6 +294,7 @@ class Attachment:
             self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
         if self._unsubscribe is not None:
             self._unsubscribe()
+            self._publisher.close()
         if self._approval is not None:
             self.agent.before_tool_call = self._previous_hook
         self._forget_undelivered()
@@ -329,10 +333,10 @@ def wire_event(event: Any) -> dict[str, Any]:
     """The event as published: its ``to_dict()``, except that a ``message_update`` leaves out the
     partial message (its ``assistantMessageEvent`` carries the delta; ``message_end`` the whole
     message), so a long answer costs O(n) in Redis, not O(n²) (docs/remote.md#events)."""
-    data: dict[str, Any] = event.to_dict()
-    if event.type == "message_update":
-        del data["message"]
-    return data
+    if event.type == "message_update":  # built without serialising the partial message at all
+        delta = dataclasses.replace(event.assistant_message_event, partial=None)
+        return {"type": "message_update", "assistantMessageEvent": delta.to_dict()}
+    return event.to_dict()
 
 
 def run_pending(agent: Agent) -> Optional[RunResult]:

@@ -229,7 +229,9 @@ class Attachment:
 
     def _on_event(self, event: Any) -> None:
         if self._failure is not None:
-            if not self._failure_raised:  # once: the run ends with this error; its failure events are not sent
+            # once per run (the run ends with this error; its failure events are not sent), and
+            # at the start of any later run: nothing reaches Redis any more
+            if not self._failure_raised or event.type == "agent_start":
                 self._failure_raised = True
                 raise self._failure
             return
@@ -345,7 +347,8 @@ def run_pending(agent: Agent) -> Optional[RunResult]:
     A transcript cut short by a crash (it ends with a user message, a tool result, or an
     assistant message whose tool calls have no results) is continued first; then queued
     messages are run: steering, else follow-ups, as ``continue_()`` does (or as the first prompt
-    of an empty transcript). None if there was nothing to do.
+    of an empty transcript). Stops after a run that failed or was aborted (what is still queued
+    waits for the next call). None if there was nothing to do.
     """
     result: Optional[RunResult] = None
     while True:
@@ -359,6 +362,8 @@ def run_pending(agent: Agent) -> Optional[RunResult]:
             return result
         assert isinstance(outcome, RunResult)  # wait=True
         result = outcome
+        if result.stop_reason in ("error", "aborted"):
+            return result
 
 
 def _unfinished(message: AgentMessage) -> bool:

@@ -17,8 +17,8 @@ import logging
 from typing import Any, Callable, Optional, Union
 
 import redis
-from celery import Celery, Task  # type: ignore[import-untyped]  # Celery ships no type information
-from celery.result import AsyncResult  # type: ignore[import-untyped]  # idem
+from celery import Celery, Task
+from celery.result import AsyncResult
 
 from ..agent import Agent
 from ..result import RunResult

@@ -55,9 +55,9 @@ class RunHandle:
     def _send(self, kind: str, text: str) -> str:
         if not isinstance(text, str):
             raise TypeError(f"{kind}() takes the message text as a str, got {type(text).__name__}")
-        fields = {"kind": kind, "text": text, "timestamp": str(int(time.time() * 1000))}
+        timestamp = str(int(time.time() * 1000))  # the message's own timestamp (kept by the worker)
         with self._errors(kind):
-            return str(self._redis.xadd(self.keys.control, fields))  # type: ignore[arg-type]  # str fields are valid
+            return str(self._redis.xadd(self.keys.control, {"kind": kind, "text": text, "timestamp": timestamp}))
 
     # -- control ----------------------------------------------------------------------------
 

@@ -13,8 +13,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 60.0
@@ -71,6 +72,17 @@ class CeleryWorker:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def read_until(events: Iterator[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The events up to and including the first one of type ``kind``; AssertionError if none comes
+    (the iterator's own timeout bounds the wait)."""
+    seen = []
+    for event in events:
+        seen.append(event)
+        if event["type"] == kind:
+            return seen
+    raise AssertionError(f"no {kind} event came")
 
 
 def client(redis_url: str, *args: str) -> subprocess.Popen[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from piagent.remote import RunHandle
 
-from .processes import CeleryWorker, client
+from .processes import CeleryWorker, client, read_until
 from .redis_server import RedisServer
 from .scenarios import PRODUCERS, SLOW_TOOL_SECONDS, STEERS_PER_PRODUCER
 
@@ -35,13 +35,9 @@ def workers(redis_server: RedisServer) -> Iterator[list[CeleryWorker]]:
         del os.environ["PIAGENT_TEST_REDIS_URL"]
 
 
-def follow(handle: RunHandle, until: str = "agent_end") -> Iterator[dict[str, Any]]:
-    """The run's events up to the first ``until`` event (a test failure if it does not come)."""
-    for event in handle.events(timeout=RUN_TIMEOUT):
-        yield event
-        if event["type"] == until:
-            return
-    pytest.fail(f"no {until} event within {RUN_TIMEOUT} s")
+def follow(handle: RunHandle) -> list[dict[str, Any]]:
+    """The run's events up to its ``agent_end``."""
+    return read_until(handle.events(timeout=RUN_TIMEOUT), "agent_end")
 
 
 def start(redis_server: RedisServer, run_id: str, *args: str) -> None:
@@ -64,21 +60,14 @@ def test_steering_from_four_producer_processes_is_delivered_exactly_once_in_each
     handle = RunHandle(redis_server.url, "steer-1")
     start(redis_server, "steer-1")
     events = handle.events(timeout=RUN_TIMEOUT)
-    seen = []
-    for event in events:  # the run is going: the model pauses until it has every steering message
-        seen.append(event)
-        if event["type"] == "tool_execution_start":
-            break
+    seen = read_until(events, "tool_execution_start")  # the model pauses until it has every steering message
     producers = [
         client(redis_server.url, "steer", "steer-1", f"p{i}", str(STEERS_PER_PRODUCER)) for i in range(PRODUCERS)
     ]
     for producer in producers:
         output, _ = producer.communicate(timeout=RUN_TIMEOUT)
         assert json.loads(output) == {"sent": STEERS_PER_PRODUCER}
-    for event in events:
-        seen.append(event)
-        if event["type"] == "agent_end":
-            break
+    seen += read_until(events, "agent_end")
     delivered = user_texts(seen)
     steered = [text for text in delivered if text.startswith("p")]
     assert delivered[0] == "go"
@@ -96,14 +85,10 @@ def test_abort_from_another_process_ends_the_run_at_once(
     handle = RunHandle(redis_server.url, "abort-1")
     start(redis_server, "abort-1")
     events = handle.events(timeout=RUN_TIMEOUT)
-    for event in events:
-        if event["type"] == "tool_execution_start":
-            break
+    read_until(events, "tool_execution_start")
     aborter = client(redis_server.url, "abort", "abort-1")
-    for event in events:
-        if event["type"] == "agent_end":
-            ended_at = time.time()
-            break
+    event = read_until(events, "agent_end")[-1]
+    ended_at = time.time()
     output, _ = aborter.communicate(timeout=RUN_TIMEOUT)
     sent = json.loads(output)
     assert sent["attached"] is True
@@ -126,13 +111,14 @@ def test_approvals_granted_and_denied_from_other_processes_and_one_timing_out(
     for decider in deciders:
         assert decider.stdout is not None and json.loads(decider.stdout.readline()) == {"ready": True}
     start(redis_server, "approve-1", "approval", "clean up")
-    seen = []
-    for event in follow(handle):
-        seen.append(event)
-        if event["type"] == "approval_request":
-            assert event["args"] == {"name": event["toolCallId"][-1]}
-            if event["toolCallId"] == "call_c":  # nobody decides it: pending until its timeout
-                assert handle.pending_approvals()["call_c"]["toolName"] == "delete"
+    events = handle.events(timeout=RUN_TIMEOUT)
+    seen = read_until(events, "approval_request")
+    seen += read_until(events, "approval_request")
+    seen += read_until(events, "approval_request")  # call_c: nobody decides it, pending until its timeout
+    assert handle.pending_approvals()["call_c"]["toolName"] == "delete"
+    seen += read_until(events, "agent_end")
+    requests = [e for e in seen if e["type"] == "approval_request"]
+    assert [(e["toolCallId"], e["args"]) for e in requests] == [(f"call_{n}", {"name": n}) for n in "abc"]
     assert [json.loads(d.communicate(timeout=RUN_TIMEOUT)[0]) for d in deciders] == [{"decided": True}] * 2
     late = client(redis_server.url, "approve", "approve-1", "call_c")  # after its timeout: changes nothing
     assert json.loads(late.communicate(timeout=RUN_TIMEOUT)[0]) == {"decided": False}

@@ -23,7 +23,7 @@ import redis
 
 from piagent.remote import RunHandle
 
-from .processes import ROOT, CeleryWorker, client
+from .processes import ROOT, CeleryWorker, client, read_until
 from .redis_server import RedisServer
 
 sessions = pytest.importorskip("piagent.sessions")
@@ -93,9 +93,7 @@ def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> tuple[list[di
         starter = client(redis_url, "start", run_id, "go")
         starter.communicate(timeout=TIMEOUT)
         events = handle.events(timeout=TIMEOUT)
-        for event in events:
-            if event["type"] == kill_on:
-                break
+        read_until(events, kill_on)
         handle.steer("steer-0")
         handle.steer("steer-1")
         control = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -109,12 +107,7 @@ def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> tuple[list[di
         first.kill()
         raise
     second = CeleryWorker(redis_url, "b", concurrency=2, visibility=VISIBILITY)
-    resumed = []
-    for event in events:
-        resumed.append(event)
-        if event["type"] == "agent_end":
-            break
-    return resumed, second
+    return read_until(events, "agent_end"), second
 
 
 def test_a_celery_worker_killed_mid_tool_batch_is_resumed_from_the_session_without_loss_or_duplicates(

@@ -69,8 +69,9 @@ test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
 test-remote: $(REMOTE_STAMP)
 	$(BIN)/python -m pytest -q tests_remote $(PYTEST_ARGS)
 
-# Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
-bench: $(MCP_STAMP) mcp-servers
+# Speed of piagent against a bare requests loop (see benchmarks/); prints a table. The remote
+# scenario needs redis-server on PATH (else its row says it was skipped).
+bench: $(MCP_STAMP) mcp-servers $(REMOTE_STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.mcp
 

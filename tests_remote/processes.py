@@ -1,7 +1,7 @@
 """Real OS processes for the remote tests: Celery workers and one-shot RunHandle clients.
 
 ``python -m tests_remote.processes steer RUN_ID PREFIX COUNT`` (and ``abort``, ``approve``,
-``decide``, ``start``) is one client process; it prints what it did as JSON lines.
+``decide``, ``start``, ``start-many``) is one client process; it prints what it did as JSON lines.
 """
 
 from __future__ import annotations
@@ -118,6 +118,13 @@ def main(argv: list[str]) -> None:
                     decided = handle.approve(call) if verdict == "approve" else handle.deny(call, rest[2])
                     print(json.dumps({"decided": decided}), flush=True)
                     break
+        elif command == "start-many":  # a web process starting runs (run_id, more ids...) and waiting
+            from piagent.remote.celery_task import start_run
+
+            from .celery_app import run_conversation
+
+            results = [start_run(run_conversation, one, f"question {one}") for one in [run_id, *rest]]
+            print(json.dumps([result.get(timeout=60) for result in results]), flush=True)
         elif command == "start":
             from piagent.remote.celery_task import start_run
 

@@ -7,7 +7,6 @@ is its own OS process.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,14 +24,12 @@ RUN_TIMEOUT = 60.0  # seconds any run of this module may take; every wait below 
 
 @pytest.fixture(scope="module")
 def workers(redis_server: RedisServer) -> Iterator[list[CeleryWorker]]:
-    os.environ["PIAGENT_TEST_REDIS_URL"] = redis_server.url  # for the tasks this process sends
     started = [CeleryWorker(redis_server.url, f"w{i}", concurrency=25) for i in range(2)]
     try:
         yield started
     finally:
         for worker in started:
             worker.stop()
-        del os.environ["PIAGENT_TEST_REDIS_URL"]
 
 
 def follow(handle: RunHandle) -> list[dict[str, Any]]:
@@ -138,13 +135,9 @@ def test_approvals_granted_and_denied_from_other_processes_and_one_timing_out(
 def test_fifty_concurrent_runs_on_two_workers_each_get_their_own_events_and_answer(
     redis_server: RedisServer, workers: list[CeleryWorker]
 ) -> None:
-    from piagent.remote.celery_task import start_run
-
-    from .celery_app import run_conversation  # the test process sends tasks as a web process would
-
     runs = [f"answer-{i:02d}" for i in range(50)]
-    results = [start_run(run_conversation, run_id, f"question {run_id}") for run_id in runs]
-    summaries = [result.get(timeout=RUN_TIMEOUT) for result in results]
+    web = client(redis_server.url, "start-many", *runs)  # sends the 50 tasks, then waits for their results
+    summaries = json.loads(web.communicate(timeout=RUN_TIMEOUT)[0])
     assert [s["text"] for s in summaries] == [f"answer to question {run_id}" for run_id in runs]
     for run_id in runs:
         events = list(follow(RunHandle(redis_server.url, run_id)))

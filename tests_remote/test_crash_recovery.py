@@ -22,11 +22,10 @@ import pytest
 import redis
 
 from piagent.remote import RunHandle
+from piagent.sessions import JsonlSession
 
 from .processes import ROOT, CeleryWorker, client, read_until
 from .redis_server import RedisServer
-
-sessions = pytest.importorskip("piagent.sessions")
 
 TIMEOUT = 60.0
 VISIBILITY = 2.0  # seconds before the broker delivers an unacknowledged task again
@@ -44,7 +43,7 @@ def session_dir(tmp_path: Path) -> Iterator[Path]:
 def texts(path: Path) -> list[tuple[str, str]]:
     """(role, text) of each message of the session's branch, read back from disk."""
     out = []
-    for message in sessions.JsonlSession(path).messages():
+    for message in JsonlSession(path).messages():
         blocks = [b for b in message.content if getattr(b, "type", None) == "text"] if message.content else []
         out.append((message.role, blocks[0].text if blocks else ""))
     return out

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from piagent.sessions import SqliteSession
+
 from .processes import ROOT, CeleryWorker
 from .redis_server import RedisServer
 
@@ -30,7 +32,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def environment(redis_server: RedisServer, reports: Path) -> dict[str, str]:
-    return {"REDIS_URL": redis_server.url, "REPORTS_DIR": str(reports)}
+    database = reports.parent / "conversations.db"
+    return {"REDIS_URL": redis_server.url, "REPORTS_DIR": str(reports), "SESSIONS_DB": str(database)}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +87,20 @@ def test_start_steer_approve_deny_and_follow_a_run_each_from_its_own_process(
     assert final.startswith("Done:") and "Keep last year's files" in final
     results = [m for m in end["messages"] if m["role"] == "toolResult" and m["toolName"] == "delete_report"]
     assert [(m["isError"], m["content"][0]["text"]) for m in results] == [(False, "deleted a.tmp"), (True, "keep b")]
+
+    # the conversation is in the session: the next start continues it
+    watcher = client(environment, "events", "conv-1", "--since", end["eventId"])
+    run(environment, "start", "conv-1", "And now?")
+    for event in follow(watcher):
+        if event["type"] == "approval_request":  # b.tmp again
+            assert run(environment, "deny", "conv-1", event["toolCallId"], "still", "no") == {"decided": True}
+        elif event["type"] == "agent_end":
+            again = event
+    assert watcher.wait(TIMEOUT) == 0
+    transcript = SqliteSession(environment["SESSIONS_DB"], "conv-1").messages()
+    users = [m.content[0].text for m in transcript if m.role == "user"]
+    assert users == ["Clean up the reports folder", "Keep last year's files", "And now?"]
+    assert again["messages"][0]["content"][0]["text"] == "And now?"
 
 
 def test_abort_a_run_from_its_own_process(worker: CeleryWorker, environment: dict[str, str]) -> None:

@@ -3,10 +3,14 @@
     redis-server &
     celery --workdir examples/celery_app -A tasks worker --pool threads --concurrency 8
 
+Each conversation (run id) is a session in one SQLite database, so a task continues where the
+last one stopped, and a task delivered again after its worker died resumes from it.
+
 Settings (environment): ``REDIS_URL`` (default redis://localhost:6379/0; the broker and result
 backend use databases 1 and 2 of the same server), ``REPORTS_DIR`` (the folder the agent's tools
-work on, default ./reports), ``PIAGENT_MODEL`` ("provider:model-id"; default: a scripted demo
-model that needs no key and streams slowly enough to steer and abort by hand).
+work on, default ./reports), ``SESSIONS_DB`` (default ./conversations.db), ``PIAGENT_MODEL``
+("provider:model-id"; default: a scripted demo model that needs no key and streams slowly
+enough to steer and abort by hand).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from celery import Celery
 from piagent import Agent, tool
 from piagent.remote import Approval
 from piagent.remote.celery_task import agent_task
+from piagent.sessions import SqliteSession
 from piagent.testing import faux_message, faux_text, faux_tool_call, register_faux_provider
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
 REPORTS = Path(os.environ.get("REPORTS_DIR", "reports"))
+SESSIONS_DB = os.environ.get("SESSIONS_DB", "conversations.db")
 
 
 def _database(number: int) -> str:
@@ -86,6 +92,7 @@ def build_agent(run_id: str) -> Agent:
         system_prompt="You tidy up a reports folder. Delete only temporary files (*.tmp).",
         tools=[list_reports, delete_report],
         max_turns=20,
+        session=SqliteSession(SESSIONS_DB, run_id),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Optional, Union
 
 import redis
 
+from ..exceptions import InvalidTypeError, InvalidValueError
 from .errors import RemoteError
 
 __all__ = ["RunKeys", "check_run_id", "client_for", "entries_of", "redis_errors", "stream_id"]
@@ -23,9 +24,11 @@ CONSUMER = "owner"  # its only consumer: the worker holding the run's lease
 
 def check_run_id(run_id: Any) -> str:
     if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID_CHARS:
-        raise ValueError(f"run_id must be a non-empty str of at most {MAX_RUN_ID_CHARS} characters, got {run_id!r}")
+        raise InvalidValueError(
+            f"run_id must be a non-empty str of at most {MAX_RUN_ID_CHARS} characters, got {run_id!r}"
+        )
     if any(ch in run_id for ch in "{}") or not run_id.isprintable():
-        raise ValueError(f"run_id must be printable and without braces, got {run_id!r}")
+        raise InvalidValueError(f"run_id must be printable and without braces, got {run_id!r}")
     return run_id
 
 
@@ -57,9 +60,11 @@ def client_for(redis_url: Union[str, redis.Redis]) -> tuple[redis.Redis, bool]:
         return client, True
     if isinstance(redis_url, redis.Redis):
         if not redis_url.get_connection_kwargs().get("decode_responses"):
-            raise ValueError("a redis.Redis client given to piagent.remote must be built with decode_responses=True")
+            raise InvalidValueError(
+                "a redis.Redis client given to piagent.remote must be built with decode_responses=True"
+            )
         return redis_url, False
-    raise TypeError(f"redis_url must be a redis:// URL or a redis.Redis client, got {type(redis_url).__name__}")
+    raise InvalidTypeError(f"redis_url must be a redis:// URL or a redis.Redis client, got {type(redis_url).__name__}")
 
 
 def entries_of(reply: Any) -> list[tuple[str, Optional[dict[str, str]]]]:
@@ -72,7 +77,9 @@ def entries_of(reply: Any) -> list[tuple[str, Optional[dict[str, str]]]]:
 
 def stream_id(entry_id: str) -> tuple[int, int]:
     """A stream entry id ``"<ms>-<seq>"`` as a comparable pair."""
-    ms, _, seq = entry_id.partition("-")
+    ms, _, seq = str(entry_id).partition("-")
+    if not ms.isdigit() or not (seq or "0").isdigit():
+        raise InvalidValueError(f'expected a stream entry id like "1700000000000-0", got {entry_id!r}')
     return int(ms), int(seq or 0)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 import redis
 
 from ..abort import AbortSignal
+from ..exceptions import InvalidTypeError, InvalidValueError
 from ..types import BeforeToolCallContext, BeforeToolCallResult
 from ._keys import RunKeys, redis_errors
 from ._scripts import WITHDRAW
@@ -43,9 +44,9 @@ class Approval:
 
     def __post_init__(self) -> None:
         if isinstance(self.tools, str):
-            raise TypeError("Approval(tools=...) takes a collection of tool names, not one str")
+            raise InvalidTypeError("Approval(tools=...) takes a collection of tool names, not one str")
         if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or self.timeout <= 0:
-            raise ValueError(f"Approval(timeout=...) must be a positive number of seconds, got {self.timeout!r}")
+            raise InvalidValueError(f"Approval(timeout=...) must be a positive number of seconds, got {self.timeout!r}")
 
     def needs(self, tool_name: str) -> bool:
         return self.tools is None or tool_name in self.tools

@@ -9,6 +9,7 @@ from typing import Any, Optional, Union
 
 import redis
 
+from ..exceptions import InvalidTypeError, InvalidValueError
 from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
 from ._scripts import ABORT, DECIDE
 
@@ -54,7 +55,7 @@ class RunHandle:
 
     def _send(self, kind: str, text: str) -> str:
         if not isinstance(text, str):
-            raise TypeError(f"{kind}() takes the message text as a str, got {type(text).__name__}")
+            raise InvalidTypeError(f"{kind}() takes the message text as a str, got {type(text).__name__}")
         timestamp = str(int(time.time() * 1000))  # the message's own timestamp (kept by the worker)
         with self._errors(kind):
             return str(self._redis.xadd(self.keys.control, {"kind": kind, "text": text, "timestamp": timestamp}))
@@ -85,7 +86,7 @@ class RunHandle:
 
     def _decision(self, tool_call_id: str, decision: dict[str, Any]) -> bool:
         if not isinstance(tool_call_id, str) or not tool_call_id:
-            raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
+            raise InvalidValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
         with self._errors("approve" if decision["approved"] else "deny"):
             keys = [self.keys.approvals, self.keys.decision(tool_call_id)]
             return bool(self._decide(keys=keys, args=[tool_call_id, json.dumps(decision), DECISION_TTL_MS]))

@@ -26,7 +26,7 @@ import redis
 
 from ..agent import Agent
 from ..ai.types import TextContent, UserMessage
-from ..exceptions import AgentBusyError, InvalidStateError
+from ..exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
 from ..result import RunResult
 from ..types import AgentMessage
 from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
@@ -82,11 +82,11 @@ class Attachment:
         max_events: int,
     ) -> None:
         if not isinstance(agent, Agent):
-            raise TypeError(f"attach() needs an Agent, got {type(agent).__name__}")
+            raise InvalidTypeError(f"attach() needs an Agent, got {type(agent).__name__}")
         if approval is not None and not isinstance(approval, Approval):
-            raise TypeError(f"approval must be a piagent.remote.Approval or None, got {type(approval).__name__}")
+            raise InvalidTypeError(f"approval must be a piagent.remote.Approval or None, got {type(approval).__name__}")
         if not lease > 0 or not max_events > 0:
-            raise ValueError("lease and max_events must be positive")
+            raise InvalidValueError("lease and max_events must be positive")
         self.agent = agent
         self.keys = RunKeys(run_id)
         self._approval = approval

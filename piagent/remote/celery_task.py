@@ -61,7 +61,7 @@ def agent_task(
         except RunBusyError as exc:  # a duplicate delivery while the first one still runs
             logger.info("%s; retrying in %g s", exc, BUSY_RETRY_DELAY)
             raise self.retry(exc=exc, countdown=BUSY_RETRY_DELAY) from exc
-        return summary(run_id, result)
+        return _summary(run_id, result)
 
     run_conversation.redis_url = redis_url
     return run_conversation
@@ -78,7 +78,7 @@ def start_run(task: Task, run_id: str, text: str) -> AsyncResult:
     return task.delay(run_id)
 
 
-def summary(run_id: str, result: Optional[RunResult]) -> dict[str, Any]:
+def _summary(run_id: str, result: Optional[RunResult]) -> dict[str, Any]:
     if result is None:
         return {"runId": run_id, "ran": False}
     return {

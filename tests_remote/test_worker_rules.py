@@ -152,3 +152,17 @@ def test_abort_from_a_handle_stops_an_attached_run_at_once(redis_server: RedisSe
     finally:
         provider.unregister()
     assert agent.state.messages[-1].stop_reason == "aborted"
+
+
+def test_an_agent_factory_is_called_only_once_the_runs_lease_is_held(redis_server: RedisServer, faux: Any) -> None:
+    built: list[str] = []
+
+    def build(run_id: str) -> Agent:
+        built.append(run_id)
+        return Agent(model=faux.get_model())
+
+    with attach(build, redis_server.url, "rules-factory") as holder:
+        assert built == ["rules-factory"] and isinstance(holder.agent, Agent)
+        with pytest.raises(RunBusyError):
+            attach(build, redis_server.url, "rules-factory", claim_timeout=0.2)
+        assert built == ["rules-factory"]  # the second worker never built (loaded) the agent

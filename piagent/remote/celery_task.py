@@ -43,21 +43,21 @@ def agent_task(
     name: str = "piagent.run_conversation",
     **task_options: Any,
 ) -> Task:
-    """Register the task ``name(run_id)``: build the agent, attach it, run what is pending.
+    """Register the task ``name(run_id)``: take the run's lease, build its agent, run what is pending.
 
     ``build_agent(run_id)`` returns the conversation's agent, with its session (a run resumed
-    after a crash starts from it). The task is ``acks_late`` and ``reject_on_worker_lost`` (a
-    message is acknowledged when the task returns, and redelivered if its worker dies), unless
-    ``task_options`` say otherwise. It returns a summary of the last run (JSON-serialisable).
+    after a crash starts from it); it is called only once the run's lease is held, so a
+    duplicate delivery never loads the session while another worker is still writing it. The
+    task is ``acks_late`` and ``reject_on_worker_lost`` (a message is acknowledged when the task
+    returns, and redelivered if its worker dies), unless ``task_options`` say otherwise. It returns a summary of the last run (JSON-serialisable).
     """
     options: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True, **task_options}
 
     @app.task(name=name, bind=True, **options)
     def run_conversation(self: Task, run_id: str) -> dict[str, Any]:
-        agent = build_agent(run_id)
         try:
-            with attach(agent, redis_url, run_id, approval):
-                result = run_pending(agent)
+            with attach(build_agent, redis_url, run_id, approval) as attachment:  # builds it holding the lease
+                result = run_pending(attachment.agent)
         except RunBusyError as exc:  # a duplicate delivery while the first one still runs
             logger.info("%s; retrying in %g s", exc, BUSY_RETRY_DELAY)
             raise self.retry(exc=exc, countdown=BUSY_RETRY_DELAY) from exc

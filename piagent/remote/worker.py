@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import threading
 import uuid
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import redis
 
@@ -47,7 +47,7 @@ CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 
 
 def attach(
-    agent: Agent,
+    agent: Union[Agent, Callable[[str], Agent]],
     redis_url: Union[str, redis.Redis],
     run_id: str,
     approval: Optional[Approval] = None,
@@ -58,8 +58,10 @@ def attach(
 ) -> Attachment:
     """Drive ``agent`` from run ``run_id``'s Redis keys until the returned attachment is closed.
 
-    Call it while the agent is idle, before ``prompt()``/``continue_()`` (the approval hook is
-    read when a run starts). Messages a previous worker took but never delivered are queued
+    ``agent``: an idle agent (attach before ``prompt()``/``continue_()``: the approval hook is
+    read when a run starts), or a function ``run_id -> Agent`` called once the run's lease is
+    held, so that only the worker owning the run loads its session (``attachment.agent`` is
+    the agent it built). Messages a previous worker took but never delivered are queued
     again first. Waits up to ``claim_timeout`` seconds for another worker's lease (a dead one's
     expires after ``lease`` seconds), then raises :class:`RunBusyError`. Use it as a context
     manager: leaving the block detaches.
@@ -72,22 +74,24 @@ def attach(
 class Attachment:
     """An agent driven from Redis; :meth:`close` (or leaving the ``with`` block) detaches it."""
 
+    agent: Agent
+
     def __init__(
         self,
-        agent: Agent,
+        agent: Union[Agent, Callable[[str], Agent]],
         redis_url: Union[str, redis.Redis],
         run_id: str,
         approval: Optional[Approval],
         lease: float,
         max_events: int,
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise InvalidTypeError(f"attach() needs an Agent, got {type(agent).__name__}")
+        if not isinstance(agent, Agent) and not callable(agent):
+            raise InvalidTypeError(f"attach() needs an Agent or a function returning one, got {type(agent).__name__}")
         if approval is not None and not isinstance(approval, Approval):
             raise InvalidTypeError(f"approval must be a piagent.remote.Approval or None, got {type(approval).__name__}")
         if not lease > 0 or not max_events > 0:
             raise InvalidValueError("lease and max_events must be positive")
-        self.agent = agent
+        self._agent_or_factory = agent
         self.keys = RunKeys(run_id)
         self._approval = approval
         self._lease_ms = int(lease * 1000)
@@ -110,11 +114,13 @@ class Attachment:
     # -- opening ----------------------------------------------------------------------------
 
     def _open(self, claim_timeout: float) -> None:
-        if self.agent.state.is_streaming:
+        given = self._agent_or_factory
+        if isinstance(given, Agent) and given.state.is_streaming:
             raise AgentBusyError("attach() the agent before its run starts, not during it")
         try:
             self._claim(claim_timeout)
             try:
+                self.agent = given if isinstance(given, Agent) else _built(given, self.keys.run_id)
                 self._recover()
                 self._read_new(block=None)  # everything sent before attaching is queued on return
             except BaseException:
@@ -329,6 +335,13 @@ class Attachment:
 
     def __repr__(self) -> str:
         return f"<Attachment run_id={self.keys.run_id!r}{' closed' if self._closed else ''}>"
+
+
+def _built(build_agent: Callable[[str], Agent], run_id: str) -> Agent:
+    agent = build_agent(run_id)
+    if not isinstance(agent, Agent):
+        raise InvalidTypeError(f"the agent factory given to attach() returned {type(agent).__name__}, not an Agent")
+    return agent
 
 
 def wire_event(event: Any) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def agent_task(
     after a crash starts from it); it is called only once the run's lease is held, so a
     duplicate delivery never loads the session while another worker is still writing it. The
     task is ``acks_late`` and ``reject_on_worker_lost`` (a message is acknowledged when the task
-    returns, and redelivered if its worker dies), unless ``task_options`` say otherwise. It returns a summary of the last run (JSON-serialisable).
+    returns, and redelivered if its worker dies), unless ``task_options`` say otherwise. It
+    returns a summary of the last run (JSON-serialisable).
     """
     options: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True, **task_options}
 

@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,14 +86,19 @@ def test_a_message_in_the_session_whose_worker_died_before_acknowledging_it_is_n
     assert control.xpending(f"piagent:{{{run_id}}}:control", "worker")["pending"] == 0
 
 
-def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> tuple[list[dict[str, Any]], CeleryWorker]:
-    """Start the run on worker A, steer it twice, SIGKILL A at ``kill_on``, let worker B resume it."""
+def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> list[dict[str, Any]]:
+    """Start the run on worker A, steer it twice, SIGKILL A at ``kill_on``, let worker B resume it.
+
+    B starts once the broker's visibility timeout has passed since A took the task, so B's own
+    start restores the task, whatever the kombu version's periodic restore interval.
+    """
     first = CeleryWorker(redis_url, "a", concurrency=2, visibility=VISIBILITY)
     handle = RunHandle(redis_url, run_id)
     try:
         starter = client(redis_url, "start", run_id, "go")
         starter.communicate(timeout=TIMEOUT)
         events = handle.events(timeout=TIMEOUT)
+        taken_at = time.monotonic()  # A has taken the task no later than its first event
         read_until(events, kill_on)
         handle.steer("steer-0")
         handle.steer("steer-1")
@@ -101,41 +108,37 @@ def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> tuple[list[di
                 break
             control.blpop(["piagent-test-never"], timeout=0.01)
         assert control.xpending(f"piagent:{{{run_id}}}:control", "worker")["pending"] == 2
+    finally:
         first.kill()
-    except BaseException:
-        first.kill()
-        raise
+    threading.Event().wait(max(0.0, taken_at + VISIBILITY + 0.5 - time.monotonic()))  # the broker's own timeout
     second = CeleryWorker(redis_url, "b", concurrency=2, visibility=VISIBILITY)
-    return read_until(events, "agent_end"), second
+    try:
+        return read_until(events, "agent_end")
+    finally:
+        second.stop()
 
 
 def test_a_celery_worker_killed_mid_tool_batch_is_resumed_from_the_session_without_loss_or_duplicates(
     redis_server: RedisServer, session_dir: Path
 ) -> None:
     run_id = "crashtools-1"
-    resumed, second = _kill_and_resume(redis_server.url, run_id, "tool_execution_start")
-    try:
-        assert resumed and resumed[-1]["type"] == "agent_end"
-        history = texts(session_dir / f"{run_id}.jsonl")
-        users = [text for role, text in history if role == "user"]
-        assert users == ["go", "steer-0", "steer-1"]
-        assert history[-1] == ("assistant", "finished, having read 3 user messages")
-        assert history[:2] == [("user", "go"), ("assistant", "")]  # the tool-call message, once
-        assert ("assistant", "") not in history[2:]
-    finally:
-        second.stop()
+    resumed = _kill_and_resume(redis_server.url, run_id, "tool_execution_start")
+    assert resumed[-1]["type"] == "agent_end"
+    history = texts(session_dir / f"{run_id}.jsonl")
+    users = [text for role, text in history if role == "user"]
+    assert users == ["go", "steer-0", "steer-1"]
+    assert history[-1] == ("assistant", "finished, having read 3 user messages")
+    assert history[:2] == [("user", "go"), ("assistant", "")]  # the tool-call message, once
+    assert ("assistant", "") not in history[2:]
 
 
 def test_a_celery_worker_killed_mid_stream_is_resumed_from_the_session_without_loss_or_duplicates(
     redis_server: RedisServer, session_dir: Path
 ) -> None:
     run_id = "crashstream-1"
-    resumed, second = _kill_and_resume(redis_server.url, run_id, "message_update")
-    try:
-        history = texts(session_dir / f"{run_id}.jsonl")
-        assert [text for role, text in history if role == "user"] == ["go", "steer-0", "steer-1"]
-        answers = [text for role, text in history if role == "assistant"]
-        assert all(text.startswith("a slow answer") and text.endswith(" user messages") for text in answers)  # whole
-        assert history[-1][1].endswith("after 3 user messages")
-    finally:
-        second.stop()
+    _kill_and_resume(redis_server.url, run_id, "message_update")
+    history = texts(session_dir / f"{run_id}.jsonl")
+    assert [text for role, text in history if role == "user"] == ["go", "steer-0", "steer-1"]
+    answers = [text for role, text in history if role == "assistant"]
+    assert all(text.startswith("a slow answer") and text.endswith(" user messages") for text in answers)  # whole
+    assert history[-1][1].endswith("after 3 user messages")

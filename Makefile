@@ -6,6 +6,8 @@
 #   make test-local  end-to-end tests on the embedded model (in process and over HTTP)
 #   make test-urllib3  the HTTP tests against the oldest and the newest urllib3 setup.cfg allows
 #   make test-mcp    the MCP client against real servers and the official conformance suite
+#   make test-remote piagent.remote against a real redis-server and real Celery workers
+#                    (needs redis-server on PATH: apt-get install redis-server)
 PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
@@ -13,8 +15,9 @@ STAMP := $(VENV)/.piagent-installed
 LOCAL_STAMP := $(VENV)/.piagent-local-installed
 SERVER_STAMP := $(VENV)/.piagent-server-installed
 MCP_STAMP := $(VENV)/.piagent-mcp-installed
+REMOTE_STAMP := $(VENV)/.piagent-remote-installed
 
-.PHONY: test test-local test-urllib3 test-mcp mcp-servers demo install clean bench catalogue
+.PHONY: test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +38,10 @@ $(LOCAL_STAMP): $(BIN)/python setup.cfg setup.py
 $(SERVER_STAMP): $(LOCAL_STAMP)
 	$(BIN)/python -m pip install --quiet 'llama-cpp-python[server]'
 	touch $(SERVER_STAMP)
+
+$(REMOTE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,redis,celery]'
+	touch $(REMOTE_STAMP)
 
 install: $(STAMP)
 
@@ -59,8 +66,12 @@ test-mcp: $(MCP_STAMP) mcp-servers
 test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
-# Speed of piagent against a bare requests loop (see benchmarks/); prints a table.
-bench: $(MCP_STAMP) mcp-servers
+test-remote: $(REMOTE_STAMP)
+	$(BIN)/python -m pytest -q tests_remote $(PYTEST_ARGS)
+
+# Speed of piagent against a bare requests loop (see benchmarks/); prints a table. The remote
+# scenario needs redis-server on PATH (else its row says it was skipped).
+bench: $(MCP_STAMP) mcp-servers $(REMOTE_STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.mcp
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from . import floor, wire
 from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
+from .remote import bench_remote
 from .server import BenchServer
 from .sessions import bench_sessions
 
@@ -42,6 +43,10 @@ class Sizes:
     session_sizes: tuple[int, int] = (100, 10_000)
     session_appends: int = 30
     output_items: tuple[int, int] = (1_000, 2_000)  # list items of a structured output (~60 and ~120 KB)
+    remote_runs: int = 30
+    remote_answer_tokens: int = 200
+    remote_stream_tokens: int = 5_000
+    remote_aborts: int = 10
 
 
 FULL = Sizes()
@@ -63,6 +68,10 @@ TINY = Sizes(
     session_sizes=(10, 100),
     session_appends=2,
     output_items=(20, 40),
+    remote_runs=2,
+    remote_answer_tokens=20,
+    remote_stream_tokens=200,
+    remote_aborts=2,
 )
 
 API_KEY = "bench-key"
@@ -700,6 +709,8 @@ def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:
         bench_sessions(sizes, report)
     if not only or "import" in only:
         bench_import(sizes, report)
+    if not only or "remote" in only:
+        bench_remote(sizes, report)
     elapsed = time.perf_counter() - started
     report.add(Row("total", "make bench run time", f"{elapsed:,.1f} s", target="< 300 s", passed=elapsed < 300))
     return report

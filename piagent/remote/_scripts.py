@@ -1,0 +1,68 @@
+"""The Lua scripts: each runs atomically on the Redis server (see docs/remote.md#atomicity)."""
+
+from __future__ import annotations
+
+__all__ = ["ABORT", "CLAIM", "DECIDE", "RELEASE", "RENEW", "WITHDRAW"]
+
+# KEYS: owner, control. ARGV: token, lease ms, group.
+# Take the run's lease if free; then make sure the consumer group exists and mark, in the control
+# stream, where this attachment starts (an abort entry older than the mark was meant for an
+# earlier worker). Returns the mark's entry id, or false while another worker holds the lease.
+CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return false
+end
+local ok = redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[3], '0', 'MKSTREAM')
+if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
+  return redis.error_reply(ok.err)
+end
+return redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
+"""
+
+# KEYS: owner. ARGV: token, lease ms. Renew the lease if still ours: 1, else 0.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS: owner. ARGV: token. Give the lease up if still ours.
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# KEYS: owner, control. ARGV: reason. An abort reaches the control stream only while a worker is
+# attached (holds the lease): an abort sent to an idle run is not kept for a later one.
+ABORT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
+end
+return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
+"""
+
+# KEYS: approvals, decision list. ARGV: tool call id, decision JSON, ttl ms.
+# The first decision on a pending call wins: it removes the call from the pending hash and hands
+# the decision to the waiting worker. Returns 1, or 0 if the call was not pending.
+DECIDE = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# KEYS: approvals, decision list. ARGV: tool call id.
+# The worker gives up waiting (timeout or abort): withdraw the request, unless a decision won
+# the race, which is then returned (and must be honoured).
+WITHDRAW = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  return false
+end
+return redis.call('LPOP', KEYS[2])
+"""

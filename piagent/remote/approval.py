@@ -1,0 +1,104 @@
+"""Approvals: a ``before_tool_call`` hook that asks another process (see docs/remote.md#approvals).
+
+The worker records the pending call in the run's ``approvals`` hash, publishes an
+``approval_request`` event and waits on the call's decision list. ``RunHandle.approve()`` /
+``deny()`` run one Lua script: the first decision removes the call from the hash and pushes
+itself; a decision on a call that is not pending changes nothing. The worker gives up on timeout
+or abort with the opposite script, so a request is decided exactly once, either way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import redis
+
+from ..abort import AbortSignal
+from ..exceptions import InvalidTypeError, InvalidValueError
+from ..types import BeforeToolCallContext, BeforeToolCallResult
+from ._keys import RunKeys, redis_errors
+from ._scripts import WITHDRAW
+
+__all__ = ["Approval"]
+
+DEFAULT_TIMEOUT = 300.0  # seconds a tool call waits for a decision
+POLL = 0.05  # seconds between abort checks while waiting (the wait itself is BLPOP on Redis)
+
+Hook = Callable[[BeforeToolCallContext, AbortSignal], Optional[BeforeToolCallResult]]
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Which tool calls wait for a decision from another process, and for how long.
+
+    ``tools``: the tool names that need approval (None: every tool). ``timeout``: seconds to
+    wait; then the call is blocked with "Approval timed out".
+    """
+
+    tools: Optional[Collection[str]] = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, str):
+            raise InvalidTypeError("Approval(tools=...) takes a collection of tool names, not one str")
+        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or self.timeout <= 0:
+            raise InvalidValueError(f"Approval(timeout=...) must be a positive number of seconds, got {self.timeout!r}")
+
+    def needs(self, tool_name: str) -> bool:
+        return self.tools is None or tool_name in self.tools
+
+
+def approval_hook(
+    policy: Approval,
+    client: redis.Redis,
+    keys: RunKeys,
+    publish: Callable[[dict[str, Any]], Any],
+    inner: Optional[Hook],
+) -> Hook:
+    """A ``before_tool_call`` that runs ``inner`` (the agent's own hook) first, then asks for approval."""
+    withdraw = client.register_script(WITHDRAW)
+
+    def before_tool_call(context: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
+        if inner is not None:
+            decision = inner(context, signal)
+            if decision is not None and decision.block:
+                return decision
+        call = context.tool_call
+        if not policy.needs(call.name):
+            return None
+        request = {"toolCallId": call.id, "toolName": call.name, "args": context.args, "timeout": policy.timeout}
+        with redis_errors(f"approval request for tool call {call.id!r} of run {keys.run_id!r}"):
+            client.hset(keys.approvals, call.id, json.dumps(request, default=str))
+            publish({"type": "approval_request", **request})
+            raw = _wait(client, keys.decision(call.id), policy.timeout, signal)
+            if raw is None:
+                raw = withdraw(keys=[keys.approvals, keys.decision(call.id)], args=[call.id])
+        outcome: dict[str, Any]
+        if raw is None:
+            reason = "Operation aborted" if signal.aborted else f"Approval timed out after {policy.timeout:g} s"
+            outcome = {"approved": False, "reason": reason, "timedOut": not signal.aborted}
+        else:
+            outcome = json.loads(raw)
+        publish({"type": "approval_decision", "toolCallId": call.id, **outcome})
+        if outcome["approved"]:
+            return None
+        return BeforeToolCallResult(block=True, reason=outcome.get("reason") or "Denied by the approver")
+
+    return before_tool_call
+
+
+def _wait(client: redis.Redis, key: str, timeout: float, signal: AbortSignal) -> Optional[str]:
+    """BLPOP the decision in short slices until it comes, ``timeout`` passes or the run is aborted."""
+    deadline = time.monotonic() + timeout
+    while not signal.aborted:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        reply = client.blpop([key], timeout=min(POLL, left))
+        if reply is not None:
+            return str(reply[1])
+    return None

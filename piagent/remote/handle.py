@@ -1,0 +1,142 @@
+"""``RunHandle``: drive and watch a run from any process (see docs/remote.md#the-run-handle)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any, Optional, Union
+
+import redis
+
+from ..exceptions import InvalidTypeError, InvalidValueError
+from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._scripts import ABORT, DECIDE
+
+__all__ = ["RunHandle"]
+
+READ_SLICE_MS = 1000  # events() blocks on Redis in slices this long (it checks its timeout between them)
+READ_COUNT = 500  # events fetched per XREAD
+DECISION_TTL_MS = 60_000  # an unclaimed decision expires (the worker takes it within milliseconds)
+
+
+class RunHandle:
+    """One run (a conversation) seen from any process: steer it, approve its tools, follow its events.
+
+    ``redis_url`` is a ``redis://`` URL or a ``redis.Redis`` client built with
+    ``decode_responses=True`` (shared, never closed by the handle). Every method is one or two
+    atomic Redis commands; a handle is safe from any thread. Redis errors raise
+    :class:`~piagent.remote.RemoteError`.
+    """
+
+    def __init__(self, redis_url: Union[str, redis.Redis], run_id: str) -> None:
+        self.keys = RunKeys(run_id)
+        self._redis, self._owns_client = client_for(redis_url)
+        self._abort = self._redis.register_script(ABORT)
+        self._decide = self._redis.register_script(DECIDE)
+
+    @property
+    def run_id(self) -> str:
+        return self.keys.run_id
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def steer(self, text: str) -> str:
+        """Queue a steering message (injected before the run's next model call); returns its entry id.
+
+        Delivered exactly once, in the order of this handle's calls; kept for the next worker
+        that attaches if none is attached now.
+        """
+        return self._send("steer", text)
+
+    def follow_up(self, text: str) -> str:
+        """Queue a follow-up message (run once the agent has nothing left to do); returns its entry id."""
+        return self._send("follow_up", text)
+
+    def _send(self, kind: str, text: str) -> str:
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"{kind}() takes the message text as a str, got {type(text).__name__}")
+        timestamp = str(int(time.time() * 1000))  # the message's own timestamp (kept by the worker)
+        with self._errors(kind):
+            return str(self._redis.xadd(self.keys.control, {"kind": kind, "text": text, "timestamp": timestamp}))
+
+    # -- control ----------------------------------------------------------------------------
+
+    def abort(self, reason: str = "Aborted from another process") -> bool:
+        """Abort the attached worker's run (it ends within 100 ms); False if no worker is attached.
+
+        An abort sent while no worker is attached is not kept: it would end the next run.
+        """
+        with self._errors("abort"):
+            return bool(self._abort(keys=[self.keys.owner, self.keys.control], args=[str(reason)]))
+
+    def approve(self, tool_call_id: str) -> bool:
+        """Let a pending tool call run; False if it was not pending (decided already, timed out, unknown)."""
+        return self._decision(tool_call_id, {"approved": True})
+
+    def deny(self, tool_call_id: str, reason: Optional[str] = None) -> bool:
+        """Block a pending tool call (the model sees ``reason``); False if it was not pending."""
+        return self._decision(tool_call_id, {"approved": False, "reason": reason})
+
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """The tool calls waiting for a decision: ``{tool_call_id: {"toolName", "args", ...}}``."""
+        with self._errors("pending_approvals"):
+            raw = self._redis.hgetall(self.keys.approvals)
+        return {str(call_id): json.loads(request) for call_id, request in raw.items()}
+
+    def _decision(self, tool_call_id: str, decision: dict[str, Any]) -> bool:
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            raise InvalidValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
+        with self._errors("approve" if decision["approved"] else "deny"):
+            keys = [self.keys.approvals, self.keys.decision(tool_call_id)]
+            return bool(self._decide(keys=keys, args=[tool_call_id, json.dumps(decision), DECISION_TTL_MS]))
+
+    # -- events -----------------------------------------------------------------------------
+
+    def events(self, since: Optional[str] = None, timeout: Optional[float] = None) -> Iterator[dict[str, Any]]:
+        """Yield the run's events, oldest first, blocking for new ones: each event's ``to_dict()``
+        with its stream entry id added as ``"eventId"``.
+
+        ``since``: an ``eventId`` already seen (resume after it; e.g. SSE's Last-Event-ID), None
+        for the oldest event kept (the stream is capped). ``timeout``: stop after that many
+        seconds without a new event (None: wait forever). The iterator never ends on its own
+        otherwise: stop at the ``agent_end`` you are waiting for.
+        """
+        last = "0-0" if since is None else since
+        if since is not None:
+            stream_id(since)  # a clear ValueError for something that is not an entry id
+        idle_since = time.monotonic()
+        while True:
+            block = READ_SLICE_MS
+            if timeout is not None:
+                left = timeout - (time.monotonic() - idle_since)
+                if left <= 0:
+                    return
+                block = max(1, min(block, int(left * 1000)))
+            with self._errors("events"):
+                reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
+            for entry_id, fields in entries_of(reply):
+                last = entry_id
+                event = json.loads((fields or {}).get("event") or "{}")
+                event["eventId"] = entry_id
+                yield event
+                idle_since = time.monotonic()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _errors(self, operation: str) -> redis_errors:
+        return redis_errors(f"{operation}() on run {self.run_id!r}")
+
+    def close(self) -> None:
+        """Close the connections this handle opened (not a client it was given)."""
+        if self._owns_client:
+            self._redis.close()
+
+    def __enter__(self) -> RunHandle:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RunHandle run_id={self.run_id!r}>"

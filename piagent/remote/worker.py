@@ -1,0 +1,400 @@
+"""The worker side: ``attach(agent, ...)`` wires an agent to its run's Redis keys (docs/remote.md#the-worker).
+
+One attachment per run id at a time, enforced by a lease (``owner`` key, renewed every second).
+While attached:
+
+* a reader thread blocks on the run's control stream (consumer group ``worker``, consumer
+  ``owner``): steering and follow-up entries go into the agent's own queues (so its modes and
+  atomic drain apply unchanged), an abort entry calls ``agent.abort()`` at once;
+* a listener publishes every event to the capped events stream and, in the same transaction,
+  acknowledges and deletes the control entry of a queued message when its ``message_end`` has
+  been dispatched (after the session appended it): until then the entry stays in the group's
+  pending list, and a later attachment delivers it again unless it reached the transcript;
+* an optional approval hook asks another process before tool calls run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import uuid
+from typing import Any, Callable, Optional, Union
+
+import redis
+
+from ..agent import Agent
+from ..ai.types import TextContent, UserMessage
+from ..exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
+from ..result import RunResult
+from ..types import AgentMessage
+from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._publisher import Publisher
+from ._scripts import CLAIM, RELEASE, RENEW
+from .approval import Approval, approval_hook
+from .errors import RemoteError, RunBusyError
+
+__all__ = ["Attachment", "attach", "run_pending"]
+
+logger = logging.getLogger("piagent.remote")
+
+LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every READ_SLICE_MS
+CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
+READ_SLICE_MS = 1000  # the reader's blocking read; also the lease renewal period
+MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
+CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
+
+
+def attach(
+    agent: Union[Agent, Callable[[str], Agent]],
+    redis_url: Union[str, redis.Redis],
+    run_id: str,
+    approval: Optional[Approval] = None,
+    *,
+    lease: float = LEASE,
+    claim_timeout: float = CLAIM_TIMEOUT,
+    max_events: int = MAX_EVENTS,
+) -> Attachment:
+    """Drive ``agent`` from run ``run_id``'s Redis keys until the returned attachment is closed.
+
+    ``agent``: an idle agent (attach before ``prompt()``/``continue_()``: the approval hook is
+    read when a run starts), or a function ``run_id -> Agent`` called once the run's lease is
+    held, so that only the worker owning the run loads its session (``attachment.agent`` is
+    the agent it built). Messages a previous worker took but never delivered are queued
+    again first. Waits up to ``claim_timeout`` seconds for another worker's lease (a dead one's
+    expires after ``lease`` seconds), then raises :class:`RunBusyError`. Use it as a context
+    manager: leaving the block detaches.
+    """
+    attachment = Attachment(agent, redis_url, run_id, approval, lease, max_events)
+    attachment._open(claim_timeout)
+    return attachment
+
+
+class Attachment:
+    """An agent driven from Redis; :meth:`close` (or leaving the ``with`` block) detaches it."""
+
+    agent: Agent
+
+    def __init__(
+        self,
+        agent: Union[Agent, Callable[[str], Agent]],
+        redis_url: Union[str, redis.Redis],
+        run_id: str,
+        approval: Optional[Approval],
+        lease: float,
+        max_events: int,
+    ) -> None:
+        if not isinstance(agent, Agent) and not callable(agent):
+            raise InvalidTypeError(f"attach() needs an Agent or a function returning one, got {type(agent).__name__}")
+        if approval is not None and not isinstance(approval, Approval):
+            raise InvalidTypeError(f"approval must be a piagent.remote.Approval or None, got {type(approval).__name__}")
+        if not lease > 0 or not max_events > 0:
+            raise InvalidValueError("lease and max_events must be positive")
+        self._agent_or_factory = agent
+        self.keys = RunKeys(run_id)
+        self._approval = approval
+        self._lease_ms = int(lease * 1000)
+        self._max_events = max_events
+        self._redis, self._owns_client = client_for(redis_url)
+        self._token = uuid.uuid4().hex
+        self._mark = (0, 0)  # our "attached" entry: an abort entry before it was for an earlier worker
+        self._lock = threading.Lock()
+        self._queued: dict[int, tuple[str, AgentMessage]] = {}  # id(message) -> (entry id, message)
+        self._abort_reason: Optional[str] = None  # an abort received while attached
+        self._failure: Optional[RemoteError] = None
+        self._failure_raised = False
+        self._stopping = threading.Event()
+        self._reader: Optional[threading.Thread] = None
+        self._publisher: Publisher
+        self._unsubscribe: Any = None
+        self._previous_hook: Any = None
+        self._closed = False
+
+    # -- opening ----------------------------------------------------------------------------
+
+    def _open(self, claim_timeout: float) -> None:
+        given = self._agent_or_factory
+        if isinstance(given, Agent) and given.state.is_streaming:
+            raise AgentBusyError("attach() the agent before its run starts, not during it")
+        try:
+            self._claim(claim_timeout)
+            try:
+                self.agent = given if isinstance(given, Agent) else _built(given, self.keys.run_id)
+                self._recover()
+                self._read_new(block=None)  # everything sent before attaching is queued on return
+            except BaseException:
+                self._release()
+                raise
+        except BaseException:
+            self._close_client()
+            raise
+        self._publisher = Publisher(self._redis, self.keys, self._max_events, self._fail)
+        self._unsubscribe = self.agent.subscribe(self._on_event)
+        if self._approval is not None:
+            self._previous_hook = self.agent.before_tool_call
+            self.agent.before_tool_call = approval_hook(
+                self._approval, self._redis, self.keys, self._publisher.publish, self._previous_hook
+            )
+        self._reader = threading.Thread(target=self._read_loop, name=f"piagent-remote-{self.keys.run_id}", daemon=True)
+        self._reader.start()
+
+    def _claim(self, claim_timeout: float) -> None:
+        claim = self._redis.register_script(CLAIM)
+        waited = threading.Event()
+        attempts = max(1, int(claim_timeout / CLAIM_POLL))
+        with redis_errors(f"attach() to run {self.keys.run_id!r}"):
+            for _ in range(attempts):
+                mark = claim(keys=[self.keys.owner, self.keys.control], args=[self._token, self._lease_ms, GROUP])
+                if mark:
+                    self._mark = stream_id(str(mark))
+                    return
+                waited.wait(CLAIM_POLL)
+        raise RunBusyError(
+            f"run {self.keys.run_id!r} is attached to another live worker (waited {claim_timeout:g} s for its lease)"
+        )
+
+    def _recover(self) -> None:
+        """Queue again what an earlier worker took and never delivered (our consumer's pending list)."""
+        last = "0-0"
+        with redis_errors(f"attach() to run {self.keys.run_id!r}"):
+            while True:
+                entries = entries_of(self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: last}, count=500))
+                if not entries:
+                    return
+                for entry_id, fields in entries:
+                    last = entry_id
+                    message = _message(fields)
+                    if message is None or self._reached_transcript(entry_id, message):
+                        self._acknowledge(entry_id)  # stale control entries, or delivered before a crash
+                    else:
+                        self._enqueue(entry_id, fields["kind"], message)  # type: ignore[index]  # a message has fields
+
+    def _reached_transcript(self, entry_id: str, message: UserMessage) -> bool:
+        """Did the crashed worker's session append this message (its index was noted at message_start)?"""
+        index = self._redis.hget(self.keys.delivering, entry_id)
+        messages = self.agent.state.messages
+        if index is None or int(index) >= len(messages):
+            return False
+        delivered = messages[int(index)]
+        return isinstance(delivered, UserMessage) and delivered.to_dict() == message.to_dict()
+
+    # -- the reader thread --------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        renew = self._redis.register_script(RENEW)
+        owner = [self.keys.owner]
+        try:
+            while not self._stopping.is_set():
+                if not renew(keys=owner, args=[self._token, self._lease_ms]):
+                    raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
+                self._read_new(block=READ_SLICE_MS)
+        except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
+            if not self._stopping.is_set():
+                self._fail(exc)
+
+    def _read_new(self, block: Optional[int]) -> None:
+        """Handle the entries never read by any worker: wait up to ``block`` ms for some, or read
+        until none is left (None)."""
+        while True:
+            reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: ">"}, count=500, block=block)
+            entries = entries_of(reply)
+            for entry_id, fields in entries:
+                self._handle(entry_id, fields or {})
+            if block is not None or not entries:
+                return
+
+    def _handle(self, entry_id: str, fields: dict[str, str]) -> None:
+        kind = fields.get("kind")
+        message = _message(fields)
+        if message is not None:
+            self._enqueue(entry_id, str(kind), message)
+            return
+        self._acknowledge(entry_id)
+        if kind == "abort" and stream_id(entry_id) > self._mark:
+            self._abort_reason = fields.get("reason") or "Aborted from another process"
+            self.agent.abort(self._abort_reason)
+        elif kind == "wake" and fields.get("token") == self._token:
+            self._stopping.set()
+        elif kind not in ("abort", "wake", "attached"):
+            logger.warning("run %r: ignored a control entry of unknown kind %r", self.keys.run_id, kind)
+
+    def _enqueue(self, entry_id: str, kind: str, message: AgentMessage) -> None:
+        with self._lock:
+            self._queued[id(message)] = (entry_id, message)
+        queue = self.agent.steering_queue if kind == "steer" else self.agent.follow_up_queue
+        queue.put(message)
+
+    def _acknowledge(self, entry_id: str) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.xack(self.keys.control, GROUP, entry_id)
+        pipe.xdel(self.keys.control, entry_id)
+        pipe.execute()
+
+    # -- the listener (run thread) ------------------------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        if self._failure is not None:
+            # once per run (the run ends with this error; its failure events are not sent), and
+            # at the start of any later run: nothing reaches Redis any more
+            if not self._failure_raised or event.type == "agent_start":
+                self._failure_raised = True
+                raise self._failure
+            return
+        if event.type == "agent_start" and self._abort_reason is not None:
+            self.agent.abort(self._abort_reason)  # aborted while attached and idle: this run is the one
+        with self._lock:
+            queued = self._queued.get(id(event.message)) if event.type in ("message_start", "message_end") else None
+        if queued is None:
+            self._publisher.publish(wire_event(event))
+            return
+        entry_id = queued[0]
+        if event.type == "message_start":
+            # Where the message will land in the transcript, in Redis before the session can append
+            # it: after a crash, the next worker tells from it whether it did.
+            index = len(self.agent.state.messages)
+            number = self._publisher.publish(
+                wire_event(event), lambda pipe: pipe.hset(self.keys.delivering, entry_id, index)
+            )
+            failure = self._publisher.flush(number)
+            if failure is not None:
+                self._fail(failure)
+                self._failure_raised = True
+                raise self._failure  # type: ignore[misc]  # _fail() has set it
+            return
+
+        def acknowledge(pipe: Any) -> None:  # delivered (the session, if any, has appended it)
+            pipe.xack(self.keys.control, GROUP, entry_id)
+            pipe.xdel(self.keys.control, entry_id)
+            pipe.hdel(self.keys.delivering, entry_id)
+
+        self._publisher.publish(wire_event(event), acknowledge)
+        with self._lock:
+            self._queued.pop(id(event.message), None)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Redis is gone or lost the run's state: stop the run; its next event raises the error."""
+        error = exc if isinstance(exc, RemoteError) else _lost(self.keys.run_id, exc)
+        if self._failure is None:
+            logger.error("%s", error)
+            self._failure = error
+        self.agent.abort(self._failure)
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Detach: stop the reader, unhook the agent, give the lease up. Idempotent.
+
+        Messages read but not delivered stay pending in Redis for the next attachment (and leave
+        the agent's queues). Closing during a run aborts it first.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self.agent.state.is_streaming:
+            self.agent.abort(f"detached from run {self.keys.run_id!r}")
+            with contextlib.suppress(InvalidStateError):  # closed from the run thread itself
+                self.agent.wait_for_idle(self._lease_ms / 1000)
+        self._stopping.set()
+        with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
+            self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token})
+        if self._reader is not None:
+            self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._publisher.close()
+        if self._approval is not None:
+            self.agent.before_tool_call = self._previous_hook
+        self._forget_undelivered()
+        try:
+            self._release()
+        except redis.RedisError as exc:
+            logger.warning("run %r: could not give the lease up (it expires by itself): %s", self.keys.run_id, exc)
+        self._close_client()
+
+    def _forget_undelivered(self) -> None:
+        with self._lock:
+            ours, self._queued = self._queued, {}
+        if not ours:
+            return
+        for queue in (self.agent.steering_queue, self.agent.follow_up_queue):
+            queue.requeue([m for m in queue.drain("all") if id(m) not in ours])
+
+    def _release(self) -> None:
+        self._redis.register_script(RELEASE)(keys=[self.keys.owner], args=[self._token])
+
+    def _close_client(self) -> None:
+        if self._owns_client:
+            self._redis.close()
+
+    def __enter__(self) -> Attachment:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Attachment run_id={self.keys.run_id!r}{' closed' if self._closed else ''}>"
+
+
+def _built(build_agent: Callable[[str], Agent], run_id: str) -> Agent:
+    agent = build_agent(run_id)
+    if not isinstance(agent, Agent):
+        raise InvalidTypeError(f"the agent factory given to attach() returned {type(agent).__name__}, not an Agent")
+    return agent
+
+
+def wire_event(event: Any) -> dict[str, Any]:
+    """The event as published: its ``to_dict()``, except that a ``message_update`` leaves out the
+    partial message (its ``assistantMessageEvent`` carries the delta; ``message_end`` the whole
+    message), so a long answer costs O(n) in Redis, not O(n²) (docs/remote.md#events)."""
+    if event.type == "message_update":  # built without serialising the partial message at all
+        delta = dataclasses.replace(event.assistant_message_event, partial=None)
+        return {"type": "message_update", "assistantMessageEvent": delta.to_dict()}
+    return event.to_dict()
+
+
+def run_pending(agent: Agent) -> Optional[RunResult]:
+    """Run whatever the conversation has pending, until nothing is; returns the last run's result.
+
+    A transcript cut short by a crash (it ends with a user message, a tool result, or an
+    assistant message whose tool calls have no results) is continued first; then queued
+    messages are run: steering, else follow-ups, as ``continue_()`` does (or as the first prompt
+    of an empty transcript). Stops after a run that failed or was aborted (what is still queued
+    waits for the next call). None if there was nothing to do.
+    """
+    result: Optional[RunResult] = None
+    while True:
+        messages = agent.state.messages
+        tail = messages[-1] if messages else None
+        if tail is not None and (_unfinished(tail) or agent.has_queued_messages()):
+            outcome = agent.continue_()
+        elif agent.has_queued_messages():
+            outcome = agent.prompt(_first_prompt(agent))
+        else:
+            return result
+        assert isinstance(outcome, RunResult)  # wait=True
+        result = outcome
+        if result.stop_reason in ("error", "aborted"):
+            return result
+
+
+def _unfinished(message: AgentMessage) -> bool:
+    role = getattr(message, "role", None)
+    return role != "assistant" or getattr(message, "stop_reason", None) == "toolUse"
+
+
+def _first_prompt(agent: Agent) -> list[AgentMessage]:
+    steering = agent.steering_queue.drain(agent.steering_mode)
+    return steering or agent.follow_up_queue.drain(agent.follow_up_mode)
+
+
+def _message(fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
+    """The user message of a steer/follow_up entry (its producer's timestamp kept), else None."""
+    if not fields or fields.get("kind") not in ("steer", "follow_up"):
+        return None
+    return UserMessage([TextContent(fields.get("text", ""))], timestamp=int(fields.get("timestamp") or 0))
+
+
+def _lost(run_id: str, exc: BaseException) -> RemoteError:
+    return RemoteError(f"run {run_id!r}: lost Redis ({type(exc).__name__}: {exc}); the run was stopped")

@@ -1,0 +1,168 @@
+"""The rules of piagent.remote, each against a real redis-server (agents in this process)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from piagent import Agent
+from piagent.remote import RemoteError, RunBusyError, RunHandle, attach, run_pending
+from piagent.testing import faux_message, register_faux_provider
+from tests.support.waits import wait_until
+
+from .redis_server import RedisServer
+
+
+@pytest.fixture
+def faux() -> Iterator[Any]:
+    provider = register_faux_provider()
+    provider.set_responses([lambda context, *_: faux_message(f"answer {len(context.messages)}")] * 50)
+    yield provider
+    provider.unregister()
+
+
+def user_texts(agent: Agent) -> list[str]:
+    return [m.content[0].text for m in agent.state.messages if m.role == "user"]
+
+
+def test_a_message_sent_while_no_worker_is_attached_waits_for_the_next_one(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    handle = RunHandle(redis_server.url, "rules-wait")
+    handle.follow_up("hello")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, "rules-wait"):
+        result = run_pending(agent)
+    assert result is not None and user_texts(agent) == ["hello"]
+    with attach(agent, redis_server.url, "rules-wait"):
+        assert run_pending(agent) is None  # delivered once: nothing left
+
+
+def test_steering_mode_all_delivers_every_message_sent_before_the_poll_together(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    handle = RunHandle(redis_server.url, "rules-all")
+    for text in ("a", "b", "c"):
+        handle.steer(text)
+    agent = Agent(model=faux.get_model(), steering_mode="all")
+    with attach(agent, redis_server.url, "rules-all"):
+        run_pending(agent)
+    assert [m.role for m in agent.state.messages] == ["user", "user", "user", "assistant"]
+    assert user_texts(agent) == ["a", "b", "c"]
+
+
+def test_messages_read_but_not_delivered_go_back_to_redis_on_detach_and_come_once_to_the_next_attachment(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    handle = RunHandle(redis_server.url, "rules-detach")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, "rules-detach"):
+        handle.steer("later")
+        assert wait_until(agent.has_queued_messages)  # the reader thread has put it in the agent's queue
+    assert not agent.has_queued_messages()  # detaching took it out of the agent's queue
+    with attach(agent, redis_server.url, "rules-detach"):
+        agent.follow_up("local")  # a message of the process itself is kept as it is
+        run_pending(agent)
+    assert user_texts(agent) == ["later", "local"]
+
+
+def test_a_second_worker_cannot_attach_while_the_first_holds_the_run(redis_server: RedisServer, faux: Any) -> None:
+    first = attach(Agent(model=faux.get_model()), redis_server.url, "rules-busy")
+    try:
+        with pytest.raises(RunBusyError, match="rules-busy"):
+            attach(Agent(model=faux.get_model()), redis_server.url, "rules-busy", claim_timeout=0.2)
+    finally:
+        first.close()
+    attach(Agent(model=faux.get_model()), redis_server.url, "rules-busy", claim_timeout=0.2).close()
+
+
+def test_abort_without_an_attached_worker_is_not_kept_for_the_next_run(redis_server: RedisServer, faux: Any) -> None:
+    handle = RunHandle(redis_server.url, "rules-abort")
+    assert handle.abort() is False
+    handle.follow_up("go")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, "rules-abort"):
+        result = run_pending(agent)
+    assert result is not None and result.stop_reason == "stop"
+
+
+def test_events_resume_after_a_given_event_id_and_end_after_the_idle_timeout(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    handle = RunHandle(redis_server.url, "rules-events")
+    handle.follow_up("go")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, "rules-events"):
+        run_pending(agent)
+    everything = list(handle.events(timeout=0.2))
+    assert everything[0]["type"] == "agent_start" and everything[-1]["type"] == "agent_end"
+    middle = everything[3]["eventId"]
+    assert list(handle.events(since=middle, timeout=0.2)) == everything[4:]
+    with pytest.raises(ValueError):
+        list(handle.events(since="not-an-id", timeout=0.2))
+
+
+def test_decisions_on_calls_that_are_not_pending_change_nothing(redis_server: RedisServer) -> None:
+    handle = RunHandle(redis_server.url, "rules-decide")
+    assert handle.approve("call_unknown") is False
+    assert handle.deny("call_unknown", "no") is False
+    assert handle.pending_approvals() == {}
+    with pytest.raises(ValueError):
+        handle.approve("")
+
+
+def test_bad_arguments_are_clear_errors(redis_server: RedisServer) -> None:
+    for run_id in ("", "a{b}", "x" * 201, 42):
+        with pytest.raises(ValueError):
+            RunHandle(redis_server.url, run_id)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="decode_responses"):
+        RunHandle(redis.Redis.from_url(redis_server.url), "ok")
+    with pytest.raises(TypeError):
+        RunHandle(redis_server.url, "ok").steer(["not", "text"])  # type: ignore[arg-type]
+
+
+def test_an_unreachable_redis_raises_remote_error_naming_the_run_and_operation() -> None:
+    from .redis_server import free_port
+
+    handle = RunHandle(f"redis://127.0.0.1:{free_port()}/0", "rules-down")
+    with pytest.raises(RemoteError, match=r"steer\(\) on run 'rules-down' failed: ConnectionError"):
+        handle.steer("hello")
+
+
+def test_abort_from_a_handle_stops_an_attached_run_at_once(redis_server: RedisServer) -> None:
+    provider = register_faux_provider(tokens_per_second=50.0)
+    provider.set_responses([faux_message("word " * 500)])  # ~10 s of paced streaming
+    agent = Agent(model=provider.get_model())
+    handle = RunHandle(redis_server.url, "rules-stop")
+    handle.follow_up("go")
+    streaming = threading.Event()
+    agent.subscribe(lambda event: event.type == "message_update" and streaming.set())
+    try:
+        with attach(agent, redis_server.url, "rules-stop"):
+            runner = threading.Thread(target=run_pending, args=(agent,))
+            runner.start()
+            assert streaming.wait(10)
+            assert handle.abort("enough") is True
+            runner.join(10)
+            assert not runner.is_alive()
+    finally:
+        provider.unregister()
+    assert agent.state.messages[-1].stop_reason == "aborted"
+
+
+def test_an_agent_factory_is_called_only_once_the_runs_lease_is_held(redis_server: RedisServer, faux: Any) -> None:
+    built: list[str] = []
+
+    def build(run_id: str) -> Agent:
+        built.append(run_id)
+        return Agent(model=faux.get_model())
+
+    with attach(build, redis_server.url, "rules-factory") as holder:
+        assert built == ["rules-factory"] and isinstance(holder.agent, Agent)
+        with pytest.raises(RunBusyError):
+            attach(build, redis_server.url, "rules-factory", claim_timeout=0.2)
+        assert built == ["rules-factory"]  # the second worker never built (loaded) the agent

@@ -9,7 +9,8 @@ stderr interleaved) keeps its last ``max_output_bytes`` bytes, with a note sayin
 A non-zero exit status is an error result that carries the output and the status.
 
 By default the command inherits the environment without the variables that hold secrets
-(:func:`command_environment`): the model's commands never see a provider key.
+(:func:`command_environment`): provider keys and every variable named ``*_KEY``, ``*_TOKEN``,
+``*_SECRET``, ``*_PASSWORD``, ``*_PASSWD`` or ``*_CREDENTIALS`` (README "Limits and safety").
 """
 
 from __future__ import annotations
@@ -36,19 +37,27 @@ _DRAIN_AFTER_EXIT = 2.0
 may hold it open; they are killed after that)."""
 _DRAIN_AFTER_KILL = 0.5
 """Seconds to wait for the pipe to close after the group was killed, before reading stops."""
-_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
+"""A variable whose name, upper-cased, is one of these words or ends with ``_`` and one of
+them holds a secret (README "Limits and safety")."""
+
+
+def _is_secret_name(name: str) -> bool:
+    """Whether ``name`` looks like a secret's variable: ``KEY``, ``TOKEN``, ``SECRET``,
+    ``PASSWORD``, ``PASSWD`` or ``CREDENTIALS``, alone or after an underscore at its end, in
+    any case (``AWS_SECRET_ACCESS_KEY``, ``db_password``; not ``KEYBOARD`` nor ``MONKEY``)."""
+    upper = name.upper()
+    return any(upper == word or upper.endswith("_" + word) for word in _SECRET_WORDS)
 
 
 def command_environment(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """``environ`` (default ``os.environ``) without the variables that hold secrets: those a
-    provider reads its key from, and any named ``*_API_KEY``, ``*_TOKEN`` or ``*_SECRET``."""
+    provider reads its key from, and any whose name ends with ``_KEY``, ``_TOKEN``,
+    ``_SECRET``, ``_PASSWORD``, ``_PASSWD`` or ``_CREDENTIALS`` or is one of those words
+    (:func:`_is_secret_name`)."""
     source = os.environ if environ is None else environ
     known = known_key_vars()
-    return {
-        name: value
-        for name, value in source.items()
-        if name not in known and not name.upper().endswith(_SECRET_SUFFIXES) and name.upper() != "API_KEY"
-    }
+    return {name: value for name, value in source.items() if name not in known and not _is_secret_name(name)}
 
 
 def run_command(

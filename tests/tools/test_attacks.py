@@ -96,12 +96,19 @@ def test_commands_do_not_see_provider_keys_or_secret_variables(tmp_path: Path, m
         "MY_SERVICE_TOKEN": "svc-leak",
         "DB_SECRET": "db-leak",
         "vendor_api_key": "lower-leak",
+        "AWS_SECRET_ACCESS_KEY": "aws-leak",
+        "DB_PASSWORD": "pw-leak",
+        "SMTP_PASSWD": "passwd-leak",
+        "CLOUD_CREDENTIALS": "cred-leak",
+        "PASSWORD": "bare-leak",
     }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("KEEP_ME", "visible")
+    monkeypatch.setenv("KEYBOARD_LAYOUT", "dvorak")
     text = call(run_command(tmp_path), command="env")
     assert "KEEP_ME=visible" in text
+    assert "KEYBOARD_LAYOUT=dvorak" in text
     assert [value for value in secrets.values() if value in text] == []
 
 

@@ -36,6 +36,9 @@ __all__ = [
 MAX_ARGUMENT_DEPTH = 100
 MAX_ARGUMENT_CHARS = 1_000_000
 MAX_INTEGER_DIGITS = 1000
+_INTEGER_LIMIT = 10**MAX_INTEGER_DIGITS
+"""The smallest integer with more than :data:`MAX_INTEGER_DIGITS` digits, computed once."""
+_INTEGER_LIMIT_BITS = _INTEGER_LIMIT.bit_length()
 
 
 class OverlongInteger(str):
@@ -84,8 +87,9 @@ def argument_problem(value: Any) -> Optional[str]:
         elif isinstance(item, float) and not math.isfinite(item):
             return f"contain a number that is not finite ({item!r}), which JSON cannot represent"
         elif isinstance(item, int) and not isinstance(item, bool):
-            digits = len(str(abs(item))) if abs(item) >= 10**MAX_INTEGER_DIGITS else 1
-            if digits > MAX_INTEGER_DIGITS:
+            # Bits first: a shorter integer never needs the comparison; never str(), which
+            # Python 3.11+ refuses past 4,300 digits (an integer built in Python, not parsed).
+            if item.bit_length() >= _INTEGER_LIMIT_BITS and not -_INTEGER_LIMIT < item < _INTEGER_LIMIT:
                 return f"contain an integer of more than {MAX_INTEGER_DIGITS:,} digits"
             chars += 8
         else:

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from piagent import Agent, AgentTool, AgentToolResult
+from piagent import AbortController, Agent, AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, run_agent_loop
 from piagent.ai import TextContent
 from piagent.ai.arguments_check import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_INTEGER_DIGITS
 from piagent.ai.patterns import slow_pattern_problem
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
 from tests.reliability.wires import COMPLETIONS
+from tests.support.loop import MODEL, ScriptedStream, assistant, call, user
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.timeout(20)
@@ -99,6 +100,45 @@ def test_an_over_long_integer_gets_an_error_result_instead_of_silently_empty_arg
     )
     assert ran == []
     assert_transcript_usable(agent, server)
+
+
+@pytest.mark.parametrize(
+    "value", [10**MAX_INTEGER_DIGITS, -(10**5_000), 7**20_000], ids=["limit", "5000-digits", "7**20000"]
+)
+def test_an_over_long_integer_built_in_python_gets_an_error_result(value):
+    """Arguments a stream function built in Python (never parsed from JSON): an int of 5,000+
+    digits cannot even be turned into text on Python 3.11+."""
+    ran: list[Any] = []
+    events: list[Any] = []
+    tool_call = call("call_1", "echo", text=value)
+    run_agent_loop(
+        [user("go")],
+        AgentContext("", [], [echo_tool(ran)]),
+        AgentLoopConfig(model=MODEL),
+        events.append,
+        AbortController().signal,
+        ScriptedStream([assistant([tool_call]), assistant("done")]),
+    )
+    (end,) = [event for event in events if event.type == "tool_execution_end"]
+    assert end.is_error
+    assert end.result.content[0].text == (
+        f"Tool echo was not executed: its arguments contain an integer of more than {MAX_INTEGER_DIGITS:,} digits"
+    )
+    assert ran == []
+
+
+def test_an_integer_of_the_most_digits_allowed_is_passed_to_the_tool():
+    ran: list[Any] = []
+    value = -(10**MAX_INTEGER_DIGITS - 1)
+    run_agent_loop(
+        [user("go")],
+        AgentContext("", [], [echo_tool(ran)]),
+        AgentLoopConfig(model=MODEL),
+        lambda event: None,
+        AbortController().signal,
+        ScriptedStream([assistant([call("call_1", "echo", text=value)]), assistant("done")]),
+    )
+    assert ran == [{"text": value}]
 
 
 def test_arguments_larger_than_the_bound_are_not_validated():

@@ -101,15 +101,33 @@ class _Transaction:
         try:
             self.db.execute(self.begin)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise SessionBusyError(f"{self.name}: the database stayed locked by another writer ({exc})") from None
             raise
 
     def __exit__(self, kind: Optional[type], exc: Optional[BaseException], tb: Any) -> None:
-        if kind is None:
+        if kind is not None:
+            self._rollback()  # the body's error is the one raised
+            return
+        try:
             self.db.execute("COMMIT")
-        else:
+        except sqlite3.Error as error:
+            # A failed COMMIT may leave the transaction open (SQLITE_BUSY does): end it, or
+            # every later BEGIN on this connection fails ("within a transaction").
+            self._rollback()
+            kind_of_error = SessionBusyError if _is_busy(error) else SessionError
+            raise kind_of_error(
+                f"{self.name}: the change could not be committed and was rolled back ({error})"
+            ) from None
+
+    def _rollback(self) -> None:
+        """ROLLBACK if a transaction is still open (SQLite ends one itself after some errors)."""
+        if self.db.in_transaction:
             self.db.execute("ROLLBACK")
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))
 
 
 class SqliteSession(Session):

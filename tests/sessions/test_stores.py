@@ -155,6 +155,59 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
         SqliteSession(tmp_path / "ok.db", "")
 
 
+FILE_SIZE_LIMITED = """
+import os, resource, signal, sys
+from piagent.ai.types import UserMessage
+from piagent.sessions import SqliteSession
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+path, size = sys.argv[1], int(sys.argv[2])
+session = SqliteSession(path, "a")
+session.append_message(UserMessage("one"))
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path + "-wal") + 1000, hard))
+try:
+    session.append_message(UserMessage("x" * size))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+session.append_message(UserMessage("two"))  # on the same connection
+print([entry["message"]["content"] for entry in SqliteSession(path, "a").entries()])
+"""
+
+
+def append_past_a_file_size_limit(path: Path, size: int) -> list[str]:
+    """In a child process whose file size limit (RLIMIT_FSIZE) the append of ``size`` characters
+    exceeds: a real write failure. Returns what it printed: the error, then the stored messages."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED, str(path), str(size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_failed_sqlite_commit_is_a_session_error_and_later_appends_on_the_connection_work(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    error, stored = append_past_a_file_size_limit(path, 200_000)  # written to the WAL at COMMIT
+    assert error == f"SessionError {path}#a: the change could not be committed and was rolled back (disk I/O error)"
+    assert stored == "['one', 'two']"
+
+
+def test_a_write_failing_inside_an_sqlite_append_raises_its_own_error_not_a_failed_rollback(
+    tmp_path: Path,
+) -> None:
+    """SQLite rolls back itself after an I/O error; a second ROLLBACK would hide the cause."""
+    error, stored = append_past_a_file_size_limit(tmp_path / "s.db", 5_000_000)  # spills from the page cache
+    assert error == "OperationalError disk I/O error"
+    assert stored == "['one', 'two']"
+
+
 class ListStore:
     """A store of one's own, as docs/sessions.md#stores describes it: two methods."""
 

@@ -70,7 +70,11 @@ class ProviderNotFoundError(PiAgentError, LookupError):
 
 
 class ModelNotFoundError(PiAgentError, LookupError):
-    """No model in the catalogue matches."""
+    """No model in the catalogue matches; ``suggestions`` holds the closest ``provider:id`` refs."""
+
+    def __init__(self, message: str, suggestions: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.suggestions = suggestions
 
 
 class MissingApiKeyError(PiAgentError, ValueError):

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+import piagent
 from piagent import AbortController
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
-from piagent.cli.app import build_agent, build_parser
+from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
 from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text, chunk
@@ -164,10 +165,93 @@ def test_a_forced_tool_choice_applies_to_the_first_turn_of_each_prompt(faux: Any
     assert [r.options.tool_choice for r in faux.state.requests] == [{"name": "calculator"}, "auto"]
 
 
-def test_max_turns_stops_a_tool_loop(faux: Any) -> None:
+def test_max_turns_stops_a_tool_loop_and_says_so_with_status_3(faux: Any) -> None:
     faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "1"})])] * 5)
     run = run_cli(faux, "--tools", "calculator", "--max-turns", "2", "loop")
-    assert run["code"] == 0 and len(faux.state.requests) == 2
+    assert run["code"] == 3 and len(faux.state.requests) == 2
+    assert "stopped: turn limit reached (--max-turns 2) while the model was still calling tools" in run["err"]
+
+
+def test_a_model_calling_tools_forever_stops_at_the_default_turn_limit(faux: Any) -> None:
+    faux.set_responses([faux_message([faux_tool_call("no_such_tool", {})])] * (DEFAULT_MAX_TURNS + 5))
+    run = run_cli(faux, "--tools", "calculator", "loop")
+    assert run["code"] == 3 and len(faux.state.requests) == DEFAULT_MAX_TURNS == 20
+    assert f"--max-turns {DEFAULT_MAX_TURNS}" in run["err"]
+
+
+def test_an_answer_cut_at_the_token_limit_says_so_with_status_3(faux: Any) -> None:
+    faux.set_responses([faux_message("<tool", stop_reason="length")])
+    run = run_cli(faux, "Hello")
+    assert run["code"] == 3 and run["out"] == "<tool\n"
+    assert "stopped: the answer reached the model's output token limit (stop reason: length)" in run["err"]
+
+
+def test_piped_stdin_is_the_context_of_the_prompt_argument(faux: Any) -> None:
+    faux.set_responses([faux_message("A summary.")])
+    run = run_cli(faux, "Summarize this.", stdin="line one\nline two\n")
+    assert run["code"] == 0
+    (prompt,) = faux.state.requests[0].context.messages
+    assert prompt.content[0].text == "line one\nline two\n\nSummarize this."
+
+
+def test_json_updates_carry_the_delta_so_the_output_grows_linearly(faux: Any) -> None:
+    words = [f"word{i} " for i in range(200)]
+    faux.set_responses([faux_message("".join(words))])
+    compact = run_cli(faux, "--json", "Talk.")
+    faux.set_responses([faux_message("".join(words))])
+    full = run_cli(faux, "--json", "--json-full", "Talk.")
+    updates = [json.loads(x) for x in compact["out"].splitlines() if '"message_update"' in x]
+    assert updates and all("message" not in u and u["assistantMessageEvent"]["type"] for u in updates)
+    deltas = "".join(u["assistantMessageEvent"].get("delta", "") for u in updates)
+    assert deltas == "".join(words)
+    answer = len("".join(words))
+    assert len(compact["out"]) < 30 * answer  # each delta once (with its JSON framing)
+    assert len(full["out"]) > 5 * len(compact["out"])  # pi's form repeats the answer so far
+    full_updates = [json.loads(x) for x in full["out"].splitlines() if '"message_update"' in x]
+    assert full_updates[-1]["message"]["content"][0]["text"] == "".join(words)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tool-choice", "required", "x"], "--tool-choice required needs tools: add --tools"),
+        (["--json-full", "x"], "--json-full goes with --json"),
+        (["--compat", "oops", "x"], "--compat oops: write KEY=VALUE"),
+        (["--model", "openai:gpt-4.1", "--compat", "a=1", "x"], "--compat describes the server of --base-url"),
+    ],
+)
+def test_more_bad_options_exit_2_before_any_request(argv: list[str], message: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, stdin=io.StringIO(), stdout=out, stderr=err, environ={}) == 2
+    assert message in err.getvalue()
+
+
+def test_a_bad_tool_name_is_reported_before_the_model_is_looked_up() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--model", "nowhere:x", "--tools", "teleport", "x"], stdin=io.StringIO(), stdout=out, stderr=err)
+    assert code == 2 and "Unknown tool(s): teleport" in err.getvalue() and "nowhere" not in err.getvalue()
+
+
+def test_a_missing_key_names_the_variables_and_the_option() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--model", "openai:gpt-4.1", "hi"], stdin=io.StringIO(), stdout=out, stderr=err, environ={})
+    assert code == 2
+    assert "No API key for openai:gpt-4.1. Set PIAGENT_API_KEY or OPENAI_API_KEY, or pass --api-key KEY" in (
+        err.getvalue()
+    )
+    assert "api_key" not in err.getvalue().replace("--api-key", "")
+
+
+def test_version_and_list_models() -> None:
+    version = subprocess.run([sys.executable, "-m", "piagent", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip() == f"piagent {piagent.__version__}"
+    out = io.StringIO()
+    assert main(["--list-models"], stdout=out, stderr=io.StringIO(), environ={"ANTHROPIC_API_KEY": "k"}) == 0
+    lines = out.getvalue().splitlines()
+    openai = next(line for line in lines if line.startswith("openai:gpt-4.1 "))
+    anthropic = next(line for line in lines if line.startswith("anthropic:"))
+    assert "needs OPENAI_API_KEY" in openai and "$" in openai and anthropic.endswith("key set")
+    assert any(line.startswith("local:smollm2-135m") and "no key needed" in line for line in lines)
 
 
 # --------------------------------------------------------------------------- model choice
@@ -189,8 +273,10 @@ def test_without_llama_cpp_the_embedded_default_says_how_to_install_it(monkeypat
 
 
 def test_unknown_models_are_setup_errors() -> None:
-    with pytest.raises(SetupError, match="Unknown provider"):
+    with pytest.raises(SetupError, match="Unknown model nowhere:model. Known providers: .*--base-url URL"):
         resolve_model("nowhere:model", environ={})
+    with pytest.raises(SetupError, match="Did you mean openai:gpt-4.1.*--list-models"):
+        resolve_model("openai:gpt-4.1x", environ={})
     with pytest.raises(SetupError, match="GGUF file not found"):
         resolve_model("local:/no/such/model.gguf", environ={})
 

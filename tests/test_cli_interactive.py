@@ -101,7 +101,7 @@ def test_a_line_typed_while_the_agent_works_steers_it(faux: Any) -> None:
     assert s.transcript() == [
         "user:hello", "assistant:first answer", "user:actually, be brief", "assistant:steered answer"
     ]  # fmt: skip
-    assert "(steering queued)" in s.err.getvalue() and "» actually, be brief" in s.err.getvalue()
+    assert "(steering queued: actually, be brief)" in s.err.getvalue() and "» actually, be brief" in s.err.getvalue()
     assert s.out.getvalue() == "first answer\nsteered answer\n"
 
 
@@ -113,7 +113,7 @@ def test_follow_up_is_delivered_when_the_agent_would_stop(faux: Any) -> None:
     assert first.asked.wait(WAIT)
     s.terminal.type("/follow and then this")
     s.terminal.wait_until_waiting(3)
-    assert "(follow-up queued)" in s.err.getvalue()
+    assert "(follow-up queued: and then this)" in s.err.getvalue()
     first.release.set()
     assert s.agent.wait_for_idle(WAIT)
     s.terminal.type("/quit")
@@ -139,7 +139,7 @@ def test_ctrl_c_aborts_the_run_and_a_second_ctrl_c_quits(faux: Any) -> None:
     assert s.agent.state.messages[-1].stop_reason == "aborted"
     assert not s.agent.has_queued_messages() and faux.get_pending_response_count() == 1
     s.terminal.type(KeyboardInterrupt)
-    assert s.finish() == 0
+    assert s.finish() == 130  # as Ctrl-C in a one-shot run
     assert "(aborted; Ctrl-C again to quit)" in s.err.getvalue()
 
 
@@ -154,7 +154,7 @@ def test_a_typed_line_resets_the_double_ctrl_c(faux: Any) -> None:
     s.terminal.wait_until_waiting(4)
     assert s.thread.is_alive()  # one Ctrl-C after a line does not quit
     s.terminal.type(KeyboardInterrupt)
-    assert s.finish() == 0
+    assert s.finish() == 130
     assert s.transcript() == ["user:hello", "assistant:hi"]
     assert "(Ctrl-C again, /quit or Ctrl-D to quit)" in s.err.getvalue()
 
@@ -191,3 +191,42 @@ def test_a_refusal_is_shown_as_such_after_its_text(faux: Any) -> None:
     assert out.getvalue() == "I can't help with that.\n"
     assert "(the model refused: cyber)" in err.getvalue() and "error" not in err.getvalue()
     assert agent.state.messages[-1].stop_reason == "refusal"
+def test_an_unknown_command_is_refused_and_never_sent_to_the_model(faux: Any) -> None:
+    s = Session(faux)
+    s.terminal.type("/frobnicate now")
+    s.terminal.type("/help")
+    s.terminal.type("/quit")
+    assert s.finish() == 0
+    assert not faux.state.requests and s.agent.state.messages == []
+    err = s.err.getvalue()
+    assert "unknown command /frobnicate (not sent to the model); /help lists the commands" in err
+    assert "/follow TEXT" in err and "/quit" in err
+
+
+def test_end_of_input_during_a_run_says_it_waits_for_the_run(faux: Any) -> None:
+    first = Gate("the whole answer")
+    faux.set_responses([first])
+    s = Session(faux)
+    s.terminal.type("hello")
+    assert first.asked.wait(WAIT)
+    s.terminal.type(None)  # Ctrl-D while the answer is held back
+    s.terminal.wait_until_waiting(2)
+    waiting = "(end of input: waiting for the run to finish; Ctrl-C aborts it)"
+    first.release.set()
+    assert s.finish() == 0
+    assert waiting in s.err.getvalue() and s.out.getvalue() == "the whole answer\n"
+
+
+def test_no_token_is_printed_after_the_abort_note(faux: Any) -> None:
+    first = Gate("late token")
+    faux.set_responses([first])
+    s = Session(faux)
+    s.terminal.type("hello")
+    assert first.asked.wait(WAIT)
+    s.session._on_interrupt()  # Ctrl-C, then the answer arrives anyway (it was on its way)
+    s.session.console.write_answer("late token")
+    first.release.set()
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type("/quit")
+    assert s.finish() == 0
+    assert "late token" not in s.out.getvalue()

@@ -1,17 +1,29 @@
 """piagent's ``openai-completions`` provider against a real OpenAI-compatible server.
 
-The server is llama-cpp-python's (``python -m llama_cpp.server``, chat format
-``chatml-function-calling``) serving the embedded model on 127.0.0.1. It repeats a tool
-call's id and name in every streamed delta: the provider must treat a repeat as the same
-value, not as text to append.
+The server is llama-cpp-python's (``python -m llama_cpp.server``) serving the embedded model
+on 127.0.0.1, started once per chat format (``chatml-function-calling`` and the plain
+``chatml``; see conftest). The model is declared as a user would, with no compat settings.
+With ``chatml-function-calling`` the server repeats a tool call's id and name in every
+streamed delta: the provider must treat a repeat as the same value, not as text to append.
+Neither format makes several calls in one streamed response (chatml-function-calling does so
+only for requests that are not streamed), so parallel calls are covered by the scripted
+server of the fast suite.
 """
 
 from __future__ import annotations
 
-from piagent import Agent, AgentToolResult, TextContent
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from piagent import Agent, AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage
 from piagent.abort import AbortController
 from piagent.ai import Context, Tool, UserMessage, stream_simple
 from piagent.types import AgentTool, TurnUpdate
+from tests.support.agent_support import text_of
 
 WAIT = 120
 WEATHER = Tool(
@@ -33,7 +45,13 @@ def test_a_text_answer_streams_in_several_deltas(served_model):
     assert len(deltas) > 2 and final.text == "".join(deltas) and final.text.strip()
 
 
-def test_a_forced_tool_call_keeps_the_repeated_id_and_name_as_one_value(served_model):
+def needs_function_calling(chat_format: str) -> None:
+    if chat_format != "chatml-function-calling":
+        pytest.skip(f"the {chat_format} format does not turn tools into calls")
+
+
+def test_a_forced_tool_call_keeps_the_repeated_id_and_name_as_one_value(served_model, chat_format):
+    needs_function_calling(chat_format)
     events = stream_simple(
         served_model, ask("What's the weather in Paris?", [WEATHER]), tool_choice={"name": "get_weather"}
     )
@@ -47,7 +65,8 @@ def test_a_forced_tool_call_keeps_the_repeated_id_and_name_as_one_value(served_m
     assert isinstance(call.arguments.get("city"), str)
 
 
-def test_a_forced_tool_call_is_executed_and_answered_through_the_agent(served_model):
+def test_a_forced_tool_call_is_executed_and_answered_through_the_agent(served_model, chat_format):
+    needs_function_calling(chat_format)
     seen = []
 
     def execute(tool_call_id, args, signal, on_update):
@@ -88,3 +107,57 @@ def test_abort_mid_stream_ends_the_answer_and_leaves_the_server_usable(served_mo
     assert final.text == "".join(deltas) and len(deltas) == 3
     again = stream_simple(served_model, ask("Say hi.")).result(timeout=WAIT)
     assert again.stop_reason in ("stop", "length"), again.error_message
+
+
+def test_a_conversation_holding_a_tool_call_and_its_result_is_accepted(served_model):
+    """The round trip's second request: an assistant message with only a tool call, then its
+    result (the server answered HTTP 500 to this when piagent sent ``content: null``)."""
+    call = AssistantMessage(
+        [ToolCall("call_1", "get_weather", {"city": "Paris"})],
+        api=served_model.api,
+        provider=served_model.provider,
+        model=served_model.id,
+        stop_reason="toolUse",
+    )
+    history = [
+        UserMessage("What's the weather in Paris?"),
+        call,
+        ToolResultMessage("call_1", "get_weather", [TextContent("Paris: sunny, 24 °C")]),
+    ]
+    agent = Agent(model=served_model, system_prompt="You are a helpful assistant.", messages=history)
+    result = agent.continue_()
+    assert result.stop_reason in ("stop", "length"), result.error_message
+    assert result.text.strip()
+
+
+def test_a_steering_message_reaches_the_model_after_the_current_turn(served_model):
+    agent = Agent(model=served_model, system_prompt="You are a helpful assistant. Answer briefly.")
+    steered = threading.Event()
+
+    def steer_on_first_delta(event):
+        if event.type == "message_update" and not steered.is_set():
+            steered.set()
+            agent.steer("Now say goodbye.")
+
+    agent.subscribe(steer_on_first_delta)
+    result = agent.prompt("Say hello.")
+    assert result.stop_reason in ("stop", "length"), result.error_message
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
+    assert text_of(result.messages[2]) == "Now say goodbye."
+    assert all(m.stop_reason in ("stop", "length") for m in result.messages if m.role == "assistant")
+
+
+def keyless_env():
+    return {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+
+
+def test_the_command_answers_through_the_server(llama_server):
+    done = subprocess.run(
+        [sys.executable, "-m", "piagent", "-v", "--base-url", llama_server, "--model", "smollm2-135m",
+         "--max-tokens", "60", "What is the capital of France? One word."],
+        capture_output=True, text=True, timeout=WAIT, env=keyless_env(),
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr  # 3: the answer reached the model's token limit
+    assert done.stdout.strip()
+    assert "supports_null_content=false" in done.stderr  # what -v says about an unknown server
+    assert "error" not in done.stderr

@@ -240,11 +240,12 @@ def get_model(provider_or_ref: str, model_id: Optional[str] = None) -> Model:
     if model is not None:
         _warn_if_retiring(model)
         return model
-    close = difflib.get_close_matches(model_id, candidates, n=3, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(provider + ':' + c for c in close)}?" if close else ""
+    close = tuple(provider + ":" + c for c in difflib.get_close_matches(model_id, candidates, n=3, cutoff=0.5))
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise ModelNotFoundError(
         f"Unknown model {provider}:{model_id}.{hint} "
-        f"Use custom_model({model_id!r}, base_url=..., provider={provider!r}) for a model not in the catalogue."
+        f"Use custom_model({model_id!r}, base_url=..., provider={provider!r}) for a model not in the catalogue.",
+        close,
     )
 
 

@@ -1,13 +1,16 @@
 """The ``piagent`` command: options, building the agent, one-shot runs.
 
-    piagent "question"            stream one answer to stdout; tool calls on stderr
-    piagent --json "question"     every agent event as one JSON line
-    piagent --schema s.json "q"   print only the answer's validated JSON (structured.py)
-    piagent                       an interactive session (on a terminal)
-    echo question | piagent       one-shot, the prompt read from stdin
+    piagent "question"                stream one answer to stdout; tool calls on stderr
+    cat notes.txt | piagent "sum up"  stdin is the context, the argument the instruction
+    piagent --json "question"         every agent event as one JSON line
+    piagent --schema s.json "q"       print only the answer's validated JSON (structured.py)
+    piagent                           an interactive session (on a terminal)
+    echo question | piagent           one-shot, the prompt read from stdin
 
-Exit status: 0 when the run ends normally, 1 when it ends in error (the message is on
-stderr), 2 for bad options, 130 when interrupted with Ctrl-C.
+Exit status: 0 when the run ends normally; 1 when it ends in error (the message is on
+stderr); 2 for bad options or a missing piece (model, key); 3 when it stops at a limit
+(``--max-turns`` while the model still calls tools, or the answer cut at its token limit,
+stop reason ``length``), said on stderr; 130 when interrupted with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,59 +21,106 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, Optional, Union
+from typing import IO, Any, Callable, Optional, Union
 
+from .. import __version__
 from ..agent import Agent
 from ..ai.types import Model
 from ..state import THINKING_LEVELS
-from ..types import TurnUpdate
+from ..types import AgentTool, TurnUpdate
 from . import structured
-from .config import TOOL_NAMES, SetupError, build_tools, resolve_model
+from .config import (
+    KEY_VARIABLE,
+    TOOL_NAMES,
+    SetupError,
+    build_tools,
+    describe_model,
+    list_models,
+    parse_compat,
+    resolve_api_key,
+    resolve_model,
+)
 from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
-from .render import Console, ConsoleRenderer, JsonRenderer
+from .render import Console, ConsoleRenderer, JsonRenderer, usage_line
 from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
-__all__ = ["build_agent", "build_parser", "main", "run_once"]
+__all__ = ["DEFAULT_MAX_TURNS", "build_agent", "build_parser", "end_status", "main", "run_once"]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: Turns per prompt when ``--max-turns`` is not given: a small model calling a tool that
+#: does not exist stops here instead of filling its context.
+DEFAULT_MAX_TURNS = 20
+
+log = logging.getLogger("piagent.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="piagent",
         description="Run an agent from the command line. With no prompt on a terminal, start an "
-        "interactive session: lines typed while it works steer it, /follow TEXT queues a "
-        "follow-up, Ctrl-C aborts the run and a second Ctrl-C quits.",
+        "interactive session (/help lists its commands). Piped input is the context of the prompt "
+        "given as argument.",
     )
     parser.add_argument("prompt", nargs="*", help="the prompt (several words are joined)")
-    parser.add_argument(
+    parser.add_argument("--version", action="version", version=f"piagent {__version__}")
+    model = parser.add_argument_group("model")
+    model.add_argument(
         "-m",
         "--model",
         help="provider:model-id, or local:/path/to/model.gguf (default: $PIAGENT_MODEL, "
         "a provider whose key is set, else the embedded local:smollm2-135m)",
     )
-    parser.add_argument(
-        "--base-url", help="serve the model from this OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1)"
+    model.add_argument(
+        "--list-models", action="store_true", help="list the known models and which have a key, then exit"
     )
-    parser.add_argument("-s", "--system", default="", help="the system prompt")
-    parser.add_argument(
+    model.add_argument(
+        "--base-url",
+        help="serve the model from this OpenAI-compatible server (e.g. http://localhost:11434/v1 for "
+        "Ollama; name the server in --model to apply what piagent knows of it: ollama:llama3.2)",
+    )
+    model.add_argument("--api-key", help=f"the provider's key (default: ${KEY_VARIABLE}, else the provider's variable)")
+    model.add_argument(
+        "--compat",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override what piagent assumes about the --base-url server, e.g. supports_null_content=true "
+        "(repeatable; see docs/servers.md)",
+    )
+    model.add_argument("--max-tokens", type=int, help="cap each answer at this many tokens (default: the model's)")
+    model.add_argument(
+        "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument("-s", "--system", default="", help="the system prompt")
+    run.add_argument(
         "--tools",
         help=f"comma-separated tools from the built-in kit, confined to the current directory: "
         f"{', '.join(TOOL_NAMES)}, or all",
     )
-    parser.add_argument(
+    run.add_argument(
         "--tool-choice", help="auto, none, required, or a tool name: force a tool call in the first turn of each prompt"
     )
-    add_mcp_arguments(parser)
-    parser.add_argument(
-        "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
+    run.add_argument(
+        "--max-turns",
+        type=int,
+        default=DEFAULT_MAX_TURNS,
+        help=f"stop after this many turns per prompt (default {DEFAULT_MAX_TURNS}; exit status 3 when reached)",
     )
-    parser.add_argument("--max-turns", type=int, help="stop after this many turns per prompt")
-    parser.add_argument("--sequential", action="store_true", help="run tool calls one at a time")
-    parser.add_argument("--json", action="store_true", help="print every agent event as one JSON line")
-    structured.add_arguments(parser)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what piagent does on stderr")
+    run.add_argument("--sequential", action="store_true", help="run tool calls one at a time")
+    add_mcp_arguments(parser)
     add_session_arguments(parser)
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print every agent event as one JSON line")
+    structured.add_arguments(parser)
+    output.add_argument(
+        "--json-full",
+        action="store_true",
+        help="with --json, message_update events also carry the whole partial message (pi's form; "
+        "its size grows with the square of the answer's length)",
+    )
+    output.add_argument(
+        "-v", "--verbose", action="store_true", help="log what piagent does on stderr, and the token summary"
+    )
     return parser
 
 
@@ -80,21 +130,56 @@ def _tool_choice(value: Optional[str]) -> Any:
     return {"name": value}
 
 
-def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = None, session: Any = None) -> Agent:
-    """The agent the options describe (its tools confined to ``cwd``), recording into ``session``."""
+def check_options(args: argparse.Namespace, cwd: Optional[str] = None) -> list[AgentTool]:
+    """Options that need no model: the tools (returned), the tool choice, the turn limit."""
     if args.max_turns is not None and args.max_turns < 1:
         raise SetupError("--max-turns must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise SetupError("--max-tokens must be 1 or more")
+    if args.json_full and not args.json:
+        raise SetupError("--json-full goes with --json")
     tools = build_tools(args.tools, cwd or os.getcwd())
-    servers = connect_mcp_servers(args)
-    tools += [tool for server in servers for tool in server.tools()]
+    mcp = bool(args.mcp or args.mcp_url)  # their tools are known once connected (build_agent)
     choice = _tool_choice(args.tool_choice)
+    if choice == "required" and not tools and not mcp:
+        raise SetupError("--tool-choice required needs tools: add --tools (e.g. --tools calculator)")
+    if not mcp:
+        _check_choice_name(choice, tools)
+    return tools
+
+
+def _check_choice_name(choice: Any, tools: list[AgentTool]) -> None:
     if isinstance(choice, dict) and choice["name"] not in [t.name for t in tools]:
         raise SetupError(f"--tool-choice {choice['name']}: no such tool among --tools")
+
+
+def build_agent(
+    args: argparse.Namespace,
+    model: Model,
+    cwd: Optional[str] = None,
+    api_key: str = "",
+    tools: Optional[list[AgentTool]] = None,
+    session: Any = None,
+) -> Agent:
+    """The agent the options describe (its tools confined to ``cwd``, plus those of the MCP
+    servers it connects to), recording into ``session``."""
+    if tools is None:
+        tools = check_options(args, cwd)
+    servers = connect_mcp_servers(args)
+    tools = tools + [tool for server in servers for tool in server.tools()]
+    choice = _tool_choice(args.tool_choice)
+    try:
+        _check_choice_name(choice, tools)
+    except SetupError:
+        for server in servers:
+            server.close()
+        raise
 
     def free_choice_after_tools(context: Any, signal: Any) -> Optional[TurnUpdate]:
         return TurnUpdate(tool_choice="auto") if context.tool_results else None
 
     forced = choice == "required" or isinstance(choice, dict)
+    key_for: Optional[Callable[[str], Optional[str]]] = (lambda provider: api_key) if api_key else None
     return Agent(
         system_prompt=args.system,
         model=model,
@@ -106,18 +191,36 @@ def build_agent(args: argparse.Namespace, model: Model, cwd: Optional[str] = Non
         prepare_next_turn=chain_turn_hooks(
             free_choice_after_tools if forced else None, *(server.prepare_next_turn for server in servers)
         ),
-        get_api_key=_base_url_key if args.base_url else None,
+        get_api_key=key_for,
         session=session,
         output_type=structured.output_schema(args),
     )
 
 
-def _base_url_key(provider: str) -> Optional[str]:
-    """The key for a ``--base-url`` server: ``PIAGENT_API_KEY`` (else the provider's own variable)."""
-    return os.environ.get("PIAGENT_API_KEY") or None
+def end_status(result: Any, max_turns: Optional[int]) -> tuple[int, str]:
+    """The exit status of a finished run and, for an abnormal end, what to say on stderr."""
+    reason = result.stop_reason
+    if reason == "error":
+        return EXIT_ERROR, f"error: {result.error_message or 'the run failed'}"
+    if reason == "aborted":
+        return EXIT_ERROR, f"aborted: {result.error_message or 'the run was aborted'}"
+    if reason == "length":
+        return EXIT_LIMIT, "stopped: the answer reached the model's output token limit (stop reason: length)"
+    if reason == "toolUse":  # the turn limit ended the run while the model still called tools
+        return EXIT_LIMIT, (
+            f"stopped: turn limit reached (--max-turns {max_turns}) while the model was still calling tools"
+        )
+    return EXIT_OK, ""
 
 
-def run_once(agent: Agent, prompt: str, console: Console, renderer: Union[ConsoleRenderer, JsonRenderer]) -> int:
+def run_once(
+    agent: Agent,
+    prompt: str,
+    console: Console,
+    renderer: Union[ConsoleRenderer, JsonRenderer],
+    max_turns: Optional[int] = None,
+    summary: bool = False,
+) -> int:
     """Run one prompt, rendering as it goes; Ctrl-C aborts it. Returns the exit status."""
     future = agent.prompt(prompt, wait=False)
     try:
@@ -132,13 +235,19 @@ def run_once(agent: Agent, prompt: str, console: Console, renderer: Union[Consol
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")
         return EXIT_ERROR
-    if result.stop_reason in ("error", "aborted") or (result.output_expected and result.structured is None):
-        if isinstance(renderer, JsonRenderer) or result.stop_reason not in ("error", "aborted"):
-            console.note(f"error: {result.error_message or 'the run ended without its output'}")
-        return EXIT_ERROR
-    if isinstance(renderer, ConsoleRenderer):
+    console.end_out_line()
+    code, message = end_status(result, max_turns)
+    # the console renderer has already shown errors as they happened; the rest is said here
+    if message and (isinstance(renderer, JsonRenderer) or code == EXIT_LIMIT):
+        console.note(f"piagent: {message}")
+    elif code == EXIT_OK and result.output_expected and result.structured is None:
+        console.note(f"error: {result.error_message or 'the run ended without its output'}")
+        code = EXIT_ERROR
+    elif code == EXIT_OK and isinstance(renderer, ConsoleRenderer):
         structured.print_output(result, console.out)
-    return EXIT_OK
+    if summary:
+        console.note(console.style(usage_line(result), "2"))
+    return code
 
 
 def _read_all(stream: IO[str]) -> str:
@@ -146,6 +255,10 @@ def _read_all(stream: IO[str]) -> str:
         return stream.read()
     except (OSError, ValueError):
         return ""
+
+
+def _is_terminal(stream: Any) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def main(
@@ -167,46 +280,66 @@ def main(
         level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
     )
     console = Console(out, err)
+    if args.list_models:
+        console.write_out("".join(line + "\n" for line in list_models(environ)))
+        return EXIT_OK
     if args.list_sessions:
         print_sessions(os.getcwd(), out, environ)
         return EXIT_OK
     try:
+        tools = check_options(args)
         session = open_session(args, os.getcwd(), environ)
-        chosen = model or session_model(args, session, environ) or resolve_model(args.model, args.base_url, environ)
-        agent = build_agent(args, chosen, session=session)
+        chosen = (
+            model
+            or session_model(args, session, environ)
+            or resolve_model(args.model, args.base_url, environ, parse_compat(args.compat))
+        )
+        key = resolve_api_key(chosen, args.api_key, environ)
+        if args.max_tokens:
+            chosen.max_tokens = args.max_tokens
+        agent = build_agent(args, chosen, api_key=key, tools=tools, session=session)
     except SetupError as exc:
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
+    log.info("%s", describe_model(chosen))
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON
-    renderer = JsonRenderer(console) if args.json else ConsoleRenderer(progress)
+    renderer = JsonRenderer(console, full=args.json_full) if args.json else ConsoleRenderer(progress)
     agent.subscribe(renderer)
     prompt = " ".join(args.prompt).strip()
-    interactive = not prompt and bool(getattr(stdin, "isatty", lambda: False)())
+    summary = args.verbose or (console.is_tty and not args.json)
     try:
-        if interactive and structured.wants_output(args):
-            console.note("piagent: --schema and --output-json answer one prompt: pass it as an argument or on stdin")
-            return EXIT_USAGE
-        if interactive:
-            from .interactive import InteractiveSession
-
-            if chosen.api == "llama-cpp":  # its loading silences the terminal: do it before the prompt
-                from ..ai.providers.llama_cpp import preload
-
-                try:
-                    preload(chosen)
-                except Exception as exc:
-                    console.note(f"piagent: cannot load {chosen.id}: {exc}")
-                    return EXIT_ERROR
-
-            return InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}").run()
-        if not prompt:
-            prompt = _read_all(stdin).strip()
+        if not prompt and _is_terminal(stdin):
+            if structured.wants_output(args):
+                console.note(
+                    "piagent: --schema and --output-json answer one prompt: pass it as an argument or on stdin"
+                )
+                return EXIT_USAGE
+            return _interactive(agent, chosen, console, stdin, summary)
+        piped = "" if _is_terminal(stdin) else _read_all(stdin).strip()
+        if piped and prompt:
+            log.info("stdin (%d characters) is the context of the prompt", len(piped))
+            prompt = f"{piped}\n\n{prompt}"
+        prompt = prompt or piped
         if not prompt:
             parser.print_usage(err)
             console.note("piagent: no prompt given (pass it as an argument or on stdin)")
             return EXIT_USAGE
-        return run_once(agent, prompt, console, renderer)
+        return run_once(agent, prompt, console, renderer, args.max_turns, summary)
     finally:
         renderer.close()
+
+
+def _interactive(agent: Agent, chosen: Model, console: Console, stdin: IO[str], summary: bool) -> int:
+    from .interactive import InteractiveSession
+
+    if chosen.api == "llama-cpp":  # its loading silences the terminal: do it before the prompt
+        from ..ai.providers.llama_cpp import preload
+
+        try:
+            preload(chosen)
+        except Exception as exc:
+            console.note(f"piagent: cannot load {chosen.id}: {exc}")
+            return EXIT_ERROR
+    return InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}", summary=summary).run()

@@ -3,20 +3,36 @@
 Model choice, first match wins: ``--model`` (``provider:id``, or ``local:/path/to.gguf``),
 ``PIAGENT_MODEL``, the default model of the first provider with a key in the environment,
 then the embedded ``local:smollm2-135m`` (needs the ``local`` extra). With ``--base-url``
-the model is served by any OpenAI-compatible server at that address.
+the model is served by any OpenAI-compatible server at that address; ``--compat KEY=VALUE``
+overrides what piagent assumes about that server (``docs/servers.md``).
+
+The key: ``--api-key``, else ``PIAGENT_API_KEY``, else the provider's own variable (e.g.
+``OPENAI_API_KEY``); local servers need none.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
-from typing import Callable, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional
 
 from ..ai.types import Model
 from ..exceptions import PiAgentError
 from ..types import AgentTool
 
-__all__ = ["DEFAULT_MODELS", "LOCAL_MODEL", "TOOL_NAMES", "build_tools", "resolve_model"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "KEY_VARIABLE",
+    "LOCAL_MODEL",
+    "TOOL_NAMES",
+    "build_tools",
+    "describe_model",
+    "list_models",
+    "parse_compat",
+    "resolve_api_key",
+    "resolve_model",
+]
 
 LOCAL_MODEL = "local:smollm2-135m"
 #: The model used when a provider's key is in the environment, in order of preference.
@@ -25,6 +41,10 @@ DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
     ("openai", "openai:gpt-5.4-mini"),
     ("google", "google:gemini-3.5-flash"),
 )
+#: The variable read for the key when ``--api-key`` is not given (before the provider's own).
+KEY_VARIABLE = "PIAGENT_API_KEY"
+#: The APIs called over HTTP with a key (the embedded model and test providers need none).
+KEYED_APIS = frozenset({"openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"})
 TOOL_NAMES = ("read_file", "list_dir", "write_file", "run_command", "calculator")
 
 
@@ -49,7 +69,10 @@ def _default_ref(environ: Mapping[str, str]) -> str:
 
 
 def resolve_model(
-    ref: Optional[str], base_url: Optional[str] = None, environ: Optional[Mapping[str, str]] = None
+    ref: Optional[str],
+    base_url: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    compat: Optional[dict[str, Any]] = None,
 ) -> Model:
     """The model the command should use (see the module docstring). Raises :class:`SetupError`."""
     from ..ai.models import custom_model, get_model
@@ -59,7 +82,11 @@ def resolve_model(
     ref = ref or environ.get("PIAGENT_MODEL") or None
     if base_url:
         provider, sep, model_id = (ref or "default").rpartition(":")
-        return custom_model(model_id or "default", base_url=base_url, provider=provider or "local", register=False)
+        return custom_model(
+            model_id or "default", base_url=base_url, provider=provider or "local", compat=compat, register=False
+        )
+    if compat:
+        raise SetupError("--compat describes the server of --base-url: give --base-url too")
     ref = ref or _default_ref(environ)
     provider, sep, model_id = ref.partition(":")
     if provider == "local" and model_id.endswith(".gguf"):
@@ -69,10 +96,103 @@ def resolve_model(
     try:
         model = get_model(ref)
     except ModelNotFoundError as exc:
-        raise SetupError(str(exc)) from None
+        raise SetupError(_unknown_model(ref, exc)) from None
     if model.api == "llama-cpp":
         _check_local(model)
     return model
+
+
+def _unknown_model(ref: str, exc: Any) -> str:
+    if ":" not in ref:
+        return f"--model {ref}: write it as provider:model-id (e.g. openai:gpt-4.1); piagent --list-models lists them"
+    suggestions = getattr(exc, "suggestions", ())
+    hint = f" Did you mean {' or '.join(suggestions)}?" if suggestions else ""
+    if not hint and str(exc).startswith("Unknown provider"):
+        hint = " " + str(exc).split(". ", 1)[-1] + "."
+    return (
+        f"Unknown model {ref}.{hint} piagent --list-models lists the known ones; for any model an "
+        f"OpenAI-compatible server serves, add --base-url URL (e.g. --base-url http://localhost:11434/v1)."
+    )
+
+
+def resolve_api_key(model: Model, option: Optional[str], environ: Optional[Mapping[str, str]] = None) -> str:
+    """The key to call ``model`` with: ``--api-key``, :data:`KEY_VARIABLE`, the provider's variable.
+
+    "" for a model that needs none (the embedded model, a server on this machine, a keyless
+    provider); raises :class:`SetupError` saying how to give one when it is missing.
+    """
+    from ..ai.env import env_vars_for, needs_api_key
+
+    environ = os.environ if environ is None else environ
+    names = (KEY_VARIABLE,) + env_vars_for(model.provider)
+    for value in [option or ""] + [environ.get(name, "") for name in names]:
+        if value.strip():
+            return value.strip()
+    if model.api not in KEYED_APIS or not needs_api_key(model.provider) or _on_this_machine(model.base_url):
+        return ""
+    raise SetupError(
+        f"No API key for {model.provider}:{model.id}. Set {' or '.join(names)}, or pass --api-key KEY "
+        f"(piagent --list-models shows which providers have a key)."
+    )
+
+
+def _on_this_machine(base_url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(base_url).hostname in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+    except ValueError:
+        return False
+
+
+def parse_compat(items: Optional[Sequence[str]]) -> dict[str, Any]:
+    """``--compat KEY=VALUE`` options as a dict; VALUE is read as JSON (true, 3, "x"), else as text."""
+    compat: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SetupError(f"--compat {item}: write KEY=VALUE (e.g. --compat supports_null_content=false)")
+        try:
+            compat[key.strip()] = json.loads(value)
+        except ValueError:
+            compat[key.strip()] = value
+    return compat
+
+
+def describe_model(model: Model) -> str:
+    """One line naming the model, its API and where it is served (for ``-v``)."""
+    where = model.base_url or "(in process)"
+    line = f"model {model.provider}:{model.id} via {model.api} at {where}"
+    if model.api == "openai-completions":
+        from ..ai.providers._servers import detect_server
+        from ..ai.providers.openai_completions import resolve_compat
+
+        server = detect_server(model) or "unknown OpenAI-compatible server"
+        settings = resolve_compat(model)
+        line += f" ({server}; supports_null_content={json.dumps(settings['supports_null_content'])})"
+    return line
+
+
+def list_models(environ: Optional[Mapping[str, str]] = None) -> list[str]:
+    """The catalogue, one line per model: ``provider:id``, context window, price, key status."""
+    from ..ai.env import env_vars_for
+    from ..ai.models import get_models, get_providers
+
+    environ = os.environ if environ is None else environ
+    lines = []
+    for provider in get_providers():
+        names = env_vars_for(provider)
+        if not names:
+            status = "no key needed"
+        elif any(environ.get(name, "").strip() for name in (KEY_VARIABLE,) + names):
+            status = "key set"
+        else:
+            status = f"needs {' or '.join(names)}"
+        for model in get_models(provider):
+            price = f"${model.cost.input:g}/${model.cost.output:g} per M tokens" if model.cost.input else "free"
+            ref = f"{provider}:{model.id}"
+            lines.append(f"{ref:<44} {model.context_window // 1000:>5}k  {price:<28} {status}")
+    return lines
 
 
 def _check_local(model: Model) -> None:

@@ -3,8 +3,13 @@
 The main thread only reads lines. A line typed while the agent is idle starts a run with
 ``prompt(wait=False)`` (the run streams on its own thread); a line typed while it works is
 queued with ``steer()`` and reaches the model after the current turn; ``/follow TEXT``
-queues a follow-up, delivered when the agent would otherwise stop. Ctrl-C aborts the run
-(and drops what was queued); a second Ctrl-C in a row, ``/quit`` or end of input quits.
+queues a follow-up, delivered when the agent would otherwise stop. On a terminal the input
+line (with readline editing and history) stays below the streamed answer.
+
+Ctrl-C aborts the run (and drops what was queued); a second Ctrl-C in a row quits with
+status 130, as Ctrl-C does in a one-shot run. ``/quit`` and Ctrl-D quit with status 0; Ctrl-D
+during a run says so and waits for the run to end (Ctrl-C then aborts it). An unknown
+``/command`` is refused, never sent to the model.
 
 Messages queued just as a run ends are not lost: when a run finishes with messages still
 queued (and was not aborted), the session continues the conversation with them.
@@ -12,23 +17,31 @@ queued (and was not aborted), the session continues the conversation with them.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 import threading
 from concurrent.futures import Future
 from typing import IO, Any, Callable, Optional
 
 from ..agent import Agent
 from ..exceptions import AgentBusyError, InvalidStateError
-from .render import Console
+from .render import Console, usage_line
 
-__all__ = ["HELP", "InteractiveSession"]
+__all__ = ["COMMANDS", "HELP", "InteractiveSession"]
 
+#: The session's commands and what they do (``/help`` prints them).
+COMMANDS = {
+    "/help": "list these commands",
+    "/follow TEXT": "queue TEXT as a follow-up, delivered when the agent would otherwise stop",
+    "/quit": "leave the session (also /exit or Ctrl-D)",
+}
 HELP = (
-    "Type a message and press Enter. While the agent works, each line you type steers it;\n"
-    "/follow TEXT queues a follow-up; Ctrl-C aborts the run, a second Ctrl-C quits; /quit or Ctrl-D quits."
+    "Type a message and press Enter. While the agent works, each line you type steers it.\n"
+    + "\n".join(f"  {name:<14} {what}" for name, what in COMMANDS.items())
+    + "\nCtrl-C aborts the run; a second Ctrl-C quits."
 )
 MARKER = "› "
 QUIT_GRACE = 5.0
+EXIT_OK, EXIT_INTERRUPTED = 0, 130
 
 
 class InteractiveSession:
@@ -41,11 +54,13 @@ class InteractiveSession:
         stdin: Optional[IO[str]] = None,
         label: str = "",
         read_line: Optional[Callable[[], Optional[str]]] = None,
+        summary: bool = False,
     ) -> None:
         self.agent = agent
         self.console = console
         self.label = label
-        self._read_line = read_line or _line_reader(stdin)
+        self.summary = summary
+        self._read_line = read_line or _line_reader(stdin, console)
         self._interrupted = False  # the last thing the user did was Ctrl-C
         self._aborted = threading.Event()  # set by Ctrl-C, cleared by the next prompt
 
@@ -54,55 +69,65 @@ class InteractiveSession:
         return bool(self.agent.state.is_streaming)
 
     def run(self) -> int:
+        """Read and act on lines until the user quits; returns the exit status."""
         model = f" with {self.label}" if self.label else ""
-        self.console.note(self.console.style(f"piagent{model}. {HELP}", "2"))
-        self._marker()
-        while True:
-            try:
-                line = self._read_line()
-            except KeyboardInterrupt:
-                if self._on_interrupt():
+        self.console.note(self.console.style(f"piagent{model}. /help lists the commands; Ctrl-D quits.", "2"))
+        code = EXIT_OK
+        try:
+            while True:
+                try:
+                    line = self._read_line()
+                except KeyboardInterrupt:
+                    if self._on_interrupt():
+                        code = EXIT_INTERRUPTED
+                        break
+                    continue
+                except EOFError:
+                    line = None
+                if line is None:
+                    code = self._end_of_input()
                     break
-                continue
-            except EOFError:
-                line = None
-            if line is None:
-                self.agent.wait_for_idle(None)
-                break
-            self._interrupted = False
-            if not self._handle(line.strip()):
-                break
-        self._shutdown()
-        return 0
+                self._interrupted = False
+                if not self._handle(line.strip()):
+                    break
+        finally:
+            self.console.keep_input_line(None)
+            self._shutdown()
+        return code
 
     # -- input ---------------------------------------------------------------------------------
 
     def _handle(self, line: str) -> bool:
         """Act on one line; False to quit."""
         if not line:
-            if not self.busy:
-                self._marker()
             return True
-        if line in ("/quit", "/exit"):
+        if line.startswith("/"):
+            return self._command(line)
+        if self.busy:
+            self.agent.steer(line)
+            self.console.note(self.console.style(f"(steering queued: {line})", "2"))
+        else:
+            self.console.note(self.console.style(f"{MARKER}{line}", "1"))
+            self._start(line)
+        return True
+
+    def _command(self, line: str) -> bool:
+        name, _, text = line.partition(" ")
+        text = text.strip()
+        if name in ("/quit", "/exit"):
             return False
-        if line == "/help":
+        if name == "/help":
             self.console.note(HELP)
-            return True
-        if line.startswith("/follow"):
-            text = line[len("/follow") :].strip()
+        elif name == "/follow":
             if not text:
                 self.console.note("usage: /follow TEXT")
             elif self.busy:
                 self.agent.follow_up(text)
-                self.console.note(self.console.style("(follow-up queued)", "2"))
+                self.console.note(self.console.style(f"(follow-up queued: {text})", "2"))
             else:
                 self._start(text)
-            return True
-        if self.busy:
-            self.agent.steer(line)
-            self.console.note(self.console.style("(steering queued)", "2"))
         else:
-            self._start(line)
+            self.console.note(f"unknown command {name} (not sent to the model); /help lists the commands")
         return True
 
     def _on_interrupt(self) -> bool:
@@ -110,21 +135,36 @@ class InteractiveSession:
         if self._interrupted:
             return True
         self._interrupted = True
-        self.console.end_out_line()
-        if self.busy:
-            self._aborted.set()
-            self.agent.clear_all_queues()
-            self.agent.abort("Interrupted")
-            self.console.note("(aborted; Ctrl-C again to quit)")
-        else:
-            self.console.note("(Ctrl-C again, /quit or Ctrl-D to quit)")
-            self._marker()
+        with self.console.lock:
+            if self.busy:
+                self.console.muted = True  # a token already on its way is not printed after this
+                self.console.end_out_line()
+                self._aborted.set()
+                self.agent.clear_all_queues()
+                self.agent.abort("Interrupted")
+                self.console.note("(aborted; Ctrl-C again to quit)")
+            else:
+                self.console.note("(Ctrl-C again, /quit or Ctrl-D to quit)")
         return False
+
+    def _end_of_input(self) -> int:
+        """Ctrl-D: quit, after the run in progress (Ctrl-C while waiting aborts it)."""
+        if not self.busy:
+            return EXIT_OK
+        self.console.note("(end of input: waiting for the run to finish; Ctrl-C aborts it)")
+        try:
+            self.agent.wait_for_idle(None)
+        except KeyboardInterrupt:
+            self._interrupted = False
+            self._on_interrupt()
+            return EXIT_INTERRUPTED
+        return EXIT_OK
 
     # -- runs ----------------------------------------------------------------------------------
 
     def _start(self, text: str) -> None:
         self._aborted.clear()
+        self.console.muted = False
         try:
             future = self.agent.prompt(text, wait=False)
         except AgentBusyError:  # a run started in between (a continuation): steer it instead
@@ -140,19 +180,14 @@ class InteractiveSession:
         error = future.exception()
         if error is not None:
             self.console.note(f"error: {error}")
+        elif self.summary:
+            self.console.note(self.console.style(usage_line(future.result()), "2"))
         if not self._aborted.is_set() and self.agent.has_queued_messages():
             try:
                 self._track(self.agent.continue_(wait=False))
                 return
             except (AgentBusyError, InvalidStateError, ValueError):
                 pass  # another run took over; it will drain the queues
-        self._marker()
-
-    def _marker(self) -> None:
-        with self.console.lock:
-            self.console.end_out_line()
-            self.console.err.write(MARKER)
-            self.console.err.flush()
 
     def _shutdown(self) -> None:
         if self.busy:
@@ -161,19 +196,24 @@ class InteractiveSession:
         self.console.note("")
 
 
-def _line_reader(stdin: Optional[IO[str]]) -> Callable[[], Optional[str]]:
-    """``input()`` (with line editing) on the real terminal, else ``readline()``; None at EOF."""
-    import sys
-
+def _line_reader(stdin: Optional[IO[str]], console: Console) -> Callable[[], Optional[str]]:
+    """``input()`` with readline editing and history on the real terminal, the input line kept
+    below the output; else ``readline()`` on ``stdin``. None at end of input."""
     if stdin is None or stdin is sys.stdin:
-        with contextlib.suppress(ImportError):  # no readline on Windows
-            import readline  # noqa: F401  (line editing for input())
+        redraw = _readline_redraw()
+        console.keep_input_line(redraw)
 
         def read_terminal() -> Optional[str]:
+            console.input_shown(True)
             try:
-                return input()
+                line = input(MARKER)
             except EOFError:
+                console.note("")
                 return None
+            finally:
+                console.input_shown(False)
+            console.input_submitted()
+            return line
 
         return read_terminal
 
@@ -182,3 +222,31 @@ def _line_reader(stdin: Optional[IO[str]]) -> Callable[[], Optional[str]]:
         return line if line else None
 
     return read_stream
+
+
+def _readline_redraw() -> Callable[[], None]:
+    """Draws the input line (prompt, text typed so far) at the cursor: readline's own redraw
+    when the GNU library is loaded, else the prompt and the line buffer written out."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - Windows
+        return lambda: None
+    try:
+        import ctypes
+
+        library = ctypes.CDLL(readline.__file__)
+        on_new_line, forced_redraw = library.rl_on_new_line, library.rl_forced_update_display
+    except (OSError, AttributeError, TypeError):  # libedit or a static build
+
+        def write_line() -> None:
+            sys.stdout.write(MARKER + readline.get_line_buffer())
+            sys.stdout.flush()
+
+        return write_line
+
+    def redraw() -> None:
+        sys.stdout.flush()
+        on_new_line()
+        forced_redraw()
+
+    return redraw

@@ -14,11 +14,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import threading
 import time
-from typing import IO, Any, Optional
+from typing import IO, Any, Callable, Optional
 
-__all__ = ["Console", "ConsoleRenderer", "JsonRenderer", "summarize_args", "summarize_result"]
+__all__ = ["Console", "ConsoleRenderer", "JsonRenderer", "summarize_args", "summarize_result", "usage_line"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.1
@@ -55,7 +56,12 @@ def summarize_result(result: Any) -> str:
 
 
 class Console:
-    """stdout and stderr behind one lock, with an optional status line on a terminal's stderr."""
+    """stdout and stderr behind one lock, with an optional status line on a terminal's stderr.
+
+    In an interactive session (:meth:`keep_input_line`) the line being typed stays below the
+    output: before anything is written, the answer's unfinished line and the input line are
+    erased; after it, they are drawn again (the answer's unfinished line, then the input line).
+    """
 
     def __init__(self, out: IO[str], err: IO[str], color: Optional[bool] = None) -> None:
         self.out = out
@@ -66,6 +72,55 @@ class Console:
         self._status = ""
         self.out_at_line_start = True
         self.out_closed = False
+        self.muted = False  # answer text is dropped (after an abort, until the next run)
+        self._redraw_input: Optional[Callable[[], None]] = None
+        self._input_shown = False
+        self._tail = ""  # the answer's unfinished line, while an input line is kept below
+
+    # -- the input line -------------------------------------------------------------------------
+
+    def keep_input_line(self, redraw: Optional[Callable[[], None]]) -> None:
+        """Keep an input line below the output (``redraw`` draws it at the cursor); None stops."""
+        with self.lock:
+            self._redraw_input = redraw if self.is_tty else None
+
+    def input_shown(self, shown: bool) -> None:
+        """The session tells whether the input line is on screen (shown while reading a line)."""
+        with self.lock:
+            self._input_shown = shown
+
+    def input_submitted(self) -> None:
+        """The typed line was entered: remove it (the session reports it in its own words)."""
+        with self.lock:
+            if self._redraw_input is None:
+                return
+            self.err.write("\033[A")  # back to the line the input was typed on
+            self._input_shown = True
+            self._hide_input()
+            self._input_shown = False
+            self._show_input()
+
+    def _rows(self, text: str) -> int:
+        width = max(1, shutil.get_terminal_size().columns)
+        return max(1, -(-len(text) // width))
+
+    def _hide_input(self) -> None:
+        if self._redraw_input is None or not self._input_shown:
+            return
+        up = self._rows(self._tail) if self._tail else 0
+        self.err.write("\r" + (f"\033[{up}A" if up else "") + "\033[J")
+        self.err.flush()
+
+    def _show_input(self) -> None:
+        if self._redraw_input is None:
+            return
+        if self._tail:
+            self.err.write(self._tail + "\n")
+        self.err.flush()
+        if self._input_shown:
+            self._redraw_input()
+
+    # -- writing --------------------------------------------------------------------------------
 
     def style(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color else text
@@ -81,14 +136,27 @@ class Console:
             if self.out_closed:
                 return
             self._clear_status()
+            if self._redraw_input is not None:
+                self._hide_input()
+                done, newline, self._tail = (self._tail + text).rpartition("\n")
+                text = done + newline  # whole lines; the unfinished one is drawn above the input
             try:
                 self.out.write(text)
                 self.out.flush()
             except BrokenPipeError:
                 self._drop_out()
                 return
-            if text:
+            if self._redraw_input is not None:
+                self.out_at_line_start = not self._tail
+                self._show_input()
+            elif text:
                 self.out_at_line_start = text.endswith("\n")
+
+    def write_answer(self, text: str) -> None:
+        """Answer text: dropped while :attr:`muted` (a delta that was on its way when aborted)."""
+        with self.lock:
+            if not self.muted:
+                self.write_out(text)
 
     def _drop_out(self) -> None:
         self.out_closed = True
@@ -109,12 +177,14 @@ class Console:
         """One line on stderr."""
         with self.lock:
             self._clear_status()
+            self._hide_input()
             self.err.write(text + "\n")
             self.err.flush()
+            self._show_input()
 
     def status(self, text: str) -> None:
-        """Replace the status line (terminals only)."""
-        if not self.is_tty:
+        """Replace the status line (terminals, without an input line)."""
+        if not self.is_tty or self._redraw_input is not None:
             return
         with self.lock:
             self._clear_status()
@@ -195,7 +265,7 @@ class ConsoleRenderer:
             if self._thinking:
                 self._thinking = False
                 self.console.note("")
-            self.console.write_out(update.delta)
+            self.console.write_answer(update.delta)
         elif update.type == "thinking_delta":
             with self.console.lock:
                 self._thinking = True
@@ -243,16 +313,38 @@ class ConsoleRenderer:
 
 
 class JsonRenderer:
-    """Listener writing each event as one line of JSON (pi's camelCase form)."""
+    """Listener writing each event as one line of JSON (pi's camelCase form).
 
-    def __init__(self, console: Console) -> None:
+    A ``message_update`` carries its ``assistantMessageEvent`` (the delta) but not the partial
+    ``message``, so the output grows linearly with the answer; ``full=True`` keeps the message
+    (pi's form: every update repeats the whole answer so far).
+    """
+
+    def __init__(self, console: Console, full: bool = False) -> None:
         self.console = console
+        self.full = full
 
     def __call__(self, event: Any) -> None:
-        self.console.write_out(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+        data = event.to_dict()
+        if event.type == "message_update" and not self.full:
+            data.pop("message", None)
+        self.console.write_out(json.dumps(data, ensure_ascii=False, default=str) + "\n")
 
     def close(self) -> None:
         pass
+
+
+def usage_line(result: Any) -> str:
+    """The one-line token and cost summary of a run (``RunResult``)."""
+    usage = result.usage
+    assistant = sum(1 for m in result.messages if getattr(m, "role", None) == "assistant")
+    parts = [f"{usage.input + usage.cache_read:,} tokens in", f"{usage.output:,} out"]
+    if usage.cache_read:
+        parts[0] += f" ({usage.cache_read:,} cached)"
+    if usage.cost.total:
+        parts.append(f"${usage.cost.total:.4f}")
+    parts.append(f"{assistant} turn{'s' if assistant != 1 else ''}")
+    return "· " + " · ".join(parts)
 
 
 def _message_text(message: Any) -> str:

@@ -19,8 +19,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   (<= 40 of ``[A-Za-z0-9_-]``)
 ``tool_result_name``              add ``name`` to tool messages (mistral.ai)
 ``supports_null_content``         an assistant message with only tool calls has ``content: null``
-                                  (default True; False sends ``""``, which llama-cpp-python's
-                                  server requires)
+                                  (False sends ``""``); the default depends on the server, see
+                                  :mod:`._servers` and ``docs/servers.md``
 ================================  ==========================================================
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
@@ -74,6 +74,7 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
+from ._servers import server_compat
 
 __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions", "stream_simple_openai_completions"]
 
@@ -107,8 +108,8 @@ def resolve_compat(model: Model) -> dict[str, Any]:
         "send_reasoning_back": True,
         "tool_call_ids": "mistral" if mistral else "openai",
         "tool_result_name": mistral,
-        "supports_null_content": True,
     }
+    compat.update(server_compat(model))
     compat.update(model.compat or {})
     return compat
 

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from piagent.ai import complete, stream, stream_simple
+from piagent.ai.providers._servers import detect_server
+from piagent.ai.providers.openai_completions import resolve_compat
 from piagent.ai.types import (
     AssistantMessage,
     Context,
@@ -336,10 +338,9 @@ def test_history_is_serialised_in_chat_format(server):
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
 
 
-@pytest.mark.parametrize("null_ok, content", [(True, None), (False, "")])
-def test_an_assistant_message_with_only_tool_calls_has_null_or_empty_content(server, null_ok, content):
+def sent_tool_only_content(server, model) -> object:
+    """The ``content`` piagent sends for an assistant message that only called a tool."""
     server.reply(chat_text("done"))
-    model = model_for(server, compat={"supports_null_content": null_ok})
     call = AssistantMessage(
         [ToolCall("call_1", "get_weather", {"city": "Paris"})],
         api=model.api,
@@ -348,7 +349,51 @@ def test_an_assistant_message_with_only_tool_calls_has_null_or_empty_content(ser
         stop_reason="toolUse",
     )
     run(model, ctx(UserMessage("Weather?"), call, ToolResultMessage("call_1", "get_weather", [TextContent("Sunny")])))
-    assert server.requests[0].json["messages"][2]["content"] == content
+    return server.requests[-1].json["messages"][2]["content"]
+
+
+@pytest.mark.parametrize("null_ok, content", [(True, None), (False, "")])
+def test_compat_decides_null_or_empty_content_for_a_tool_only_message(server, null_ok, content):
+    assert sent_tool_only_content(server, model_for(server, compat={"supports_null_content": null_ok})) == content
+
+
+@pytest.mark.parametrize(
+    "provider, content",
+    [
+        ("local", ""),  # an unknown server: the form every common server accepts
+        ("my-gateway", ""),
+        ("ollama", ""),  # rejects null: "invalid message content type: <nil>"
+        ("lmstudio", ""),
+        ("llama.cpp", ""),  # llama-cpp-python's server answers 500 to null
+        ("vllm", None),  # follows OpenAI's schema
+    ],
+)
+def test_the_default_content_of_a_tool_only_message_suits_the_server(server, provider, content):
+    assert sent_tool_only_content(server, model_for(server, provider=provider)) == content
+
+
+@pytest.mark.parametrize(
+    "base_url, server_name",
+    [
+        ("https://api.openai.com/v1", "openai"),
+        ("http://localhost:11434/v1", "ollama"),
+        ("http://127.0.0.1:1234/v1", "lmstudio"),
+        ("http://localhost:8000/v1", "vllm"),
+        ("http://127.0.0.1:8080/v1", None),  # llama.cpp's port, shared by too many servers to tell
+        ("http://gpu-box:11434/v1", None),  # a default port means something only on this machine
+        ("http://[bad", None),
+    ],
+)
+def test_a_local_server_without_a_provider_name_is_known_by_its_default_port(base_url, server_name):
+    model = Model(id="m", api="openai-completions", provider="local", base_url=base_url)
+    assert detect_server(model) == server_name
+
+
+def test_model_compat_overrides_the_detected_server():
+    model = Model(id="m", api="openai-completions", provider="ollama", base_url="http://localhost:11434/v1")
+    assert resolve_compat(model)["supports_null_content"] is False
+    model.compat = {"supports_null_content": True}
+    assert resolve_compat(model)["supports_null_content"] is True
 
 
 def test_foreign_history_is_normalised_for_this_api(server):

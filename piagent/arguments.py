@@ -19,8 +19,10 @@ from .schema import (
     ARRAY_ORIGINS,
     MAPPING_ORIGINS,
     SET_ORIGINS,
+    STRING_TYPES,
     is_dataclass_type,
     object_fields,
+    string_type_name,
     type_schema,
     union_members,
     unwrap,
@@ -41,6 +43,9 @@ def _converter(hint: Any, seen: tuple[type, ...]) -> Optional[Converter]:
     hint, _ = unwrap(hint)
     if hint is float:
         return _to_float
+    string_type = string_type_name(hint)
+    if string_type:
+        return _from_string(hint, string_type)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
     if is_dataclass_type(hint) or is_typeddict(hint):
@@ -71,6 +76,27 @@ def _converter(hint: Any, seen: tuple[type, ...]) -> Optional[Converter]:
             return None
         return lambda value: {k: item(v) for k, v in value.items()}
     return None
+
+
+def _from_string(cls: Any, name: str) -> Converter:
+    """A string (or, for Decimal, a number) to ``cls``; ValueError says what was expected."""
+    if name.startswith("datetime."):
+        parse = cls.fromisoformat
+        expected = f"an ISO 8601 {STRING_TYPES[name]['format']}"
+    else:
+        parse = cls
+        expected = "a decimal number" if name == "decimal.Decimal" else f"a {cls.__name__}"
+
+    def convert(value: Any) -> Any:
+        text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if isinstance(text, str) and name.startswith("datetime.") and text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"  # fromisoformat() before Python 3.11 refuses "Z"
+        try:
+            return parse(text)
+        except (ValueError, TypeError, ArithmeticError):
+            raise ValueError(f"expected {expected}, got {value!r}") from None
+
+    return convert
 
 
 def _to_float(value: Any) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union, overload
 
@@ -46,7 +47,13 @@ _check_execution_mode = optional_choice(*TOOL_EXECUTION_MODES)
 
 @dataclass
 class FunctionTool(AgentTool):
-    """An :class:`AgentTool` made by ``@tool``; calling it calls the original function."""
+    """An :class:`AgentTool` made by ``@tool``; calling it calls the original function.
+
+    ``@tool`` on a method (its first parameter is ``self``) makes a tool template: read
+    through an instance (``assistant.lookup``) it is a tool bound to that instance, made once
+    per instance; its schema never shows ``self``. Used unbound, its calls fail with a message
+    saying so.
+    """
 
     function: Optional[Callable[..., Any]] = None
 
@@ -54,6 +61,25 @@ class FunctionTool(AgentTool):
         if self.function is None:
             raise InvalidTypeError(f"tool {self.name!r} has no function to call")
         return self.function(*args, **kwargs)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__dict__["_attribute"] = name
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        if instance is None or self.function is None or not self.__dict__.get("_method"):
+            return self
+        bound = _build(
+            self.function.__get__(instance, owner),
+            self.name,
+            self.description,
+            self.label,
+            self.execution_mode,
+            self.timeout,
+        )
+        attribute = self.__dict__.get("_attribute")
+        if attribute and isinstance(getattr(instance, "__dict__", None), dict):
+            instance.__dict__[attribute] = bound  # the next read finds it without this descriptor
+        return bound
 
 
 @overload
@@ -128,18 +154,44 @@ def _build(
         raise InvalidTypeError(
             f"{owner}: generator functions are not supported; report progress with an on_update parameter"
         )
-    schema = function_schema(fn, owner)
-    call = _Caller(fn, schema, tool_name)
-    return FunctionTool(
+    method = _is_method(fn)
+    schema = function_schema(types.MethodType(fn, _UNBOUND) if method else fn, owner)
+    execute: Any = _unbound_call(tool_name, fn) if method else _Caller(fn, schema, tool_name)
+    made = FunctionTool(
         name=tool_name,
         description=description if description is not None else schema.description,
         parameters=schema.parameters,
-        execute=call,
+        execute=execute,
         label=label if label is not None else tool_name,
         execution_mode=execution_mode,
         timeout=timeout,
         function=fn,
     )
+    made.__dict__["_method"] = method
+    return made
+
+
+_UNBOUND = object()
+
+
+def _is_method(fn: Callable[..., Any]) -> bool:
+    """A plain function defined in a class body whose first parameter is ``self``."""
+    if not inspect.isfunction(fn):
+        return False
+    params = list(inspect.signature(fn).parameters)
+    where, _, _ = fn.__qualname__.rpartition(".")
+    return bool(params) and params[0] == "self" and bool(where) and not where.endswith("<locals>")
+
+
+def _unbound_call(name: str, fn: Callable[..., Any]) -> Callable[..., AgentToolResult]:
+    def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback) -> AgentToolResult:
+        owner = fn.__qualname__.rpartition(".")[0]
+        raise InvalidTypeError(
+            f"tool {name!r} is a method of {owner}: give the agent the tool of an instance "
+            f"(e.g. {owner}().{fn.__name__}), not {owner}.{fn.__name__}"
+        )
+
+    return execute
 
 
 class _Caller:

@@ -48,11 +48,13 @@ __all__ = [
     "ARRAY_ORIGINS",
     "MAPPING_ORIGINS",
     "SET_ORIGINS",
+    "STRING_TYPES",
     "FunctionSchema",
     "Parameter",
     "function_schema",
     "is_dataclass_type",
     "jsonable",
+    "string_type_name",
     "object_fields",
     "resolve_hints",
     "type_schema",
@@ -92,6 +94,38 @@ ARRAY_ORIGINS = {
 SET_ORIGINS = {set, frozenset, collections.abc.Set, collections.abc.MutableSet}
 MAPPING_ORIGINS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
 _SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string", _NONE: "null"}
+#: Python types sent as JSON strings, by qualified name (so that ``import piagent`` imports
+#: none of their modules): their schema, with a JSON Schema ``format`` where one exists.
+#: Arguments are converted back on the way in (:mod:`piagent.arguments`), values to strings
+#: on the way out (:func:`jsonable`).
+STRING_TYPES: dict[str, dict[str, Any]] = {
+    "datetime.datetime": {"type": "string", "format": "date-time"},
+    "datetime.date": {"type": "string", "format": "date"},
+    "datetime.time": {"type": "string", "format": "time"},
+    "uuid.UUID": {"type": "string", "format": "uuid"},
+    "decimal.Decimal": {"type": "string", "description": 'a decimal number, e.g. "12.50"'},
+    "pathlib.Path": {"type": "string", "description": "a file system path"},
+    "pathlib.PurePath": {"type": "string", "description": "a file system path"},
+}
+
+
+def string_type_name(hint: Any) -> Optional[str]:
+    """The :data:`STRING_TYPES` key of ``hint``, or None."""
+    if not isinstance(hint, type):
+        return None
+    name = _qualified(hint)
+    return name if name in STRING_TYPES else None
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"  # pathlib._local.Path is pathlib.Path
+
+
+def _string_form(value: Any) -> Optional[str]:
+    for cls in type(value).__mro__:
+        if _qualified(cls) in STRING_TYPES:
+            return value.isoformat() if cls.__module__ == "datetime" else str(value)
+    return None
 
 
 # --------------------------------------------------------------------------- hint inspection
@@ -181,7 +215,8 @@ def _key_required(hint: Any, default: bool) -> bool:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data: dataclasses become dicts, Enums their values, tuples lists.
+    """``value`` as plain JSON data: dataclasses become dicts, Enums their values, tuples lists,
+    dates and times ISO 8601 strings, UUIDs, Decimals and paths strings.
 
     Raises TypeError naming the first type that has no JSON form.
     """
@@ -189,6 +224,9 @@ def jsonable(value: Any) -> Any:
         return value
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
+    text = _string_form(value)
+    if text is not None:
+        return text
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
@@ -228,6 +266,9 @@ def _bare_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
         hint = _NONE
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
+    string_type = string_type_name(hint)
+    if string_type:
+        return dict(STRING_TYPES[string_type])
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_schema([member.value for member in hint])
     if is_dataclass_type(hint) or is_typeddict(hint):

@@ -44,6 +44,7 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("sessions", "<= 2.00x (O(1))"),
         ("output", "<= 3.00x text"),
         ("output", "<= 1.25x text's"),
+        ("first request", "< 30 ms"),
         ("total", "< 300 s"),
     } | ({("remote", "<= 100 ms")} if REMOTE else set())
     assert all(row.passed is not None for row in report.rows if row.target)

@@ -17,6 +17,7 @@ from piagent.cli.interactive import InteractiveSession
 from piagent.cli.render import Console, ConsoleRenderer
 from piagent.testing import faux_message
 from tests.support.agent_support import text_of
+from tests.support.waits import wait_until
 
 WAIT = 10
 
@@ -191,6 +192,8 @@ def test_a_refusal_is_shown_as_such_after_its_text(faux: Any) -> None:
     assert out.getvalue() == "I can't help with that.\n"
     assert "(the model refused: cyber)" in err.getvalue() and "error" not in err.getvalue()
     assert agent.state.messages[-1].stop_reason == "refusal"
+
+
 def test_an_unknown_command_is_refused_and_never_sent_to_the_model(faux: Any) -> None:
     s = Session(faux)
     s.terminal.type("/frobnicate now")
@@ -210,8 +213,9 @@ def test_end_of_input_during_a_run_says_it_waits_for_the_run(faux: Any) -> None:
     s.terminal.type("hello")
     assert first.asked.wait(WAIT)
     s.terminal.type(None)  # Ctrl-D while the answer is held back
-    s.terminal.wait_until_waiting(2)
     waiting = "(end of input: waiting for the run to finish; Ctrl-C aborts it)"
+    assert wait_until(lambda: waiting in s.err.getvalue())  # said while the run still goes on
+    assert s.thread.is_alive() and s.agent.state.is_streaming
     first.release.set()
     assert s.finish() == 0
     assert waiting in s.err.getvalue() and s.out.getvalue() == "the whole answer\n"

@@ -6,9 +6,13 @@ so the arguments are validated and coerced exactly as the loop does it.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import enum
 import logging
+import pathlib
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -479,3 +483,99 @@ class TestTimeout:
             assert result.is_error and "timed out" in text_of(result)
         finally:
             blocker.finish()
+
+
+# --------------------------------------------------------------------------- methods
+
+
+class Library:
+    def __init__(self, books: dict[str, str]) -> None:
+        self.books = books
+
+    @tool
+    def author(self, title: str) -> str:
+        """The author of a book.
+
+        Args:
+            title: The book's title.
+        """
+        return self.books.get(title, "unknown")
+
+
+class TestMethods:
+    def test_a_method_tool_read_through_an_instance_is_bound_and_hides_self(self, faux: Any) -> None:
+        first, second = Library({"Dune": "Herbert"}), Library({"Dune": "someone else"})
+        assert list(first.author.parameters["properties"]) == ["title"]
+        assert first.author is first.author  # made once per instance
+        assert first.author("Dune") == "Herbert"  # still callable as the method
+        _, results = run_calls(faux, [first.author], [("author", {"title": "Dune"})])
+        assert text_of(results[0]) == "Herbert" and not results[0].is_error
+        _, results = run_calls(faux, [second.author], [("author", {"title": "Dune"})])
+        assert text_of(results[0]) == "someone else"
+
+    def test_the_method_tool_used_unbound_fails_with_a_message_saying_what_to_do(self, faux: Any) -> None:
+        assert "self" not in Library.author.parameters["properties"]
+        _, results = run_calls(faux, [Library.author], [("author", {"title": "Dune"})])
+        assert results[0].is_error
+        assert "tool 'author' is a method of Library: give the agent the tool of an instance" in text_of(results[0])
+
+    def test_a_plain_function_whose_first_parameter_is_called_self_stays_a_function(self) -> None:
+        def outer() -> Any:
+            @tool
+            def echo(self: str) -> str:
+                """Echo."""
+                return self
+
+            return echo
+
+        assert list(outer().parameters["properties"]) == ["self"]
+
+
+# --------------------------------------------------------------------------- string types
+
+
+class TestStringTypes:
+    def test_dates_uuids_decimals_and_paths_have_string_schemas_and_arrive_converted(self, faux: Any) -> None:
+        seen: dict[str, Any] = {}
+
+        @tool
+        def book(
+            when: datetime.datetime,
+            day: datetime.date,
+            at: datetime.time,
+            ref: uuid.UUID,
+            price: decimal.Decimal,
+            where: pathlib.Path,
+            until: Optional[datetime.date] = None,
+        ) -> dict[str, Any]:
+            """Book a room."""
+            seen.update(when=when, day=day, at=at, ref=ref, price=price, where=where, until=until)
+            return dict(seen)
+
+        props = book.parameters["properties"]
+        assert props["when"] == {"type": "string", "format": "date-time"}
+        assert props["day"]["format"] == "date" and props["at"]["format"] == "time"
+        assert props["ref"]["format"] == "uuid" and props["price"]["type"] == props["where"]["type"] == "string"
+        args = {
+            "when": "2026-12-02T10:00:00Z", "day": "2026-12-03", "at": "09:30", "price": 12.5, "where": "/srv/x",
+            "ref": "12345678-1234-5678-1234-567812345678", "until": "2026-12-31",
+        }  # fmt: skip
+        _, results = run_calls(faux, [book], [("book", args)])
+        assert not results[0].is_error, text_of(results[0])
+        assert seen["when"] == datetime.datetime(2026, 12, 2, 10, tzinfo=datetime.timezone.utc)
+        assert seen["day"] == datetime.date(2026, 12, 3) and seen["at"] == datetime.time(9, 30)
+        assert seen["ref"] == uuid.UUID(args["ref"]) and seen["price"] == decimal.Decimal("12.5")
+        assert seen["where"] == pathlib.Path("/srv/x") and seen["until"] == datetime.date(2026, 12, 31)
+        assert results[0].details == {  # and back to strings on the way out
+            "when": "2026-12-02T10:00:00+00:00", "day": "2026-12-03", "at": "09:30:00", "ref": args["ref"],
+            "price": "12.5", "where": "/srv/x", "until": "2026-12-31",
+        }  # fmt: skip
+
+    def test_a_malformed_date_is_an_error_result_naming_the_expected_form(self, faux: Any) -> None:
+        @tool
+        def remind(day: datetime.date) -> str:
+            """Set a reminder."""
+            return "ok"
+
+        _, results = run_calls(faux, [remind], [("remind", {"day": "next tuesday"})])
+        assert results[0].is_error and "expected an ISO 8601 date, got 'next tuesday'" in text_of(results[0])

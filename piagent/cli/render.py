@@ -76,6 +76,7 @@ class Console:
         self._redraw_input: Optional[Callable[[], None]] = None
         self._input_shown = False
         self._tail = ""  # the answer's unfinished line, while an input line is kept below
+        self._tail_rows = 0  # the rows it takes on screen, above the cursor
 
     # -- the input line -------------------------------------------------------------------------
 
@@ -94,10 +95,8 @@ class Console:
         with self.lock:
             if self._redraw_input is None:
                 return
-            self.err.write("\033[A")  # back to the line the input was typed on
-            self._input_shown = True
+            self.err.write("\033[A")  # back up to the row the line was typed on
             self._hide_input()
-            self._input_shown = False
             self._show_input()
 
     def _rows(self, text: str) -> int:
@@ -105,17 +104,19 @@ class Console:
         return max(1, -(-len(text) // width))
 
     def _hide_input(self) -> None:
-        if self._redraw_input is None or not self._input_shown:
+        """Erase the unfinished answer line and the input line (the cursor is on the input line)."""
+        if self._redraw_input is None:
             return
-        up = self._rows(self._tail) if self._tail else 0
+        up = self._tail_rows
         self.err.write("\r" + (f"\033[{up}A" if up else "") + "\033[J")
-        self.err.flush()
+        self._tail_rows = 0
 
     def _show_input(self) -> None:
         if self._redraw_input is None:
             return
         if self._tail:
             self.err.write(self._tail + "\n")
+            self._tail_rows = self._rows(self._tail)
         self.err.flush()
         if self._input_shown:
             self._redraw_input()

@@ -63,7 +63,7 @@ def test_chat_completions_tool_conversation_over_two_prompts():
     assert bodies[1]["messages"][2:] == [
         {
             "role": "assistant",
-            "content": "",  # the form every server but OpenAI/vLLM gets (docs/servers.md#null-content)
+            "content": "",  # what servers other than OpenAI/vLLM get (docs/servers.md)
             "reasoning_content": "Two sums.",
             "tool_calls": [
                 {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}},

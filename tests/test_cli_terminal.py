@@ -1,0 +1,141 @@
+"""The interactive ``piagent`` session in a real pseudo-terminal (tmux), against a scripted
+OpenAI-compatible server: what the user sees on the screen while typing during an answer.
+
+tmux renders the terminal, so the assertions are on the screen itself, not on the bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Callable
+
+import pytest
+
+from tests.ai.providers.openai_wire import chat_text, chunk
+from tests.support.scripted_server import ScriptedServer, Wait, sse
+
+WAIT = 20.0
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None or sys.platform == "win32", reason="needs tmux (installed by .ci/run)"
+)
+
+
+class Screen:
+    """A command running in a detached tmux session of a fixed size."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.name = f"piagent-test-{uuid.uuid4().hex[:8]}"
+        self.tmux = ["tmux", "-L", self.name]  # a private tmux server: nothing shared with the user's
+        shell_env = " ".join(f"{k}={_quote(v)}" for k, v in env.items())
+        line = f"env -i {shell_env} {' '.join(_quote(c) for c in command)}; echo EXIT=$?; sleep 60"
+        subprocess.run(
+            [*self.tmux, "new-session", "-d", "-s", self.name, "-x", "100", "-y", "40", line], check=True, timeout=WAIT
+        )
+
+    def text(self) -> str:
+        done = subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, timeout=WAIT
+        )
+        return done.stdout
+
+    def lines(self) -> list[str]:
+        return [line.rstrip() for line in self.text().splitlines()]
+
+    def wait_for(self, condition: Callable[[str], bool], what: str) -> str:
+        """Poll the screen until ``condition`` holds (bounded by WAIT)."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            screen = self.text()
+            if condition(screen):
+                return screen
+            if time.monotonic() > deadline:
+                pytest.fail(f"never saw {what} on the screen:\n{screen}")
+            time.sleep(0.05)
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True, timeout=WAIT)
+
+    def type(self, text: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", "-l", "-t", self.name, text], check=True, timeout=WAIT)
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True, timeout=WAIT)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as scripted:
+        yield scripted
+
+
+def input_line_is_empty(screen: str) -> bool:
+    return "›" in [line.rstrip() for line in screen.splitlines()]  # tmux drops trailing spaces
+
+
+def piagent_screen(server: ScriptedServer) -> Screen:
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm-256color", "HOME": os.environ.get("HOME", "/tmp")}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return Screen([sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1"], env)
+
+
+def test_text_typed_while_the_answer_streams_stays_on_the_input_line_below_it(server: ScriptedServer) -> None:
+    release = threading.Event()
+    server.reply(
+        sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "The answer begins"}))
+        + [Wait(release, WAIT)]
+        + chat_text(" and ends here.")[1:]
+    )
+    server.reply(chat_text("Steered reply."))
+    screen = piagent_screen(server)
+    try:
+        screen.wait_for(input_line_is_empty, "the input line")
+        screen.type("hello")
+        screen.keys("Enter")
+        screen.wait_for(lambda s: "The answer begins" in s, "the first delta")
+        screen.type("be brief")  # typed while the answer streams, not yet entered
+        shown = screen.wait_for(lambda s: "› be brief" in s, "the typed text on the input line")
+        lines = [line for line in shown.splitlines() if line.strip()]
+        assert lines[-1].rstrip() == "› be brief"  # the input line is the last line, apart
+        assert lines[-2].rstrip() == "The answer begins"  # the unfinished answer line above it
+        screen.keys("Enter")
+        screen.wait_for(lambda s: "(steering queued: be brief)" in s, "the steering note")
+        release.set()
+        final = screen.wait_for(lambda s: "Steered reply." in s, "the steered answer")
+        assert "The answer begins and ends here." in final.splitlines()  # never mixed with typing
+        assert "» be brief" in final
+        screen.keys("C-d")
+        screen.wait_for(lambda s: "EXIT=0" in s, "exit status 0 after Ctrl-D")
+    finally:
+        release.set()
+        screen.close()
+
+
+def test_unknown_commands_help_and_double_ctrl_c_in_a_terminal(server: ScriptedServer) -> None:
+    screen = piagent_screen(server)
+    try:
+        screen.wait_for(input_line_is_empty, "the input line")
+        screen.type("/nope")
+        screen.keys("Enter")
+        screen.wait_for(lambda s: "unknown command /nope" in s, "the unknown-command note")
+        screen.type("/help")
+        screen.keys("Enter")
+        screen.wait_for(lambda s: "/follow TEXT" in s, "the command list")
+        screen.keys("C-c")
+        screen.wait_for(lambda s: "(Ctrl-C again, /quit or Ctrl-D to quit)" in s, "the Ctrl-C hint")
+        screen.keys("C-c")
+        screen.wait_for(lambda s: "EXIT=130" in s, "exit status 130 after a double Ctrl-C")
+        assert not server.requests  # nothing reached the model
+    finally:
+        screen.close()

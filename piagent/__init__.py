@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -62,6 +63,10 @@ from .types import (
     TurnContext,
     TurnUpdate,
 )
+
+# A library never prints on its own: piagent's log records (a failed run's traceback among
+# them) go where the application's logging config sends them, and nowhere when it has none.
+logging.getLogger("piagent").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -41,17 +41,18 @@ from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
-from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
+from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .output import output_spec
 from .queues import MessageQueue, to_message
 from .result import RunResult
-from .state import AgentState, check_messages
+from .state import PLACEHOLDER_API, AgentState, check_messages
 from .types import (
     AgentContext,
     AgentLoopConfig,
     AgentMessage,
+    AgentTool,
     OutputSpec,
     OutputValue,
     PrepareNextTurn,
@@ -84,6 +85,23 @@ T = TypeVar("T")
 
 _LOOP_FIELDS = frozenset(field.name for field in dataclasses.fields(AgentLoopConfig))
 
+
+def _check_tool_choice(choice: object, tools: Sequence[AgentTool]) -> None:
+    """A ``tool_choice`` that no tool can satisfy is a ValueError at ``prompt()``, not a silent run."""
+    names = [tool.name for tool in tools]
+    if choice == "required" and not names:
+        raise InvalidValueError('tool_choice="required" needs tools: give the agent tools=[...] or use "auto"')
+    name = choice.get("name") if isinstance(choice, dict) else None
+    if name is not None and name not in names:
+        known = ", ".join(names) or "none"
+        raise InvalidValueError(f"tool_choice names {name!r}, which is not among the agent's tools (tools: {known})")
+
+
+#: The error of a run on an agent that was never given a model.
+NO_MODEL = (
+    'No model set: give the agent one, e.g. Agent(model="openai:gpt-4.1") or agent.model = '
+    'get_model("anthropic:claude-sonnet-4-5") (a Model, or "provider:model-id" from the catalogue)'
+)
 BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
 )
@@ -356,7 +374,9 @@ class Agent(AgentOptions):
 
         ``output``: the run's structured output (:meth:`_output_spec`, built before the lock).
         """
-        run = _Run(self.snapshot())
+        options = self.snapshot()
+        _check_tool_choice(options.tool_choice, options.tools)
+        run = _Run(options)
         run.config = self._loop_config(run, skip_initial_steering)
         run.config.output = output
         self._run = run
@@ -471,6 +491,8 @@ class Agent(AgentOptions):
     def _fail(self, run: _Run, emit: Emit, exc: Exception) -> None:
         """Turn an exception out of the loop into the failure lifecycle (docs/loop.md#rule-22)."""
         error = str(exc) or type(exc).__name__
+        if isinstance(exc, ProviderNotFoundError) and run.model.api == PLACEHOLDER_API:
+            error = NO_MODEL
         logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(
             content=[TextContent("")],

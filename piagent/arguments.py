@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from typing_extensions import get_args, get_origin, is_typeddict
 
-from .exceptions import InvalidTypeError
+from .exceptions import InvalidTypeError, InvalidValueError
 from .schema import (
     ARRAY_ORIGINS,
     MAPPING_ORIGINS,
@@ -94,7 +94,7 @@ def _from_string(cls: Any, name: str) -> Converter:
         try:
             return parse(text)
         except (ValueError, TypeError, ArithmeticError):
-            raise ValueError(f"expected {expected}, got {value!r}") from None
+            raise InvalidValueError(f"expected {expected}, got {value!r}") from None
 
     return convert
 

@@ -13,6 +13,7 @@ from typing import Any, Optional, Union
 from typing_extensions import Literal
 
 from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage
+from .schema import jsonable
 from .types import AgentMessage, AgentToolResult, OutputValue
 
 __all__ = [
@@ -136,6 +137,9 @@ class MessageEndEvent:
 
 @dataclass
 class ToolExecutionStartEvent:
+    """``args``: the model's raw arguments, before validation; what ``execute`` received is on
+    the update and end events as ``validated_args``."""
+
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
@@ -147,38 +151,63 @@ class ToolExecutionStartEvent:
 
 @dataclass
 class ToolExecutionUpdateEvent:
+    """``args`` are the model's raw arguments (as on ``tool_execution_start``);
+    ``validated_args`` what ``execute`` received: validated, coerced, maybe changed by hooks."""
+
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
     partial_result: AgentToolResult
+    validated_args: Any = None
     type: Literal["tool_execution_update"] = field(default="tool_execution_update", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "args": self.args,
-            "partialResult": tool_result_to_dict(self.partial_result),
-        }
+        return _with_validated_args(
+            {
+                "type": self.type,
+                "toolCallId": self.tool_call_id,
+                "toolName": self.tool_name,
+                "args": self.args,
+                "partialResult": tool_result_to_dict(self.partial_result),
+            },
+            self.validated_args,
+        )
+
+
+def _with_validated_args(data: dict[str, Any], validated: Any) -> dict[str, Any]:
+    """``validatedArgs`` added to pi's JSON form when there are any."""
+    if validated is not None:
+        try:
+            data["validatedArgs"] = jsonable(validated)
+        except TypeError:  # a value the tool's hints allow but JSON cannot hold
+            data["validatedArgs"] = repr(validated)
+    return data
 
 
 @dataclass
 class ToolExecutionEndEvent:
+    """``validated_args``: the arguments ``execute`` received (validated and coerced, after
+    ``prepare_arguments`` and ``before_tool_call``); None when the call never got that far.
+    The raw arguments are on ``tool_execution_start``."""
+
     tool_call_id: str
     tool_name: str
     result: AgentToolResult
     is_error: bool
+    validated_args: Any = None
     type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "result": tool_result_to_dict(self.result),
-            "isError": self.is_error,
-        }
+        return _with_validated_args(
+            {
+                "type": self.type,
+                "toolCallId": self.tool_call_id,
+                "toolName": self.tool_name,
+                "result": tool_result_to_dict(self.result),
+                "isError": self.is_error,
+            },
+            self.validated_args,
+        )
 
 
 AgentEvent = Union[

@@ -21,13 +21,14 @@ from typing_extensions import Protocol
 from . import _options as opt
 from ._options import Option, Options
 from .abort import AbortSignal
-from .ai.registry import StreamFunction
+from .ai.registry import StreamFunction, prepare_api
 from .ai.types import Model, OnPayload, OnResponse, ToolChoice
+from .ai.validation import prepare_validator
 from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
 from .output import DEFAULT_OUTPUT_RETRIES, check_output_type
-from .state import THINKING_LEVELS, check_messages, check_tools, resolve_model
+from .state import PLACEHOLDER_API, THINKING_LEVELS, check_messages, check_tools, resolve_model
 from .types import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     AfterToolCall,
@@ -59,15 +60,21 @@ LegacyPrepareNextTurn = Callable[[AbortSignal], Optional[TurnUpdate]]
 
 
 def _model(name: str, value: ModelSpec) -> Model:
-    return resolve_model(value)
+    model = resolve_model(value)
+    if model.api != PLACEHOLDER_API:
+        prepare_api(model.api)  # the provider's imports now, not in the first prompt()
+    return model
 
 
 def _system_prompt(name: str, value: Optional[str]) -> str:
     return opt.str_or_none(name, value) or ""
 
 
-def _tools(name: str, value: Iterable[AgentTool]) -> list[AgentTool]:
-    return check_tools(value)
+def _tools(name: str, value: Union[Iterable[AgentTool], AgentTool]) -> list[AgentTool]:
+    tools = check_tools(value)
+    for tool in tools:
+        prepare_validator(tool.parameters)  # compiled now, not at the tool's first call
+    return tools
 
 
 def _messages(name: str, value: Iterable[AgentMessage]) -> list[AgentMessage]:
@@ -120,8 +127,8 @@ class AgentOptions(Options):
     thinking_level: Same[ThinkingLevel] = Option(
         default="off", check=opt.choice(*THINKING_LEVELS), doc="Reasoning effort; 'off' sends none."
     )
-    tools: Option[list[AgentTool], Iterable[AgentTool]] = Option(
-        default=(), check=_tools, doc="The tools the model may call (copied; names unique)."
+    tools: Option[list[AgentTool], Union[Iterable[AgentTool], AgentTool]] = Option(
+        default=(), check=_tools, doc="The tools the model may call (a list, copied, or one tool; names unique)."
     )
     messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
         default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."

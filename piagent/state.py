@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .ai.capabilities import THINKING_LEVELS as MODEL_THINKING_LEVELS
 from .ai.types import Cost, Model
@@ -38,7 +38,7 @@ from .types import AgentMessage, AgentTool, ThinkingLevel
 if TYPE_CHECKING:
     from .options import AgentOptions, ModelSpec
 
-__all__ = ["THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
+__all__ = ["PLACEHOLDER_API", "THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
 
 #: The agent's thinking levels: "off", then the model levels (piagent/ai/capabilities.py).
 THINKING_LEVELS = ("off", *MODEL_THINKING_LEVELS)
@@ -46,9 +46,13 @@ THINKING_LEVELS = ("off", *MODEL_THINKING_LEVELS)
 _NO_IDS: frozenset[str] = frozenset()
 
 
+#: The ``api`` of the placeholder model an agent has until it is given one.
+PLACEHOLDER_API = "unknown"
+
+
 def default_model() -> Model:
-    """pi's placeholder model: prompting with it fails with "No API provider registered"."""
-    return Model(id="unknown", name="unknown", api="unknown", provider="unknown", input=[], cost=Cost())
+    """pi's placeholder model: a run with it fails, its error saying how to set a model."""
+    return Model(id="unknown", name="unknown", api=PLACEHOLDER_API, provider="unknown", input=[], cost=Cost())
 
 
 def resolve_model(spec: object) -> Model:
@@ -78,9 +82,12 @@ def _new_list(items: Optional[Iterable[Any]], expected: str) -> list[Any]:
     return list(items)
 
 
-def check_tools(tools: Optional[Iterable[AgentTool]]) -> list[AgentTool]:
-    """A new list of tools; each needs a ``name`` and a callable ``execute``, names unique."""
-    checked = _new_list(tools, "tools must be a list of AgentTool")
+def check_tools(tools: Union[Iterable[AgentTool], AgentTool, None]) -> list[AgentTool]:
+    """A new list of tools (one tool is a list of one); each needs a ``name`` and a callable
+    ``execute``, names unique."""
+    if isinstance(tools, AgentTool):
+        tools = [tools]
+    checked = _new_list(tools, "tools must be a list of tools (AgentTool, @tool functions) or one tool")
     seen: set[str] = set()
     for tool in checked:
         name = getattr(tool, "name", None)

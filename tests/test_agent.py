@@ -252,11 +252,11 @@ def test_a4_emits_full_lifecycle_events_for_thrown_run_failures() -> None:
     assert agent.state.is_streaming is False
 
 
-def test_prompting_the_default_model_fails_as_a_run_failure() -> None:
+def test_prompting_the_default_model_fails_as_a_run_failure_saying_how_to_set_one() -> None:
     agent = Agent()
     result = agent.prompt("hi")
     assert result.stop_reason == "error"
-    assert "No API provider registered for api: unknown" in (result.error_message or "")
+    assert (result.error_message or "").startswith("No model set: give the agent one, e.g. Agent(model=")
 
 
 def test_a_listener_that_raises_ends_the_run_with_a_failure_message(faux) -> None:

@@ -35,6 +35,7 @@ def test_readme_python_blocks_run(capsys) -> None:
     printed = capsys.readouterr().out
     assert "2 + 3 = 5" in printed and "aborted" in printed
     assert "Invoice(number='A-17', total=12.5, customer='Ada')" in printed  # the structured output
+    assert "False API_KEY=[redacted]\nTrue The user did not allow writing this file.\n" in printed  # approval
 
 
 def test_readme_tools_section_shows_the_schema_tool_really_produces() -> None:

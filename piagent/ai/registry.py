@@ -24,6 +24,7 @@ __all__ = [
     "complete_simple",
     "get_api_provider",
     "get_api_providers",
+    "prepare_api",
     "register_api_provider",
     "stream",
     "stream_simple",
@@ -75,6 +76,12 @@ def get_api_provider(api: str) -> ApiProvider:
     if provider is None:
         raise ProviderNotFoundError(f"No API provider registered for api: {api}")
     return provider
+
+
+def prepare_api(api: str) -> None:
+    """Import what the built-in provider of ``api`` needs (its module, the HTTP stack) now, so
+    that the first request does not pay for it. Does nothing more for other apis."""
+    _ensure_builtin_providers()
 
 
 def get_api_providers() -> list[str]:

@@ -21,6 +21,7 @@ not followed).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -35,7 +36,7 @@ from ..exceptions import ToolArgumentsError
 from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
-__all__ = ["coerce_value", "validate_json_value", "validate_tool_arguments"]
+__all__ = ["coerce_value", "prepare_validator", "validate_json_value", "validate_tool_arguments"]
 
 MAX_REPORTED_ERRORS = 20  # validation stops looking after this many errors
 MAX_ERROR_CHARS = 500  # of one error's message
@@ -44,6 +45,14 @@ _CACHE_SIZE = 256
 _EMPTY_SCHEMA: dict[str, Any] = {}
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _RADIX = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)\Z")
+
+
+def prepare_validator(schema: Any) -> None:
+    """Compile (and cache) the validator of a tool's ``parameters`` now, so that the first call
+    to the tool does not pay for it (nor for importing jsonschema). A bad schema is left for
+    that call to report."""
+    with contextlib.suppress(Exception):
+        _compiled(schema if schema is not None else _EMPTY_SCHEMA)
 
 
 def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:

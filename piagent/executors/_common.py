@@ -71,11 +71,13 @@ def exception_message(exc: BaseException) -> str:
 
 @dataclass
 class Outcome:
-    """A finished call: its result after overrides, and whether it is an error."""
+    """A finished call: its result after overrides, whether it is an error, and the validated
+    arguments ``execute`` received (None for a call that never passed preflight)."""
 
     call: ToolCall
     result: AgentToolResult
     is_error: bool
+    args: Any = None
 
 
 @dataclass
@@ -138,7 +140,9 @@ def emit_end(batch: BatchContext, outcome: Outcome) -> None:
     Every outcome passes here once, before its result message is made.
     """
     outcome.result = bounded(outcome.result, batch.config.max_tool_result_chars)
-    batch.emit(ToolExecutionEndEvent(outcome.call.id, outcome.call.name, outcome.result, outcome.is_error))
+    batch.emit(
+        ToolExecutionEndEvent(outcome.call.id, outcome.call.name, outcome.result, outcome.is_error, outcome.args)
+    )
 
 
 def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
@@ -213,14 +217,16 @@ def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_err
                 batch.signal,
             )
         except Exception as exc:
-            return Outcome(job.call, error_result(exception_message(exc)), True)
+            return Outcome(job.call, error_result(exception_message(exc)), True, job.args)
         if override is not None and not isinstance(override, AfterToolCallResult):
             message = f"after_tool_call returned {type(override).__name__}, expected AfterToolCallResult or None"
-            return Outcome(job.call, error_result(message), True)
+            return Outcome(job.call, error_result(message), True, job.args)
         if override is not None:
             problem = None if override.content is None else content_problem(override.content)
             if problem is not None:
-                return Outcome(job.call, error_result(f"after_tool_call returned invalid content: {problem}"), True)
+                return Outcome(
+                    job.call, error_result(f"after_tool_call returned invalid content: {problem}"), True, job.args
+                )
             changes = {
                 name: getattr(override, name)
                 for name in ("content", "details", "terminate")
@@ -230,7 +236,7 @@ def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_err
                 result = dataclasses.replace(result, **changes)
             if override.is_error is not None:
                 is_error = override.is_error
-    return Outcome(job.call, result, is_error)
+    return Outcome(job.call, result, is_error, job.args)
 
 
 def result_message(outcome: Outcome) -> ToolResultMessage:
@@ -514,7 +520,9 @@ def collect(
             if job.index not in waiting:
                 continue  # a call that already timed out
             if isinstance(note, Update):
-                batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial))
+                batch.emit(
+                    ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial, job.args)
+                )
             elif isinstance(note, Done):
                 leave(job, note.result, note.is_error)
             # Started: nothing to do, its deadline now counts

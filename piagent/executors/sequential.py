@@ -80,7 +80,7 @@ def _run_inline(batch: BatchContext, notes: Notifications, job: Prepared) -> Non
         if threading.get_ident() != run_thread:
             queued(partial)
             return
-        batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, partial))
+        batch.emit(ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, partial, job.args))
 
     # A copy of the run thread's context, as a pool thread gets: the tool sees the caller's
     # contextvars, and what it sets does not leak into the loop or the next call.

@@ -68,7 +68,7 @@ def test_ask_agent_tool_sees_the_callers_uncommitted_row(django_project: None, f
         transaction.set_rollback(True)  # the row is never committed
     assert "In the catalogue: The Hobbit by J. R. R. Tolkien (1937)" in out.getvalue()
     assert "searching the catalogue: {'query': 'Tolkien'}" in err.getvalue()
-    assert Book.objects.count() == 0
+    assert not Book.objects.filter(author__contains="Tolkien").exists()
     assert faux.state.requests[0].options.tool_choice == {"name": "search_books"}
     assert faux.state.requests[1].options.tool_choice == "none"
 
@@ -111,7 +111,7 @@ def test_ask_agent_reports_a_model_error_as_a_command_error(django_project: None
 
 def test_a_conversation_is_kept_in_two_models_and_the_next_command_continues_it(django_project: None) -> None:
     """The session store of catalog/sessions.py: one row per conversation, one per entry."""
-    from catalog.models import Book, Conversation
+    from catalog.models import Conversation
     from catalog.sessions import conversation_session
     from django.core.management import call_command
 
@@ -124,15 +124,13 @@ def test_a_conversation_is_kept_in_two_models_and_the_next_command_continues_it(
             answer_with_the_tool_result,
         ]
     )
-    Book.objects.create(title="A Wizard of Earthsea", author="Ursula K. Le Guin", year=1968)
-    try:
+    try:  # the seeded catalogue has A Wizard of Earthsea
         for question in ("Anything by Le Guin?", "When was Earthsea written?"):
             call_command(
                 "ask_agent", question, conversation="reader-7", model=provider.get_model(), stdout=io.StringIO()
             )
     finally:
         provider.unregister()
-        Book.objects.all().delete()
     second_call = provider.state.requests[2].context.messages
     assert [m.role for m in second_call] == ["user", "assistant", "toolResult", "assistant", "user"]
     assert second_call[0].content[0].text == "Anything by Le Guin?"
@@ -143,3 +141,13 @@ def test_a_conversation_is_kept_in_two_models_and_the_next_command_continues_it(
     session = conversation_session("reader-7")
     assert [m.role for m in session.messages()][-2:] == ["toolResult", "assistant"]
     assert session.messages()[-1].text.startswith("In the catalogue: A Wizard of Earthsea")
+
+
+def test_migrate_seeds_the_catalogue_so_the_command_has_books_to_find(django_project: None) -> None:
+    from catalog.models import Book
+    from catalog.tools import search_books
+
+    assert Book.objects.count() == 6
+    assert search_books.function("Le Guin") == (
+        "A Wizard of Earthsea by Ursula K. Le Guin (1968)\nThe Left Hand of Darkness by Ursula K. Le Guin (1969)"
+    )

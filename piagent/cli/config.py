@@ -122,27 +122,19 @@ def resolve_api_key(model: Model, option: Optional[str], environ: Optional[Mappi
     provider); raises :class:`SetupError` saying how to give one when it is missing.
     """
     from ..ai.env import env_vars_for, needs_api_key
+    from ..ai.providers._common import is_local_url
 
     environ = os.environ if environ is None else environ
     names = (KEY_VARIABLE,) + env_vars_for(model.provider)
     for value in [option or ""] + [environ.get(name, "") for name in names]:
         if value.strip():
             return value.strip()
-    if model.api not in KEYED_APIS or not needs_api_key(model.provider) or _on_this_machine(model.base_url):
+    if model.api not in KEYED_APIS or not needs_api_key(model.provider) or is_local_url(model.base_url):
         return ""
     raise SetupError(
         f"No API key for {model.provider}:{model.id}. Set {' or '.join(names)}, or pass --api-key KEY "
         f"(piagent --list-models shows which providers have a key)."
     )
-
-
-def _on_this_machine(base_url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    try:
-        return urlsplit(base_url).hostname in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
-    except ValueError:
-        return False
 
 
 def parse_compat(items: Optional[Sequence[str]]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..types import Model
+from ._common import is_local_url
 
 __all__ = ["KNOWN_SERVERS", "UNKNOWN_SERVER", "detect_server", "server_compat"]
 
@@ -52,14 +53,13 @@ def detect_server(model: Model) -> Optional[str]:
     by_name = _PROVIDER_NAMES.get(model.provider.lower())
     if by_name:
         return by_name
+    if not is_local_url(url):
+        return None
     try:
-        parts = urlsplit(url)
-        port = parts.port
+        port = urlsplit(url).port
     except ValueError:
         return None
-    if parts.hostname in ("localhost", "127.0.0.1", "::1") and port is not None:
-        return _DEFAULT_PORTS.get(port)
-    return None
+    return _DEFAULT_PORTS.get(port) if port is not None else None
 
 
 def server_compat(model: Model) -> dict[str, Any]:

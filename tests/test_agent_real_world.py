@@ -67,7 +67,8 @@ def test_building_an_agent_imports_its_provider_and_compiles_tool_validators_not
         "import sys\n"
         "from piagent import Agent, tool\n"
         "from piagent.ai import Model\n"
-        "loaded = lambda: [m for m in ('requests', 'jsonschema') if m in sys.modules]\n"
+        "wanted = ('piagent.ai.providers.openai_completions', 'jsonschema')\n"
+        "loaded = lambda: [m for m in wanted if m in sys.modules]\n"
         "print(loaded())\n"
         "@tool\n"
         "def add(a: int) -> int:\n"
@@ -78,4 +79,4 @@ def test_building_an_agent_imports_its_provider_and_compiles_tool_validators_not
         "print(loaded())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.splitlines() == ["[]", "['requests', 'jsonschema']"], done.stderr
+    assert done.stdout.splitlines() == ["[]", "['piagent.ai.providers.openai_completions', 'jsonschema']"], done.stderr

@@ -52,7 +52,9 @@ def test_llama_cpp_pythons_server_rejects_json_schema_so_it_is_declared_for_the_
     assert native.stop_reason == "error"
     assert "Input should be 'text' or 'json_object'" in (native.error_message or ""), native.error_message
 
-    declared = dataclasses.replace(served_model, compat={**served_model.compat, "supports_structured_output": False})
+    declared = dataclasses.replace(
+        served_model, compat={**(served_model.compat or {}), "supports_structured_output": False}
+    )
     result = Agent(model=declared, output_retries=0).prompt("Is Paris in France?", output_type=Answer)
     assert result.stop_reason == "toolUse", result.error_message
     assert isinstance(result.output, Answer) and result.output.answer in ("yes", "no")

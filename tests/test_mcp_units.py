@@ -13,7 +13,7 @@ from piagent.mcp import MCPToolError
 from piagent.mcp._content import content_from_result
 from piagent.mcp._errors import MCPProtocolError
 from piagent.mcp._events import iter_events
-from piagent.mcp._protocol import fill_elicitation_defaults, header_value
+from piagent.mcp._protocol import fill_elicitation_defaults, header_value, param_headers, x_mcp_header_problem
 
 
 def test_all_is_sorted_and_resolves() -> None:
@@ -43,6 +43,59 @@ def test_header_values_outside_plain_ascii_use_the_base64_sentinel() -> None:
     assert header_value("Hello, 世界") == "=?base64?SGVsbG8sIOS4lueVjA==?="
     assert header_value(" padded ") == "=?base64?IHBhZGRlZCA=?="
     assert header_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+
+
+def _annotated(prop: dict) -> dict:
+    return {"type": "object", "properties": {"p": {**prop, "x-mcp-header": "P"}}}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"p": {"type": "string", "x-mcp-header": "My Region"}}},
+        {"type": "object", "properties": {"p": {"type": "string", "x-mcp-header": ""}}},
+        {"type": "object", "properties": {"p": {"type": "string", "x-mcp-header": 7}}},
+        _annotated({"type": "number"}),
+        _annotated({"type": ["string", "null"]}),
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "x-mcp-header": "R"}, "b": {"type": "integer", "x-mcp-header": "r"}},
+        },
+        {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}},
+        {"type": "object", "anyOf": [{"properties": {"p": {"type": "string", "x-mcp-header": "P"}}}]},
+        {
+            "type": "object",
+            "properties": {"p": {"$ref": "#/$defs/d"}},
+            "$defs": {"d": {"type": "string", "x-mcp-header": "D"}},
+        },
+        {"type": "string", "x-mcp-header": "Root"},
+    ],
+)
+def test_x_mcp_header_annotations_that_break_a_rule_are_named(schema: dict) -> None:
+    assert x_mcp_header_problem(schema) is not None
+
+
+def test_param_headers_follow_properties_paths_and_skip_absent_and_null_arguments() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+            "dry": {"type": "boolean", "x-mcp-header": "Dry"},
+            "gone": {"type": "string", "x-mcp-header": "Gone"},
+            "null": {"type": "string", "x-mcp-header": "Null"},
+            "where": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}},
+            "plain": {"type": "string"},
+        },
+    }
+    assert x_mcp_header_problem(schema) is None
+    arguments = {"region": "Zürich", "count": 42.0, "dry": False, "null": None, "where": {"zone": "b"}, "plain": "x"}
+    assert param_headers(schema, arguments) == {
+        "Mcp-Param-Region": "=?base64?WsO8cmljaA==?=",
+        "Mcp-Param-Count": "42",
+        "Mcp-Param-Dry": "false",
+        "Mcp-Param-Zone": "b",
+    }
 
 
 def test_elicitation_defaults_fill_only_what_was_left_out() -> None:

@@ -31,6 +31,7 @@ EVERYTHING = os.path.join(NPM, "@modelcontextprotocol", "server-everything", "di
 FILESYSTEM = os.path.join(NPM, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 LEGACY_EVERYTHING = os.path.join(NPM, "legacy-server-everything", "dist", "index.js")
 CONFORMANCE = os.path.join(NPM, "@modelcontextprotocol", "conformance", "dist", "index.js")
+CONFORMANCE_2026 = os.path.join(NPM, "conformance-2026", "dist", "index.js")  # the pre-release, 2026-07-28 scenarios
 SDK_SERVER = os.path.join(HERE, "sdk_server.py")
 START_DEADLINE = 30.0
 

@@ -19,7 +19,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, Elicit, Image, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.streamable_http import EventMessage, EventStore
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 ttl = int(os.environ.get("TOOLS_TTL_MS", "0"))
 server = MCPServer(
@@ -157,6 +157,28 @@ async def interrupted(ctx: Context) -> str:
     await anyio.sleep(0.5)
     await ctx.report_progress(2, 2, "after the break")
     return "answered after the break"
+
+
+Region = Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+Priority = Annotated[int, Field(json_schema_extra={"x-mcp-header": "Priority"})]
+Verbose = Annotated[bool, Field(json_schema_extra={"x-mcp-header": "Verbose"})]
+
+
+@server.tool()
+def route(region: Region, priority: Priority, verbose: Verbose = False, note: str = "") -> str:
+    """Arguments mirrored in Mcp-Param-* headers (x-mcp-header), which the SDK checks against the body."""
+    return f"routed to {region!r} at {priority}, verbose={verbose}"
+
+
+@server.tool()
+def add_routed_tool_quietly(name: str) -> str:
+    """Add a tool called ``name`` with a Region header parameter, without announcing it."""
+
+    def routed(region: Region) -> str:
+        return f"{name} in {region}"
+
+    server.add_tool(routed, name=name, description="added quietly, with a Region header")
+    return f"added {name}"
 
 
 class MemoryEventStore(EventStore):

@@ -35,6 +35,7 @@ from ._errors import (
 from ._http import HttpTransport, SessionExpiredError, StreamBrokenError
 from ._protocol import (
     HANDSHAKE_VERSIONS,
+    HEADER_MISMATCH,
     INVALID_PARAMS,
     LATEST_HANDSHAKE_VERSION,
     LATEST_STATELESS_VERSION,
@@ -50,6 +51,8 @@ from ._protocol import (
     at_least,
     fill_elicitation_defaults,
     header_value,
+    param_headers,
+    x_mcp_header_problem,
 )
 from ._stdio import StdioTransport
 
@@ -150,6 +153,7 @@ class MCPClient:
         self._tools_expire: Optional[float] = None  # monotonic time; None: until a list change
         self._tools_stale = False
         self._subscription_id: Any = None
+        self._input_schemas: Optional[dict[str, Any]] = None  # by tool name, from the last listing
         self._closed = False
         self._connect()
         _open_clients.add(self)
@@ -186,6 +190,11 @@ class MCPClient:
     @property
     def stateless(self) -> bool:
         return self.protocol_version in STATELESS_VERSIONS
+
+    @property
+    def _mirrors_params(self) -> bool:
+        """Whether ``x-mcp-header`` annotations apply (the stateless era over HTTP)."""
+        return self.stateless and isinstance(self._transport, HttpTransport)
 
     # -- connecting ----------------------------------------------------------------------------
 
@@ -357,6 +366,9 @@ class MCPClient:
                 name_key = NAMED_METHODS.get(method)
                 if name_key is not None and isinstance(params.get(name_key), str):
                     headers["Mcp-Name"] = header_value(params[name_key])
+                if method == "tools/call" and self._input_schemas is not None:
+                    schema = self._input_schemas.get(str(params.get("name")))
+                    headers.update(param_headers(schema, _dict(params.get("arguments"))))
         return connection.request(
             method, params, timeout=timeout, signal=signal, on_progress=on_progress, headers=headers
         )
@@ -480,6 +492,9 @@ class MCPClient:
                 break
         else:
             raise MCPProtocolError(f"tools/list: more than {MAX_LIST_PAGES} pages")
+        if self._mirrors_params:
+            definitions = [d for d in definitions if _valid_header_annotations(d)]
+            self._input_schemas = {d["name"]: d.get("inputSchema") for d in definitions}
         if self.stateless:  # cacheable results: fresh for ttlMs (absent or negative: stale at once)
             ms = ttl if isinstance(ttl, (int, float)) and ttl > 0 else 0
             self._tools_expire = time.monotonic() + ms / 1000.0
@@ -541,19 +556,29 @@ class MCPClient:
         on_progress: Optional[Callable[[dict], None]] = None,
         timeout: Optional[float] = None,
     ) -> dict:
-        """``tools/call``: the raw MCP result (protocol errors raise :class:`MCPRemoteError`)."""
-        try:
-            return self.request(
-                "tools/call",
-                {"name": name, "arguments": dict(arguments or {})},
-                timeout=timeout,
-                signal=signal,
-                on_progress=on_progress,
-            )
-        except MCPRemoteError as exc:
-            if exc.code == INVALID_PARAMS:
-                self._tools_stale = True  # the tool may be gone or changed: list again next turn
-            raise
+        """``tools/call``: the raw MCP result (protocol errors raise :class:`MCPRemoteError`).
+
+        In the stateless era over HTTP the arguments annotated with ``x-mcp-header`` in the
+        tool's last listed ``inputSchema`` go in ``Mcp-Param-*`` headers; a header mismatch
+        (-32020) lists the tools again and retries once (docs/mcp.md#parameter-headers). The
+        tools are listed first if they never were.
+        """
+        params = {"name": name, "arguments": dict(arguments or {})}
+        if self._mirrors_params and self._input_schemas is None:
+            self.list_tools()  # the schemas say which arguments become headers
+        for attempt in range(2):
+            try:
+                return self.request("tools/call", params, timeout=timeout, signal=signal, on_progress=on_progress)
+            except MCPRemoteError as exc:
+                if exc.code == HEADER_MISMATCH and self._mirrors_params and not attempt:
+                    logger.info("MCP server refused the headers of a %s call: listing the tools again", name)
+                    self.list_tools()
+                    self._tools_stale = True
+                    continue
+                if exc.code == INVALID_PARAMS:
+                    self._tools_stale = True  # the tool may be gone or changed: list again next turn
+                raise
+        raise AssertionError("unreachable")
 
     def prepare_next_turn(self, context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
         """An ``Agent(prepare_next_turn=...)`` hook: swap in this server's new tools between turns.
@@ -589,6 +614,14 @@ class MCPClient:
 
 def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def _valid_header_annotations(definition: dict) -> bool:
+    """False (with a warning) for a tool whose ``x-mcp-header`` annotations break the rules."""
+    problem = x_mcp_header_problem(definition.get("inputSchema"))
+    if problem is not None:
+        logger.warning("MCP tool %r left out: %s", definition["name"], problem)
+    return problem is None
 
 
 def _supported(exc: MCPRemoteError) -> Optional[list[str]]:

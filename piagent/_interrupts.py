@@ -139,7 +139,7 @@ class _Tracked:
         tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
         if tracker is not None:
             tracker.register(self)
-        super().connect()  # type: ignore[misc]
+        super().connect()  # type: ignore[misc]  # a mixin: the next class in the MRO is urllib3's connection
         if tracker is not None:
             tracker.check(self)
 
@@ -147,7 +147,7 @@ class _Tracked:
         tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
         if tracker is not None:
             tracker.register(self)
-        return super().request(*args, **kwargs)  # type: ignore[misc]
+        return super().request(*args, **kwargs)  # type: ignore[misc]  # a mixin, as in connect()
 
 
 class _TrackedHTTPConnection(_Tracked, urllib3.connection.HTTPConnection):

@@ -164,8 +164,9 @@ class Connection:
             else:
                 _call_quietly(self.on_notification, method, params)
             return
+        request_id = message.get("id")
         with self._lock:
-            pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+            pending = self._pending.get(request_id) if isinstance(request_id, (str, int)) else None
         if pending is None:
             logger.debug("MCP response for an unknown or abandoned request: %.200s", message)
         elif isinstance(message.get("error"), dict):

@@ -403,6 +403,7 @@ def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) 
         "server.address": "127.0.0.1",
         "server.port": int(server.url.rsplit(":", 1)[1]),
         "gen_ai.response.id": "chatcmpl-A1",
+        "gen_ai.response.model": "gpt-test-2025-01-01",
         "gen_ai.response.finish_reasons": ("stop",),
         "gen_ai.usage.input_tokens": 100,
         "gen_ai.usage.output_tokens": 20,
@@ -419,6 +420,18 @@ def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) 
     assert logged.piagent_trace_id == format(run.context.trace_id, "032x")
     assert logged.piagent_span_id == format(run.context.span_id, "016x")
     assert KEY not in otel.dump()
+
+
+@pytest.mark.parametrize("reported", ["gpt-test-2026-11-30", "gpt-test"])
+def test_the_response_model_is_the_one_the_provider_reports_else_the_requested_one(otel, reported: str) -> None:
+    chunks = [chunk({"content": "Hello"}, model=reported), chunk({}, "stop", model=reported)]
+    with ScriptedServer() as server:
+        server.reply(chat_stream(*chunks))
+        result = Agent(model=http_model(server), get_api_key=lambda provider: KEY).prompt("hi")
+    assert result.text == "Hello"
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.request.model"] == "gpt-test"
+    assert chat.attributes["gen_ai.response.model"] == reported
 
 
 def test_a_failed_call_marks_its_chat_and_run_spans_with_the_status_code(otel) -> None:

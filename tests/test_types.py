@@ -66,11 +66,12 @@ def test_assistant_message_with_every_block_type_round_trips() -> None:
         usage=_usage(),
         stop_reason="toolUse",
         response_id="resp_123",
+        response_model="mock-2026-12-01",
         timestamp=42,
     )
     d = message.to_dict()
     assert d["stopReason"] == "toolUse"
-    assert d["responseId"] == "resp_123"
+    assert (d["responseId"], d["responseModel"]) == ("resp_123", "mock-2026-12-01")
     assert d["usage"] == {
         "input": 10,
         "output": 20,
@@ -101,7 +102,7 @@ def test_error_assistant_message_round_trips_its_error_message() -> None:
     )
     d = message.to_dict()
     assert (d["stopReason"], d["errorMessage"]) == ("error", "provider exploded")
-    assert "responseId" not in d
+    assert "responseId" not in d and "responseModel" not in d
     assert round_trip(message) == message
 
 

@@ -143,6 +143,11 @@ class MessageBuilder:
         self._open[index] = block
         return AssistantMessageEvent(kind, self.message, index)
 
+    def report_model(self, reported: Any) -> None:
+        """Record the model id the response reports; kept only when it differs from the one asked for."""
+        if reported and reported != self.message.model:
+            self.message.response_model = str(reported)
+
     # -- text ----------------------------------------------------------------------------
 
     def text_start(self, text_signature: Optional[str] = None) -> AssistantMessageEvent:

@@ -320,6 +320,9 @@ class AssistantMessage(_ShownInNotebooks):
     stop_reason: StopReason = "stop"
     error_message: Optional[str] = None
     response_id: Optional[str] = None
+    #: The model the provider reports having answered with, only when it differs from ``model``
+    #: (an alias resolved to a dated version, a router's pick); None when it is the same.
+    response_model: Optional[str] = None
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
     #: With ``stop_reason == "refusal"``: ``{"category": str | None, "explanation": str | None}``.
@@ -334,6 +337,7 @@ class AssistantMessage(_ShownInNotebooks):
                 "provider": self.provider,
                 "model": self.model,
                 "responseId": self.response_id,
+                "responseModel": self.response_model,
                 "usage": self.usage.to_dict(),
                 "stopReason": self.stop_reason,
                 "errorMessage": self.error_message,
@@ -419,6 +423,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             stop_reason=d.get("stopReason", "stop"),
             error_message=d.get("errorMessage"),
             response_id=d.get("responseId"),
+            response_model=d.get("responseModel"),
             refusal=d.get("refusal"),
             **stamp,
         )

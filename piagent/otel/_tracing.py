@@ -218,6 +218,9 @@ class OpenTelemetryInstrumentation(Instrumentation):
         """Set the response attributes and token metrics; the call's error.type, or None."""
         if message.response_id:
             span.set_attribute(c.RESPONSE_ID, message.response_id)
+        response_model = message.response_model or message.model
+        if response_model:
+            span.set_attribute(c.RESPONSE_MODEL, response_model)
         span.set_attribute(c.RESPONSE_FINISH_REASONS, [c.finish_reason(message.stop_reason)])
         usage = message.usage
         input_tokens = usage.input + usage.cache_read + usage.cache_write  # the conventions count cached ones in

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from piagent.ai.types import UserMessage
+from piagent.ai.types import AssistantMessage, TextContent, UserMessage
 from piagent.sessions import JsonlSession, Session, SessionBusyError, SessionError, SqliteSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
 
 FILE_SIZE_LIMITED = """
 import os, resource, signal, sys
-from piagent.ai.types import UserMessage
+from piagent.ai.types import AssistantMessage, TextContent, UserMessage
 from piagent.sessions import SqliteSession
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
 path, size = sys.argv[1], int(sys.argv[2])
@@ -233,3 +233,17 @@ def test_a_store_of_ones_own_gets_the_whole_session_behaviour() -> None:
     again = Session(store)
     assert again.id == "mine" and store.records[0]["type"] == "session"
     assert [m.content for m in again.messages()] == ["a", "c"] and len(again.branches()) == 2
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_an_assistant_message_comes_back_from_either_store_with_its_response_model(
+    kind: str, tmp_path: Path, memory_dir: Path
+) -> None:
+    def open_session() -> Session:
+        return JsonlSession(tmp_path / "s.jsonl") if kind == "jsonl" else SqliteSession(memory_dir / "s.db", "a")
+
+    answer = AssistantMessage(
+        [TextContent("hi")], model="claude-test-4", response_id="msg_1", response_model="claude-test-4-20261101"
+    )
+    open_session().append_message(answer)
+    assert open_session().messages() == [answer]

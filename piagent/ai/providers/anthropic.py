@@ -348,6 +348,7 @@ class AnthropicStreamMapper:
             message = event.get("message") or {}
             if message.get("id"):
                 builder.message.response_id = message["id"]
+            builder.report_model(message.get("model"))
             self._read_usage(message.get("usage") or {})
             return []
         if kind == "content_block_start":

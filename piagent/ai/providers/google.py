@@ -284,6 +284,7 @@ class GoogleStreamMapper:
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         if chunk.get("responseId") and not self.builder.message.response_id:
             self.builder.message.response_id = chunk["responseId"]
+        self.builder.report_model(chunk.get("modelVersion"))
         if isinstance(chunk.get("usageMetadata"), dict):
             self._read_usage(chunk["usageMetadata"])
         feedback = chunk.get("promptFeedback") or {}

@@ -273,6 +273,7 @@ class _Chunks:
             raise ProviderStreamError(f"Provider error: {message or json.dumps(error)}")
         if chunk.get("id") and not self.builder.message.response_id:
             self.builder.message.response_id = str(chunk["id"])
+        self.builder.report_model(chunk.get("model"))
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:

@@ -257,6 +257,7 @@ class _Events:
             response = event.get("response") or {}
             if response.get("id"):
                 b.message.response_id = str(response["id"])
+            b.report_model(response.get("model"))
         elif kind == "response.output_item.added":
             yield from self._item_added(event)
         elif kind in _DELTAS:
@@ -359,6 +360,7 @@ class _Events:
     def _completed(self, response: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
         if response.get("id"):
             self.builder.message.response_id = str(response["id"])
+        self.builder.report_model(response.get("model"))
         self._record_usage(response)
         yield from self.builder.end_all()
         self.finished = True

@@ -25,12 +25,13 @@ def chunk(
     usage: Optional[dict[str, Any]] = None,
     choices: bool = True,
     id: str = "chatcmpl-A1",
+    model: str = "gpt-test-2025-01-01",
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": id,
         "object": "chat.completion.chunk",
         "created": CREATED,
-        "model": "gpt-test-2025-01-01",
+        "model": model,
         "system_fingerprint": "fp_test",
         "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}]
         if choices
@@ -79,8 +80,9 @@ def tool_delta(index: int, id: Optional[str] = None, name: Optional[str] = None,
 class ResponsesStream:
     """Builds a responses-API event stream with increasing sequence numbers."""
 
-    def __init__(self, response_id: str = "resp_01") -> None:
+    def __init__(self, response_id: str = "resp_01", model: str = "gpt-test") -> None:
         self.response_id = response_id
+        self.model = model
         self.events: list[dict[str, Any]] = []
         self._seq = itertools.count()
 
@@ -96,7 +98,7 @@ class ResponsesStream:
             "status": status,
             "error": None,
             "incomplete_details": None,
-            "model": "gpt-test",
+            "model": self.model,
             "output": list(output),
             "usage": None,
         }

@@ -136,6 +136,17 @@ def test_text_stream_builds_message_and_exact_event_sequence(server):
     assert (message.usage.input, message.usage.output) == (12, 7)
 
 
+@pytest.mark.parametrize(
+    "reported, recorded", [("claude-test-4-20261101", "claude-test-4-20261101"), ("claude-test-4", None)]
+)
+def test_response_model_is_the_model_message_start_reports_when_it_differs(server, reported, recorded):
+    start = message_start()
+    start["message"]["model"] = reported
+    server.reply(frames(start, *text_stream("ok")[1:]))
+    _, message = run(server)
+    assert (message.stop_reason, message.model, message.response_model) == ("stop", "claude-test-4", recorded)
+
+
 def test_request_goes_to_messages_endpoint_with_key_version_and_model_headers(server):
     server.reply(frames(*text_stream("ok")))
     stream = stream_anthropic(

@@ -109,6 +109,19 @@ def test_text_stream_builds_message_and_exact_event_sequence(server):
     assert (message.usage.input, message.usage.output) == (9, 5)
 
 
+@pytest.mark.parametrize(
+    "reported, recorded",
+    [("gemini-2.5-flash-preview-09-2026", "gemini-2.5-flash-preview-09-2026"), ("gemini-2.5-flash", None)],
+)
+def test_response_model_is_the_model_version_reported_when_it_differs(server, reported, recorded):
+    chunks = text_stream("Hel", "lo")
+    for c in chunks:
+        c["modelVersion"] = reported
+    server.reply(frames(*chunks))
+    _, message = run(server)
+    assert (message.stop_reason, message.model, message.response_model) == ("stop", "gemini-2.5-flash", recorded)
+
+
 def test_request_goes_to_stream_endpoint_with_key_header_and_config(server):
     server.reply(frames(*text_stream("ok")))
     run(server, temperature=0.2, max_tokens=500, headers={"x-extra": "1"})

@@ -65,6 +65,18 @@ def test_text_stream_yields_the_exact_event_sequence_and_message(server):
     assert (message.usage.input, message.usage.output, message.usage.total_tokens) == (12, 3, 15)
 
 
+@pytest.mark.parametrize("reported, recorded", [("gpt-test-2025-01-01", "gpt-test-2025-01-01"), ("gpt-test", None)])
+def test_response_model_is_the_model_the_chunks_report_when_it_differs(server, reported, recorded):
+    chunks = [
+        chunk({"role": "assistant", "content": ""}, model=reported),
+        chunk({"content": "ok"}, model=reported),
+        chunk({}, "stop", model=reported),
+    ]
+    server.reply(chat_stream(*chunks))
+    _, message = run(model_for(server), ctx())
+    assert (message.stop_reason, message.model, message.response_model) == ("stop", "gpt-test", recorded)
+
+
 def test_request_carries_bearer_key_and_openai_fields(server):
     server.reply(chat_text("ok"))
     run(model_for(server), ctx(UserMessage("Hi")), temperature=0.2, max_tokens=99)

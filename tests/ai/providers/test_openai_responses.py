@@ -61,6 +61,15 @@ def test_text_stream_yields_the_exact_event_sequence_and_message(server):
     assert (message.usage.input, message.usage.output) == (20, 5)
 
 
+@pytest.mark.parametrize(
+    "reported, recorded", [("gpt-5-test-2026-08-07", "gpt-5-test-2026-08-07"), ("gpt-5-test", None)]
+)
+def test_response_model_is_the_model_the_response_object_reports_when_it_differs(server, reported, recorded):
+    server.reply(ResponsesStream(model=reported).created().message(0, "msg_01", "ok").completed().frames())
+    _, message = run(model_for(server), ctx())
+    assert (message.stop_reason, message.model, message.response_model) == ("stop", "gpt-5-test", recorded)
+
+
 def test_request_has_instructions_input_items_and_bearer_key(server):
     server.reply(responses_text("ok"))
     run(model_for(server, reasoning=False), ctx(UserMessage("Hi")), max_tokens=77, temperature=0.5)

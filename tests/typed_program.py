@@ -113,8 +113,9 @@ def main() -> list[str]:
         typed: RunResult[Sum] = agent.prompt("2 + 3 as a Sum", output_type=Sum)
         total: int = typed.output.total  # an int under mypy --strict: output is a Sum
         later: Future[RunResult[Sum]] = agent.prompt("3 + 4", output_type=Sum, wait=False)
+        later_total: int = later.result(timeout=30).output.total  # before the next prompt: one run at a time
         untyped: RunResult[Any] = agent.prompt("no output type")
-        seen.append(f"{total} {later.result(timeout=30).output.total} {untyped.stop_reason}")
+        seen.append(f"{total} {later_total} {untyped.stop_reason}")
     finally:
         faux.unregister()
     return seen

@@ -40,8 +40,9 @@ __all__ = [
 def supports_native_output(model: Model) -> bool:
     """True unless ``model.compat["supports_structured_output"]`` is false.
 
-    Every built-in provider has a native form (llama-cpp: a grammar); a server behind an
-    OpenAI-compatible URL that lacks ``response_format`` is declared with that compat key.
+    Every built-in provider has a native form (llama-cpp: a grammar; the llama.cpp family of
+    servers: their own ``response_format``, docs/servers.md#structured-output); a server behind
+    an OpenAI-compatible URL that lacks ``response_format`` is declared with that compat key.
     Other APIs (the faux provider, custom ones) receive the format in their options.
     """
     declared = (model.compat or {}).get("supports_structured_output")
@@ -141,8 +142,13 @@ def _openai_format(output: OutputFormat) -> tuple[dict[str, Any], bool]:
     return (strict, True) if strict is not None else (output.schema, False)
 
 
-def add_chat_completions_output(payload: dict[str, Any], output: OutputFormat) -> None:
-    """``response_format`` of ``POST /chat/completions``."""
+def add_chat_completions_output(payload: dict[str, Any], output: OutputFormat, form: str = "json_schema") -> None:
+    """``response_format`` of ``POST /chat/completions`` in ``form`` (docs/servers.md#structured-output):
+    ``"json_schema"`` is OpenAI's; ``"json_object"`` is llama.cpp's ``{type: "json_object",
+    schema}``, whose schema the server turns into a grammar (sent whole: no strict subset)."""
+    if form == "json_object":
+        payload["response_format"] = {"type": "json_object", "schema": output.schema}
+        return
     schema, strict = _openai_format(output)
     spec: dict[str, Any] = {"name": output.name, "schema": schema, "strict": strict}
     if output.description:

@@ -161,7 +161,8 @@ def describe_model(model: Model) -> str:
 
         server = detect_server(model) or "unknown OpenAI-compatible server"
         settings = resolve_compat(model)
-        line += f" ({server}; supports_null_content={json.dumps(settings['supports_null_content'])})"
+        shown = ("supports_null_content", "structured_output_form")
+        line += f" ({server}; " + ", ".join(f"{key}={json.dumps(settings[key])}" for key in shown) + ")"
     return line
 
 

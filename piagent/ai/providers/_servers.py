@@ -3,34 +3,59 @@
 The one place where piagent knows local servers apart (see ``docs/servers.md``). A server is
 recognised by the model's provider name (``custom_model(..., provider="ollama")``,
 ``piagent --model ollama:llama3.2``) or, failing that, by its usual local port. Unknown
-servers get the form the most servers accept. ``model.compat`` overrides everything here.
+servers get the form the most servers accept; what an unknown local server is seen to refuse
+is remembered per ``base_url`` (:func:`learn_compat`). ``model.compat`` overrides everything here.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from ...exceptions import HttpStatusError
 from ..types import Model
 from ._common import is_local_url
 
-__all__ = ["KNOWN_SERVERS", "UNKNOWN_SERVER", "detect_server", "server_compat"]
+__all__ = [
+    "KNOWN_SERVERS",
+    "UNKNOWN_SERVER",
+    "detect_server",
+    "forget_learned_compat",
+    "learn_compat",
+    "refuses_json_schema_output",
+    "server_compat",
+]
 
-#: What each known server needs, by name. ``supports_null_content``: an assistant message
-#: that only calls tools may carry ``content: null`` (else ``content: ""`` is sent).
+#: What each known server needs, by name (docs/servers.md).
+#: ``supports_null_content``: an assistant message that only calls tools may carry
+#: ``content: null`` (else ``content: ""`` is sent).
+#: ``structured_output_form``: how ``response_format`` asks for a schema: ``"json_schema"``
+#: (OpenAI's ``{type: "json_schema", json_schema: {name, schema, strict}}``) or
+#: ``"json_object"`` (the llama.cpp family's ``{type: "json_object", schema}``).
 KNOWN_SERVERS: dict[str, dict[str, Any]] = {
     # api.openai.com and vLLM follow OpenAI's schema, where null is the documented form.
-    "openai": {"supports_null_content": True},
-    "vllm": {"supports_null_content": True},
+    "openai": {"supports_null_content": True, "structured_output_form": "json_schema"},
+    "vllm": {"supports_null_content": True, "structured_output_form": "json_schema"},
     # llama-cpp-python's server validates content as a string (HTTP 500 on null); llama.cpp's
     # llama-server, Ollama ("invalid message content type: <nil>") and LM Studio rejected
     # null in releases still in use. All of them accept "".
-    "llama.cpp": {"supports_null_content": False},
-    "ollama": {"supports_null_content": False},
-    "lmstudio": {"supports_null_content": False},
+    # llama-cpp-python's server accepts only "text"/"json_object" (with an optional schema
+    # turned into a grammar); llama-server accepts that form as well as json_schema.
+    "llama.cpp": {"supports_null_content": False, "structured_output_form": "json_object"},
+    # Ollama (0.5+) and LM Studio constrain json_schema; LM Studio refuses json_object.
+    "ollama": {"supports_null_content": False, "structured_output_form": "json_schema"},
+    "lmstudio": {"supports_null_content": False, "structured_output_form": "json_schema"},
 }
-#: An unknown server gets ``""``: every server above accepts it, null is refused by several.
-UNKNOWN_SERVER: dict[str, Any] = {"supports_null_content": False}
+#: An unknown server gets ``""``: every server above accepts it, null is refused by several;
+#: and OpenAI's json_schema form, which all but llama-cpp-python's server accept (that one is
+#: recognised by its refusal, see :func:`refuses_json_schema_output`).
+UNKNOWN_SERVER: dict[str, Any] = {"supports_null_content": False, "structured_output_form": "json_schema"}
+
+#: Compat values learned from an unknown local server's refusals, by ``base_url``. Bounded:
+#: one entry per server a process talks to; cleared by :func:`forget_learned_compat`.
+_learned: dict[str, dict[str, Any]] = {}
+_learned_lock = threading.Lock()
 
 _PROVIDER_NAMES = {
     "vllm": "vllm",
@@ -63,6 +88,38 @@ def detect_server(model: Model) -> Optional[str]:
 
 
 def server_compat(model: Model) -> dict[str, Any]:
-    """The compat defaults of the server behind ``model`` (before ``model.compat``)."""
+    """The compat defaults of the server behind ``model`` (before ``model.compat``): the known
+    server's, else the unknown server's with what was learned from this ``base_url``."""
     server = detect_server(model)
-    return dict(KNOWN_SERVERS[server] if server else UNKNOWN_SERVER)
+    if server:
+        return dict(KNOWN_SERVERS[server])
+    with _learned_lock:
+        return {**UNKNOWN_SERVER, **_learned.get(model.base_url, {})}
+
+
+def learn_compat(model: Model, key: str, value: Any) -> None:
+    """Remember ``key=value`` for every later request to ``model.base_url`` in this process."""
+    with _learned_lock:
+        _learned.setdefault(model.base_url, {})[key] = value
+
+
+def forget_learned_compat() -> None:
+    """Forget every learned compat value (tests; a server replaced on the same URL)."""
+    with _learned_lock:
+        _learned.clear()
+
+
+def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: BaseException) -> bool:
+    """True when ``error`` is an unknown local server refusing the ``json_schema`` form of
+    ``response_format`` that piagent chose by default: an HTTP 4xx/5xx whose text names
+    ``response_format`` (llama-cpp-python's server: HTTP 500, "Input should be 'text' or
+    'json_object'"). The caller then retries once with the ``json_object`` form."""
+    return (
+        isinstance(error, HttpStatusError)
+        and 400 <= error.status < 600
+        and "response_format" in error.message
+        and compat.get("structured_output_form") == "json_schema"
+        and "structured_output_form" not in (model.compat or {})
+        and detect_server(model) is None
+        and is_local_url(model.base_url)
+    )

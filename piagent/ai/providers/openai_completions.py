@@ -21,6 +21,10 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
 ``supports_null_content``         an assistant message with only tool calls has ``content: null``
                                   (False sends ``""``); the default depends on the server, see
                                   :mod:`._servers` and ``docs/servers.md``
+``structured_output_form``        ``response_format`` for ``output_format``: ``"json_schema"``
+                                  (OpenAI's) or ``"json_object"`` (``{type, schema}``, the
+                                  llama.cpp family); an unknown local server that refuses the
+                                  first gets the second, see ``docs/servers.md#structured-output``
 ================================  ==========================================================
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
@@ -42,11 +46,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from ...exceptions import HttpStatusError
 from ..builder import MessageBuilder
 from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..output import add_chat_completions_output
@@ -74,7 +80,9 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
-from ._servers import server_compat
+from ._servers import learn_compat, refuses_json_schema_output, server_compat
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions", "stream_simple_openai_completions"]
 
@@ -245,7 +253,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     if options.session_id and compat["supports_prompt_cache_key"]:
         payload["prompt_cache_key"] = options.session_id
     if options.output_format is not None:
-        add_chat_completions_output(payload, options.output_format)
+        add_chat_completions_output(payload, options.output_format, compat["structured_output_form"])
     return payload
 
 
@@ -386,7 +394,15 @@ def _body(
     model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
 ) -> Iterator[AssistantMessageEvent]:
     url = model.base_url.rstrip("/") + "/chat/completions"
-    with open_request(model, options, url, build_payload(model, context, options), bearer_headers) as http:
+    try:
+        http = open_request(model, options, url, build_payload(model, context, options), bearer_headers)
+    except HttpStatusError as error:
+        if options.output_format is None or not refuses_json_schema_output(model, resolve_compat(model), error):
+            raise
+        logger.info("%s refused response_format json_schema; using json_object + schema from now on", model.base_url)
+        learn_compat(model, "structured_output_form", "json_object")  # docs/servers.md#structured-output
+        http = open_request(model, options, url, build_payload(model, context, options), bearer_headers)
+    with http:
         yield builder.start()
         state = _Chunks(builder)
         done = False

@@ -75,6 +75,7 @@ class FunctionTool(AgentTool):
             self.label,
             self.execution_mode,
             self.timeout,
+            self.on_run_thread,
         )
         attribute = self.__dict__.get("_attribute")
         if attribute and isinstance(getattr(instance, "__dict__", None), dict):
@@ -94,6 +95,7 @@ def tool(
     label: Optional[str] = None,
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
+    on_run_thread: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -105,6 +107,7 @@ def tool(
     label: Optional[str] = None,
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
+    on_run_thread: bool = False,
 ) -> Union[FunctionTool, Callable[[Callable[..., Any]], FunctionTool]]:
     """Turn a function into an :class:`AgentTool`; use bare (``@tool``) or with options.
 
@@ -112,16 +115,25 @@ def tool(
     ``description`` to the docstring's description, ``label`` to the name.
     ``execution_mode="sequential"`` makes any batch containing the tool run sequentially;
     ``timeout`` (seconds) turns a longer call into an error result (the call's signal is
-    aborted and its thread left to finish). Raises TypeError/ValueError at decoration time
-    for a hint with no JSON form, ``*args``, an async or generator function, or bad options.
+    aborted and its thread left to finish). ``on_run_thread=True`` runs the tool on the run
+    thread instead of a worker (thread-locals, the caller's database transaction): its batches
+    run sequentially, and an abort waits for it (docs/architecture.md#the-thread-contract); it
+    cannot be combined with ``timeout``. Raises TypeError/ValueError at decoration time for a
+    hint with no JSON form, ``*args``, an async or generator function, or bad options.
     """
     _check_execution_mode("execution_mode", execution_mode)
     positive_number_or_none("timeout", timeout)
+    if not isinstance(on_run_thread, bool):
+        raise InvalidTypeError(f"on_run_thread must be a bool, not {type(on_run_thread).__name__}")
+    if on_run_thread and timeout is not None:
+        raise InvalidValueError(
+            "on_run_thread=True cannot be combined with timeout: a call on the run thread cannot be left behind"
+        )
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):
             raise InvalidTypeError(f"@tool decorates a function, not {type(function).__name__}")
-        return _build(function, name, description, label, execution_mode, timeout)
+        return _build(function, name, description, label, execution_mode, timeout, on_run_thread)
 
     if fn is None:
         return decorate
@@ -139,6 +151,7 @@ def _build(
     label: Optional[str],
     execution_mode: Optional[ToolExecutionMode],
     timeout: Optional[float],
+    on_run_thread: bool = False,
 ) -> FunctionTool:
     tool_name = name if name is not None else getattr(fn, "__name__", "")
     if not _NAME.match(tool_name):
@@ -165,6 +178,7 @@ def _build(
         label=label if label is not None else tool_name,
         execution_mode=execution_mode,
         timeout=timeout,
+        on_run_thread=on_run_thread,
         function=fn,
     )
     made.__dict__["_method"] = method

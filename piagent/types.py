@@ -106,7 +106,12 @@ class AgentTool(Tool):
     reports failure by raising (the model sees the message). ``prepare_arguments(raw)`` may
     reshape raw arguments before validation. ``execution_mode="sequential"`` makes any batch
     containing this tool run sequentially. ``timeout`` (seconds) turns a call that runs longer
-    into an error result; its thread is left to finish.
+    into an error result; its thread is left to finish. Calls run on piagent's worker threads
+    (docs/architecture.md#the-thread-contract); ``on_run_thread=True`` runs this tool's calls
+    on the run thread instead (for thread-bound resources: a database connection inside the
+    caller's transaction, thread-locals) and makes its batches sequential. Such a call is
+    never left behind: no timeout applies to it, an abort waits for it to return, and a
+    BaseException it raises (KeyboardInterrupt, SystemExit) propagates from ``prompt()``.
     """
 
     name: str
@@ -117,6 +122,7 @@ class AgentTool(Tool):
     prepare_arguments: Optional[Callable[[Any], Any]] = None
     execution_mode: Optional[ToolExecutionMode] = None
     timeout: Optional[float] = None
+    on_run_thread: bool = False
 
 
 @dataclass
@@ -264,8 +270,8 @@ class AgentLoopConfig(StreamOptions):
     ``tool_timeout`` is the default per-call timeout in seconds. ``max_tool_calls`` bounds
     the calls of one assistant message that run (None: :data:`DEFAULT_MAX_TOOL_CALLS`, 128;
     the rest get error results). After an abort, a call still running after ``abort_grace``
-    seconds (None: :data:`DEFAULT_ABORT_GRACE`, 1 s) is abandoned like a timed-out one; a
-    sequential call without a timeout runs on the run thread and cannot be abandoned.
+    seconds (None: :data:`DEFAULT_ABORT_GRACE`, 1 s) is abandoned like a timed-out one,
+    sequential or parallel; only a call of an ``on_run_thread`` tool cannot be abandoned.
     ``max_tool_result_chars`` bounds the text of each tool result (outputs and error messages)
     that enters the transcript and the model's context: longer text keeps its beginning and
     ends with a note saying how much was cut. None means no bound.

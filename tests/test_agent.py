@@ -27,6 +27,7 @@ from piagent import (
     UserMessage,
 )
 from piagent.ai import Model
+from piagent.executors import abandoned_tool_threads
 from piagent.testing import faux_message, faux_text, faux_tool_call
 from tests.support.agent_support import WAIT, GatedStream, Recorder, echo_tool, roles, text_of, user
 from tests.support.loop import MODEL, assistant
@@ -1103,3 +1104,73 @@ def test_a_steering_message_taken_by_a_failed_run_is_put_back(faux) -> None:
     assert result.error_message == "turn_start listener broke"
     assert [text_of(m) for m in agent.steering_queue.drain("all")] == ["s1", "s2"]
     unsubscribe()
+
+
+# --------------------------------------------------------------------------- abort and sequential tools
+
+
+class IgnoresItsSignal:
+    """A tool that never looks at its signal: it waits for ``release`` (set at cleanup)."""
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def execute(self, call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        self.threads.append(threading.current_thread())
+        self.started.set()
+        self.release.wait(WAIT)
+        return AgentToolResult([TextContent("finished anyway")])
+
+    def tool(self, **options: Any) -> AgentTool:
+        return AgentTool("slow", "ignores its signal", {"type": "object", "properties": {}}, self.execute, **options)
+
+
+def _run_and_abort(faux, tool: IgnoresItsSignal, agent: Agent) -> RunResult:
+    faux.set_responses([faux_message([faux_tool_call("slow", {}, id="a")]), faux_message("never")])
+    threading.Thread(target=lambda: tool.started.wait(WAIT) and agent.abort()).start()
+    try:
+        return agent.prompt("go")
+    finally:
+        tool.release.set()
+
+
+@pytest.mark.parametrize("options", [{"tool_execution": "sequential"}, {"execution_mode": "sequential"}])
+@pytest.mark.parametrize("timeout", [None, WAIT])
+def test_abort_abandons_a_sequential_tool_that_ignores_it(faux, options: dict[str, Any], timeout: Any) -> None:
+    slow = IgnoresItsSignal()
+    tool_options = {"timeout": timeout, **({} if "tool_execution" in options else options)}
+    agent_options = options if "tool_execution" in options else {}
+    before = abandoned_tool_threads()
+    agent = Agent(model=faux.get_model(), tools=[slow.tool(**tool_options)], abort_grace=0.05, **agent_options)
+    result = _run_and_abort(faux, slow, agent)
+    assert result.stop_reason == "aborted"
+    [tool_result] = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert tool_result.is_error and text_of(tool_result) == (
+        "Tool slow was aborted: it did not stop within the abort grace period of 0.05 s"
+    )
+    assert abandoned_tool_threads() == before + 1
+    assert slow.threads and slow.threads[0] is not threading.current_thread()
+
+
+def test_abort_waits_for_an_on_run_thread_tool(faux) -> None:
+    slow = IgnoresItsSignal()
+    before = abandoned_tool_threads()
+    agent = Agent(model=faux.get_model(), tools=[slow.tool(on_run_thread=True)], abort_grace=0)
+    faux.set_responses([faux_message([faux_tool_call("slow", {}, id="a")]), faux_message("never")])
+
+    def abort_then_release() -> None:
+        slow.started.wait(WAIT)
+        agent.abort()
+        slow.release.set()  # with a grace of 0, a call that could be abandoned would be abandoned at once
+
+    threading.Thread(target=abort_then_release).start()
+    try:
+        result = agent.prompt("go")
+    finally:
+        slow.release.set()
+    assert result.stop_reason == "aborted"
+    [tool_result] = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert (tool_result.is_error, text_of(tool_result)) == (False, "finished anyway")
+    assert abandoned_tool_threads() == before
+    assert slow.threads == [threading.current_thread()]

@@ -168,6 +168,25 @@ class TestDecoration:
         with pytest.raises(ValueError, match="timeout must be a positive number"):
             tool(timeout=timeout)
 
+    def test_on_run_thread_is_forwarded_and_off_by_default(self) -> None:
+        @tool(on_run_thread=True)
+        def bound(x: int) -> int:
+            return x
+
+        @tool
+        def free(x: int) -> int:
+            return x
+
+        assert (bound.on_run_thread, free.on_run_thread) == (True, False)
+
+    def test_on_run_thread_with_a_timeout_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="on_run_thread=True cannot be combined with timeout"):
+            tool(on_run_thread=True, timeout=5)
+
+    def test_bad_on_run_thread_is_refused(self) -> None:
+        with pytest.raises(TypeError, match="on_run_thread must be a bool, not str"):
+            tool(on_run_thread="yes")  # type: ignore[arg-type]
+
     def test_bad_execution_mode_is_refused(self) -> None:
         with pytest.raises(ValueError, match="execution_mode"):
             tool(execution_mode="eventually")  # type: ignore[arg-type]

@@ -430,7 +430,47 @@ def test_contextvars_reach_a_user_supplied_executor() -> None:
     assert seen.items == ["request-7", "request-7"]
 
 
-def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updates_at_once() -> None:
+SEQUENTIAL_TOOL_EVENTS = ["tes(tool-1)", "tee(tool-1)", "tes(tool-2)", "tee(tool-2)"]
+
+
+def test_sequential_mode_runs_tools_one_at_a_time_on_workers_and_listeners_on_the_run_thread() -> None:
+    threads: list[int] = []
+    order = Log()
+    events: list[Any] = []
+
+    def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        order.add(f"enter {tid}")
+        threads.append(threading.get_ident())
+        on_update(text_result(f"{tid} progress"))
+        helper = threading.Thread(target=on_update, args=(text_result(f"{tid} from a helper"),))
+        helper.start()
+        helper.join(WAIT)
+        order.add(f"leave {tid}")
+        return text_result("ok")
+
+    batch = Batch(
+        [call("tool-1", value="a"), call("tool-2", value="b")],
+        [tool("echo", execute)],
+        events.append,
+        tool_execution="sequential",
+    )
+    assert len(threads) == 2 and threading.get_ident() not in threads
+    assert order.items == ["enter tool-1", "leave tool-1", "enter tool-2", "leave tool-2"]
+    assert set(batch.event_threads) == {threading.get_ident()}
+    tool_events = [s for s in batch.short if s.startswith(("tes", "teu", "tee"))]
+    assert tool_events == [
+        "tes(tool-1)",
+        "teu(tool-1)",
+        "teu(tool-1)",
+        "tee(tool-1)",
+        "tes(tool-2)",
+        "teu(tool-2)",
+        "teu(tool-2)",
+        "tee(tool-2)",
+    ]
+
+
+def test_an_on_run_thread_tool_runs_on_the_run_thread_and_dispatches_its_updates_at_once() -> None:
     threads: list[int] = []
     delivered_before_return: list[bool] = []
     events: list[Any] = []
@@ -447,9 +487,8 @@ def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updat
 
     batch = Batch(
         [call("tool-1", value="a"), call("tool-2", value="b")],
-        [tool("echo", execute)],
+        [tool("echo", execute, on_run_thread=True)],
         events.append,
-        tool_execution="sequential",
     )
     assert threads == [threading.get_ident()] * 2
     assert delivered_before_return == [True, True]
@@ -467,32 +506,53 @@ def test_sequential_mode_runs_tools_on_the_run_thread_and_dispatches_their_updat
     ]
 
 
-def test_one_sequential_tool_makes_the_whole_batch_run_on_the_run_thread() -> None:
+def test_one_sequential_tool_makes_the_whole_batch_sequential_on_workers() -> None:
     threads = Log()
+    order = Log()
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        order.add(f"enter {tid}")
         threads.add(str(threading.get_ident()))
+        order.add(f"leave {tid}")
         return text_result("ok")
 
     tools = [tool("free", execute, execution_mode="parallel"), tool("strict", execute, execution_mode="sequential")]
     calls = [call("tool-1", "free", value="a"), call("tool-2", "free", value="b"), call("tool-3", "strict", value="c")]
-    Batch(calls, tools)
-    assert threads.items == [str(threading.get_ident())] * 3
+    batch = Batch(calls, tools)
+    assert [s for s in batch.short if s.startswith(("tes", "tee"))] == SEQUENTIAL_TOOL_EVENTS + [
+        "tes(tool-3)",
+        "tee(tool-3)",
+    ]
+    assert order.items == [f"{step} tool-{n}" for n in (1, 2, 3) for step in ("enter", "leave")]
+    assert len(threads.items) == 3 and str(threading.get_ident()) not in threads.items
 
 
-def test_a_parallel_tool_cannot_override_a_sequential_config() -> None:
+def test_one_on_run_thread_tool_makes_the_batch_sequential_and_only_it_runs_on_the_run_thread() -> None:
     threads = Log()
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        threads.add(str(threading.get_ident()))
+        threads.add(f"{tid} {threading.get_ident() == run_thread}")
         return text_result("ok")
 
-    Batch(
+    run_thread = threading.get_ident()
+    tools = [tool("free", execute), tool("bound", execute, on_run_thread=True)]
+    calls = [call("tool-1", "free", value="a"), call("tool-2", "bound", value="b"), call("tool-3", "free", value="c")]
+    batch = Batch(calls, tools)
+    assert [s for s in batch.short if s.startswith(("tes", "tee"))] == SEQUENTIAL_TOOL_EVENTS + [
+        "tes(tool-3)",
+        "tee(tool-3)",
+    ]
+    assert threads.items == ["tool-1 False", "tool-2 True", "tool-3 False"]
+
+
+def test_a_parallel_tool_cannot_override_a_sequential_config() -> None:
+    batch = Batch(
         [call("tool-1", value="a"), call("tool-2", value="b")],
-        [tool("echo", execute, execution_mode="parallel")],
+        [tool("echo", lambda *a: text_result("ok"), execution_mode="parallel")],
         tool_execution="sequential",
     )
-    assert threads.items == [str(threading.get_ident())] * 2
+    # a sequential batch ends each call before it starts the next (a parallel one starts them all first)
+    assert [s for s in batch.short if s.startswith(("tes", "tee"))] == SEQUENTIAL_TOOL_EVENTS
 
 
 def test_unknown_tools_do_not_make_a_batch_sequential() -> None:
@@ -711,23 +771,27 @@ def test_a_tool_returning_something_else_than_a_tool_result_is_a_clear_error(
 
 # the SystemExit goes on up its worker thread after being reported, as it should
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("timeout", [None, WAIT])
-def test_a_pool_tool_raising_a_base_exception_is_an_error_not_a_hang(timeout: Any) -> None:
+def test_a_worker_tool_raising_a_base_exception_is_an_error_not_a_hang(mode: str, timeout: Any) -> None:
     def leave(*args: Any) -> AgentToolResult:
         raise SystemExit("tool called sys.exit")
 
-    batch = Batch([call("tool-1", value="a"), call("tool-2", value="b")], [tool("echo", leave, timeout=timeout)])
+    batch = Batch(
+        [call("tool-1", value="a"), call("tool-2", value="b")],
+        [tool("echo", leave, timeout=timeout)],
+        tool_execution=mode,
+    )
     assert [(e.is_error, e.result.content[0].text) for e in batch.ends()] == [(True, "tool called sys.exit")] * 2
     assert batch.stream_fn.calls == 2
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_base_exception_from_a_tool_on_the_run_thread_propagates() -> None:
+def test_a_base_exception_from_an_on_run_thread_tool_propagates() -> None:
     def interrupted(*args: Any) -> AgentToolResult:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        Batch([call("tool-1", value="a")], [tool("echo", interrupted)], tool_execution="sequential")
+        Batch([call("tool-1", value="a")], [tool("echo", interrupted, on_run_thread=True)])
 
 
 def test_a_tool_result_with_no_content_becomes_an_empty_list() -> None:
@@ -915,8 +979,9 @@ def test_the_default_call_limit_answers_a_flood_of_calls_without_running_them_al
     assert len(batch.result_ids) == 300 and sum(e.is_error for e in batch.ends()) == 300 - 128
 
 
+@pytest.mark.parametrize("timeout", [None, WAIT])
 @pytest.mark.parametrize("mode", MODES)
-def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_period(mode: str) -> None:
+def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_period(mode: str, timeout: Any) -> None:
     started, release = threading.Event(), threading.Event()
     before = abandoned_tool_threads()
 
@@ -928,10 +993,10 @@ def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_peri
     controller = AbortController()
     threading.Thread(target=lambda: started.wait(WAIT) and controller.abort()).start()
     try:
-        # sequential calls with a timeout run on a worker, like parallel ones, and can be abandoned
+        # sequential calls run on a worker, like parallel ones, and can be abandoned
         batch = Batch(
             [call("tool-1", "slow", value="a"), call("tool-2", "slow", value="b")],
-            [tool("slow", ignores_its_signal, timeout=WAIT)],
+            [tool("slow", ignores_its_signal, timeout=timeout)],
             controller=controller,
             tool_execution=mode,
             abort_grace=0.2,
@@ -944,6 +1009,37 @@ def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_peri
     # parallel: both calls were running and both are abandoned; sequential: the second never starts
     assert abandoned_tool_threads() == before + (2 if mode == "parallel" else 1)
     assert all(e.is_error for e in ends) and "finished anyway" not in str([text_of(e.result) for e in ends])
+
+
+def test_after_an_abort_a_call_on_the_run_thread_is_waited_for() -> None:
+    started, release = threading.Event(), threading.Event()
+    before = abandoned_tool_threads()
+
+    def ignores_its_signal(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        started.set()
+        release.wait(WAIT)  # a tool that never looks at its signal
+        return text_result("finished anyway")
+
+    def abort_then_release() -> None:
+        started.wait(WAIT)
+        controller.abort()
+        release.set()  # with a grace of 0, a call that could be abandoned would be abandoned at once
+
+    controller = AbortController()
+    threading.Thread(target=abort_then_release).start()
+    try:
+        batch = Batch(
+            [call("tool-1", "bound", value="a"), call("tool-2", "bound", value="b")],
+            [tool("bound", ignores_its_signal, on_run_thread=True)],
+            controller=controller,
+            abort_grace=0,
+        )
+    finally:
+        release.set()
+    assert [(e.tool_call_id, e.is_error, text_of(e.result)) for e in batch.ends()] == [
+        ("tool-1", False, "finished anyway")
+    ]
+    assert abandoned_tool_threads() == before
 
 
 def test_the_default_abort_grace_is_one_second() -> None:

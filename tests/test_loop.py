@@ -277,6 +277,13 @@ class _Overlap:
         return AgentTool(name, name, echo_tool().parameters, execute, **options)
 
 
+def tool_event_order(events: list[Any]) -> list[str]:
+    """``start:<id>``/``end:<id>`` for each tool_execution_start/end, in order (a parallel batch
+    starts every call before any ends)."""
+    names = {"tool_execution_start": "start", "tool_execution_end": "end"}
+    return [f"{names[e.type]}:{e.tool_call_id}" for e in events if e.type in names]
+
+
 def test_L10_forces_sequential_when_a_tool_has_execution_mode_sequential(mode: str) -> None:
     overlap = _Overlap()
     tool = overlap.tool("slow", execution_mode="sequential")
@@ -286,9 +293,10 @@ def test_L10_forces_sequential_when_a_tool_has_execution_mode_sequential(mode: s
         mode,
     )
     run_agent_loop([user("go")], AgentContext("", [], [tool]), config(), events.append, stream_fn=stream_fn)
-    # Both ran on the run thread itself, so they cannot have overlapped.
-    assert overlap.threads == [threading.get_ident()] * 2
+    # Each call ended before the next one was even preflighted, so they cannot have overlapped.
+    assert tool_event_order(events) == ["start:tool-1", "end:tool-1", "start:tool-2", "end:tool-2"]
     assert overlap.order == ["start:slow:first", "end:slow:first", "start:slow:second", "end:slow:second"]
+    assert len(overlap.threads) == 2 and threading.get_ident() not in overlap.threads  # on workers
     result_ends = [e.message.tool_call_id for e in of_type(events, "message_end") if e.message.role == "toolResult"]
     assert result_ends == ["tool-1", "tool-2"]
 
@@ -300,9 +308,11 @@ def test_L11_forces_sequential_when_one_of_multiple_tools_is_sequential(mode: st
     stream_fn = ScriptedStream(
         [assistant([call("a", "slow", value="a"), call("b", "fast", value="b")]), assistant("done")], mode
     )
-    run_agent_loop([user("go")], AgentContext("", [], [slow, fast]), config(), lambda e: None, stream_fn=stream_fn)
+    events: list[Any] = []
+    run_agent_loop([user("go")], AgentContext("", [], [slow, fast]), config(), events.append, stream_fn=stream_fn)
+    assert tool_event_order(events) == ["start:a", "end:a", "start:b", "end:b"]
     assert overlap.order == ["start:slow:a", "end:slow:a", "start:fast:b", "end:fast:b"]
-    assert overlap.threads == [threading.get_ident()] * 2
+    assert len(overlap.threads) == 2 and threading.get_ident() not in overlap.threads
 
 
 def test_L12_allows_parallel_when_all_tools_have_execution_mode_parallel(mode: str) -> None:

@@ -90,8 +90,8 @@ def otel_with_content() -> Iterator[Telemetry]:
     piagent.uninstrument()
 
 
-def make_tool(name: str, execute: Any, schema: dict = EMPTY) -> AgentTool:
-    return AgentTool(name, f"the {name} tool", schema, execute)
+def make_tool(name: str, execute: Any, schema: dict = EMPTY, **options: Any) -> AgentTool:
+    return AgentTool(name, f"the {name} tool", schema, execute, **options)
 
 
 def ok(text: str) -> AgentToolResult:
@@ -233,7 +233,7 @@ def test_a_parallel_batch_runs_its_tool_spans_on_worker_threads_under_the_run_sp
     assert runs.count == 1
 
 
-@pytest.mark.parametrize("where", ["a user's executor", "the run thread (sequential)"])
+@pytest.mark.parametrize("where", ["a user's executor", "a worker (sequential)", "the run thread (on_run_thread)"])
 def test_a_tool_runs_inside_its_execute_tool_span_wherever_it_runs(otel, faux, where: str) -> None:
     seen: list[str] = []
 
@@ -248,8 +248,12 @@ def test_a_tool_runs_inside_its_execute_tool_span_wherever_it_runs(otel, faux, w
         with ThreadPoolExecutor(1, thread_name_prefix="users-pool") as pool:
             Agent(model=faux.get_model(), tools=tools, executor=pool).prompt("go")
         assert seen[0].startswith("users-pool")
-    else:
+    elif where == "a worker (sequential)":
         Agent(model=faux.get_model(), tools=tools, tool_execution="sequential").prompt("go")
+        assert seen[0].startswith("piagent-worker")
+    else:
+        bound = [make_tool("lookup", execute, on_run_thread=True)]
+        Agent(model=faux.get_model(), tools=bound).prompt("go")
         assert seen == [threading.current_thread().name]
     (run,) = otel.named("invoke_agent")
     assert otel.tree(run) == ["invoke_agent", "  chat faux-1", "  execute_tool lookup", "    inside", "  chat faux-1"]

@@ -1,7 +1,7 @@
 """How a batch of tool calls runs (docs/loop.md#tool-batches).
 
 :func:`execute_tool_calls` picks the algorithm: sequential when the config says so or any
-called tool has ``execution_mode="sequential"``, parallel otherwise.
+called tool has ``execution_mode="sequential"`` or ``on_run_thread=True``, parallel otherwise.
 :func:`fail_truncated_tool_calls` answers the calls of a length-stopped message without
 running them (docs/loop.md#rule-10).
 """
@@ -38,7 +38,7 @@ def _is_sequential(batch: BatchContext, calls: list[ToolCall]) -> bool:
         return True
     for call in calls:
         tool = find_tool(batch.context.tools, call.name)
-        if tool is not None and tool.execution_mode == "sequential":
+        if tool is not None and (tool.execution_mode == "sequential" or tool.on_run_thread):
             return True
     return False
 

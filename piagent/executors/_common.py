@@ -3,8 +3,8 @@
 Threading: preflight and finalisation (and so every hook) run on the run thread. A call's
 ``execute`` runs wherever the algorithm puts it; everything it reports from another thread
 (updates, the outcome) goes through a :class:`Notifications` queue that only the run thread
-reads, so listeners never run on a worker. (A sequential call running on the run thread
-itself dispatches its updates at once.)
+reads, so listeners never run on a worker. (A call of an ``on_run_thread`` tool, running on
+the run thread itself, dispatches its updates at once.)
 """
 
 from __future__ import annotations
@@ -204,6 +204,8 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
     except Exception as exc:
         return Outcome(call, error_result(exception_message(exc)), True)
     timeout = tool.timeout if tool.timeout is not None else batch.config.tool_timeout
+    if tool.on_run_thread:  # nothing can leave a call on the run thread behind
+        timeout = None
     return Prepared(index, call, tool, args, timeout)
 
 

@@ -1,10 +1,11 @@
-"""Sequential batches: one call at a time, on the run thread (docs/loop.md#rule-15).
+"""Sequential batches: one call at a time, in call order (docs/loop.md#rule-15).
 
-Running on the caller's thread keeps thread-locals and open transactions (Django, SQLAlchemy
-sessions) valid inside tools; each call runs in a copy of the caller's ``contextvars``
-context, as it would on a pool thread. A call with a timeout is the exception: it runs on
-another thread (a reused idle worker, see :mod:`piagent._threads`) so that the batch can go
-on when it expires.
+Each call runs on a reused worker thread (:mod:`piagent._threads`) in a copy of the caller's
+``contextvars`` context, while the run thread waits for it, delivers its updates and runs
+the hooks: so a timeout or an abort (after ``abort_grace``) can leave it behind, as in a
+parallel batch. A tool declared ``on_run_thread=True`` is the exception: it runs on the run
+thread itself, so thread-locals and open transactions (Django, SQLAlchemy sessions) stay
+valid inside it, and nothing can leave it behind (no timeout, and an abort waits for it).
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def _run_one(batch: BatchContext, job: Prepared) -> Outcome:
     finished: dict[int, Outcome] = {}
     unlink = link_signal(job, batch.signal)
     try:
-        if job.timeout is not None:  # on another thread, so that the batch can go on when it expires
-            run_in_thread(contextvars.copy_context().run, notes.run, job)
-        else:
+        if job.tool.on_run_thread:
             _run_inline(batch, notes, job)
+        else:  # on a worker, so that the batch can go on when it times out or ignores an abort
+            run_in_thread(contextvars.copy_context().run, notes.run, job)
         collect(batch, notes, {job.index: job}, finished)
     finally:
         if job.settled:  # a call still running (the batch was interrupted) keeps hearing the run's abort

@@ -7,7 +7,7 @@ from piagent import tool
 from .models import Book
 
 
-@tool
+@tool(on_run_thread=True)  # the caller's thread and connection: it sees the caller's transaction
 def search_books(query: str) -> str:
     """Find the books whose title or author contains the query.
 

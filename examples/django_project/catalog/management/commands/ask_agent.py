@@ -1,6 +1,6 @@
 """``python manage.py ask_agent "question"``: an agent answers from the catalogue.
 
-The tool runs with ``tool_execution="sequential"``, so it runs on this command's own thread:
+The tool is declared ``@tool(on_run_thread=True)``, so it runs on this command's own thread:
 it uses the command's database connection and sees whatever the caller's transaction sees,
 uncommitted rows included. The first turn is forced to search the catalogue
 (``tool_choice``), so even the small embedded model answers from the database.
@@ -40,7 +40,6 @@ class Command(BaseCommand):
             model=options["model"] or os.environ.get("PIAGENT_MODEL") or "local:smollm2-135m",
             system_prompt=SYSTEM_PROMPT,
             tools=[search_books],
-            tool_execution="sequential",
             tool_choice={"name": "search_books"},
             prepare_next_turn=answer_after_searching,
             max_turns=4,

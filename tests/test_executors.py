@@ -431,6 +431,7 @@ def test_contextvars_reach_a_user_supplied_executor() -> None:
 
 
 SEQUENTIAL_TOOL_EVENTS = ["tes(tool-1)", "tee(tool-1)", "tes(tool-2)", "tee(tool-2)"]
+TWO_CALLS_WITH_TWO_UPDATES_EACH = [f"{kind}(tool-{n})" for n in (1, 2) for kind in ("tes", "teu", "teu", "tee")]
 
 
 def test_sequential_mode_runs_tools_one_at_a_time_on_workers_and_listeners_on_the_run_thread() -> None:
@@ -458,16 +459,7 @@ def test_sequential_mode_runs_tools_one_at_a_time_on_workers_and_listeners_on_th
     assert order.items == ["enter tool-1", "leave tool-1", "enter tool-2", "leave tool-2"]
     assert set(batch.event_threads) == {threading.get_ident()}
     tool_events = [s for s in batch.short if s.startswith(("tes", "teu", "tee"))]
-    assert tool_events == [
-        "tes(tool-1)",
-        "teu(tool-1)",
-        "teu(tool-1)",
-        "tee(tool-1)",
-        "tes(tool-2)",
-        "teu(tool-2)",
-        "teu(tool-2)",
-        "tee(tool-2)",
-    ]
+    assert tool_events == TWO_CALLS_WITH_TWO_UPDATES_EACH
 
 
 def test_an_on_run_thread_tool_runs_on_the_run_thread_and_dispatches_its_updates_at_once() -> None:
@@ -494,16 +486,7 @@ def test_an_on_run_thread_tool_runs_on_the_run_thread_and_dispatches_its_updates
     assert delivered_before_return == [True, True]
     assert set(batch.event_threads) == {threading.get_ident()}
     tool_events = [s for s in batch.short if s.startswith(("tes", "teu", "tee"))]
-    assert tool_events == [
-        "tes(tool-1)",
-        "teu(tool-1)",
-        "teu(tool-1)",
-        "tee(tool-1)",
-        "tes(tool-2)",
-        "teu(tool-2)",
-        "teu(tool-2)",
-        "tee(tool-2)",
-    ]
+    assert tool_events == TWO_CALLS_WITH_TWO_UPDATES_EACH
 
 
 def test_one_sequential_tool_makes_the_whole_batch_sequential_on_workers() -> None:
@@ -1012,33 +995,29 @@ def test_after_an_abort_a_call_that_ignores_it_is_abandoned_after_the_grace_peri
 
 
 def test_after_an_abort_a_call_on_the_run_thread_is_waited_for() -> None:
-    started, release = threading.Event(), threading.Event()
+    stubborn = Stubborn()
     before = abandoned_tool_threads()
 
-    def ignores_its_signal(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
-        started.set()
-        release.wait(WAIT)  # a tool that never looks at its signal
-        return text_result("finished anyway")
-
     def abort_then_release() -> None:
-        started.wait(WAIT)
+        stubborn.started.wait(WAIT)
         controller.abort()
-        release.set()  # with a grace of 0, a call that could be abandoned would be abandoned at once
+        stubborn.release.set()  # with a grace of 0, a call that could be abandoned would be abandoned at once
 
     controller = AbortController()
     threading.Thread(target=abort_then_release).start()
     try:
         batch = Batch(
             [call("tool-1", "bound", value="a"), call("tool-2", "bound", value="b")],
-            [tool("bound", ignores_its_signal, on_run_thread=True)],
+            [tool("bound", stubborn.execute, on_run_thread=True)],
             controller=controller,
             abort_grace=0,
         )
     finally:
-        release.set()
+        stubborn.release.set()
     assert [(e.tool_call_id, e.is_error, text_of(e.result)) for e in batch.ends()] == [
-        ("tool-1", False, "finished anyway")
+        ("tool-1", False, "finished after all")
     ]
+    assert stubborn.threads == [threading.current_thread()]
     assert abandoned_tool_threads() == before
 
 

@@ -97,21 +97,51 @@ def excluded(model_id: str) -> Optional[str]:
 # --------------------------------------------------------------------------- prices
 
 
+PRICE_FIELDS = {
+    "input": "input_mtok",
+    "output": "output_mtok",
+    "cache_read": "cache_read_mtok",
+    "cache_write": "cache_write_mtok",
+    "cache_write_1h": "cache_write_1h_mtok",
+}
+
+
 def _number(value: Any) -> float:
     if value is None:
         return 0.0
-    base = getattr(value, "base", value)  # tiered prices: the base tier
+    base = getattr(value, "base", value)  # tiered prices: the base tier (the tiers: _tiers)
     return float(Decimal(str(base)))
 
 
-def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[dict[str, float], Optional[int], str]:
-    """``(cost, context_window, name)`` from genai-prices; zero prices when it lacks the model."""
+def _tiers(price: Any, cost: dict[str, float]) -> list[dict[str, Any]]:
+    """genai-prices' per-field tiers as request-wide tiers: for each threshold (input tokens of
+    the request), every rate in force above it (a field without a tier there keeps its own)."""
+    starts = sorted(
+        {int(t.start) for attr in PRICE_FIELDS.values() for t in getattr(getattr(price, attr, None), "tiers", [])}
+    )
+    tiers = []
+    for start in starts:
+        tier: dict[str, Any] = {"input_tokens_above": start}
+        for name, attr in PRICE_FIELDS.items():
+            value = getattr(price, attr, None)
+            applicable = [t for t in getattr(value, "tiers", []) if int(t.start) <= start]
+            tier[name] = float(Decimal(str(applicable[-1].price))) if applicable else cost[name]
+        tiers.append(tier)
+    return tiers
+
+
+def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[dict[str, Any], Optional[int], str]:
+    """``(cost, context_window, name)`` from genai-prices, else from ``PUBLISHED`` (the provider's
+    own pages); zero prices when neither has the model. ``cost["tiers"]``: prices by input size."""
     from genai_prices import data
 
     provider = next(p for p in data.providers if p.id == provider_id)
     info = provider.find_model(model_id)
     if info is None:
-        return {"input": 0.0, "output": 0.0, "cache_read": 0.0, "cache_write": 0.0, "cache_write_1h": 0.0}, None, ""
+        published = hand.PUBLISHED.get(model_id, {})
+        cost = {name: 0.0 for name in PRICE_FIELDS}
+        cost.update(published.get("cost", {}))
+        return cost, published.get("context_window"), ""
     price = info.prices
     if isinstance(price, list):  # conditional prices: the newest that has started, ignoring time-of-day discounts
         chosen = None
@@ -121,13 +151,10 @@ def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[d
             if constraint is None or (start is not None and start <= today):
                 chosen = conditional.prices
         price = chosen if chosen is not None else price[0].prices
-    cost = {
-        "input": _number(getattr(price, "input_mtok", None)),
-        "output": _number(getattr(price, "output_mtok", None)),
-        "cache_read": _number(getattr(price, "cache_read_mtok", None)),
-        "cache_write": _number(getattr(price, "cache_write_mtok", None)),
-        "cache_write_1h": _number(getattr(price, "cache_write_1h_mtok", None)),
-    }
+    cost: dict[str, Any] = {name: _number(getattr(price, attr, None)) for name, attr in PRICE_FIELDS.items()}
+    tiers = _tiers(price, cost)
+    if tiers:
+        cost["tiers"] = tiers
     return cost, info.context_window, info.name or ""
 
 
@@ -168,6 +195,17 @@ def model_row(
     return row
 
 
+#: Models left out because they were shut down: ``get_model`` names the date and successor.
+RETIRED: dict[str, dict[str, dict[str, str]]] = {}
+
+
+def retired_row(model_id: str, date: str) -> dict[str, str]:
+    row = {"shutdown": date}
+    if model_id in hand.SUCCESSORS:
+        row["successor"] = hand.SUCCESSORS[model_id]
+    return row
+
+
 def sdk_models(
     provider: str, ids: list[str], shutdown: dict[str, str], families: dict[str, dict[str, Any]], today: datetime.date
 ) -> list[dict[str, Any]]:
@@ -183,6 +221,7 @@ def sdk_models(
     for model_id in bases:
         date = shutdown.get(model_id)
         if date and date <= today.isoformat():
+            RETIRED.setdefault(provider, {})[model_id] = retired_row(model_id, date)
             continue  # already shut down
         if provider == "openai" and excluded(model_id):
             continue
@@ -199,7 +238,12 @@ def listed_models(provider: str, families: dict[str, dict[str, Any]], today: dat
     rows = []
     for name, family in families.items():
         for model_id, override in family["models"].items():
-            rows.append(model_row(provider, model_id, name, family, override, None, today, []))
+            override = dict(override)
+            shutdown = override.pop("shutdown", None)
+            if shutdown and shutdown <= today.isoformat():
+                RETIRED.setdefault(provider, {})[model_id] = retired_row(model_id, shutdown)
+                continue  # already shut down, as for the SDK-listed models
+            rows.append(model_row(provider, model_id, name, family, override, shutdown, today, []))
     return rows
 
 
@@ -252,6 +296,7 @@ def build(today: datetime.date) -> dict[str, Any]:
             "deepseek": listed_models("deepseek", hand.DEEPSEEK, today),
             **other_models(),
         },
+        "retired": RETIRED,
     }
 
 

@@ -13,7 +13,8 @@ Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels):
 
 * ``adaptive`` models: ``thinking: {"type": "adaptive", "display": "summarized"}`` plus
   ``output_config: {"effort": ...}``; off is ``{"type": "disabled"}`` where the model accepts
-  it, its lowest effort where it always thinks;
+  it, ``{"type": "between_tools"}`` where that is its lowest setting (Sonnet 5.5; no effort is
+  sent with it), its lowest effort where it always thinks;
 * ``budget`` models: ``thinking: {"type": "enabled", "budget_tokens": N}`` with ``max_tokens``
   raised to fit the budget, and the interleaved-thinking beta header when tools are sent;
   off sends nothing.
@@ -214,8 +215,8 @@ def _thinking_fields(
             fields["thinking"] = config
             if effort:
                 fields["output_config"] = {"effort": effort}
-        elif caps.thinking_off == "disabled":
-            fields["thinking"] = {"type": "disabled"}
+        elif caps.thinking_off in ("disabled", "between_tools"):
+            fields["thinking"] = {"type": caps.thinking_off}
     elif caps.thinking == "budget" and thinking and effort:
         budget = reasoning_budget(effort, options, model)
         fields["max_tokens"], budget = max_tokens_with_budget(options, model, budget)
@@ -242,7 +243,7 @@ def _plan(model: Model, context: Context, options: StreamOptions) -> tuple[Capab
         else:
             warn_once(
                 ("forced-choice", model.provider, model.id),
-                f"{model.provider}:{model.id} always thinks and refuses a forced tool choice; "
+                f"{model.provider}:{model.id} refuses a forced tool choice; "
                 'it is sent as "auto" (the model may answer without calling the tool)',
             )
             choice = "auto"

@@ -52,7 +52,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from ...exceptions import HttpStatusError
+from ...exceptions import HttpStatusError, InvalidValueError
 from ..builder import MessageBuilder
 from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..output import add_chat_completions_output
@@ -213,6 +213,11 @@ def _reasoning_fields(
     switch) for the level asked."""
     caps, thinking, effort = reasoning_effort(model, options.reasoning)
     if thinking and context.tools and not caps.chat_tools_with_reasoning:
+        if caps.thinking_off is None:
+            raise InvalidValueError(
+                f"{model.provider}:{model.id} always reasons and refuses function tools with reasoning on "
+                "Chat Completions: use api='openai-responses' (the catalogue's default for OpenAI) for tools"
+            )
         warn_once(
             ("chat-tools-reasoning", model.provider, model.id),
             f"{model.provider}:{model.id} refuses function tools with reasoning on Chat Completions: "

@@ -91,9 +91,21 @@ EXPECTED: dict[str, dict[Optional[str], dict[str, Any]]] = {
     "claude-opus-4-6": {
         "xhigh": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
     },
+    # Sonnet 4.6 takes max (models/sonnet-4-6/overview)
     "claude-sonnet-4-6": {
-        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "high"}},
+        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
+        "xhigh": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
         None: {"thinking": {"type": "disabled"}},
+    },
+    # Opus 5.5 always thinks: off is its lowest effort, never "disabled"
+    "claude-opus-5-5": {
+        None: {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "low"}},
+        "high": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "high"}},
+    },
+    # Sonnet 5.5: off is between_tools (no effort sent with it: the default, high, is valid)
+    "claude-sonnet-5-5": {
+        None: {"thinking": {"type": "between_tools"}},
+        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
     },
     # budget thinking: off sends nothing; the budget grows with the level, max_tokens fits it
     "claude-haiku-4-5": {
@@ -162,6 +174,18 @@ def test_a_forced_tool_choice_becomes_auto_on_a_model_that_always_thinks(server,
     body, _ = send(server, model_at(server, "claude-fable-5"), tools=True, tool_choice={"name": "lookup"})
     assert body["tool_choice"] == {"type": "auto"} and body["thinking"]["type"] == "adaptive"
     assert 'sent as "auto"' in caplog.text
+
+
+@pytest.mark.parametrize("model_id", ["claude-opus-5-5", "claude-sonnet-5-5"])
+@pytest.mark.parametrize("level", [None, "high"])
+def test_a_forced_tool_choice_is_sent_as_auto_on_the_5_5_models_that_refuse_forced_tool_use(
+    server, caplog, model_id, level
+):
+    caplog.set_level(logging.WARNING, logger="piagent")
+    body, headers = send(server, model_at(server, model_id), tools=True, reasoning=level, tool_choice="required")
+    assert body["tool_choice"] == {"type": "auto"} and body["thinking"]["type"] != "disabled"
+    assert 'sent as "auto"' in caplog.text
+    assert sdk_body(server, body, headers) == body
 
 
 def test_an_unforced_tool_choice_keeps_thinking(server):

@@ -95,6 +95,11 @@ EFFORTS: dict[str, dict[Optional[str], Optional[str]]] = {
     "gpt-5": {None: "minimal", "minimal": "minimal", "high": "high", "max": "high"},
     "o3": {None: "low", "minimal": "low", "xhigh": "high"},
     "gpt-4.1": {None: None, "high": None},
+    # reject effort "none" (developers.openai.com/api/docs/models/gpt-6.2-sol): off is low
+    "gpt-6-astra": {None: "low", "minimal": "low", "max": "max"},
+    "gpt-6.1-sol": {None: "low", "xhigh": "xhigh"},
+    "gpt-6.2-astra": {None: "low", "medium": "medium"},
+    "gpt-6.2-sol": {None: "low", "max": "max"},
 }
 CASES = [(model_id, level) for model_id, levels in EFFORTS.items() for level in levels]
 
@@ -140,6 +145,21 @@ def test_chat_completions_drops_reasoning_with_tools_on_models_that_refuse_both(
     assert sdk_chat(server, body) == body
     body = chat_request(server, model_at(server, "gpt-5.5", "openai-completions"), tools=True, reasoning="high")
     assert body["reasoning_effort"] == "high"
+
+
+@pytest.mark.parametrize("model_id", ["gpt-6-astra", "gpt-6.1-sol", "gpt-6.2-astra", "gpt-6.2-sol"])
+def test_tools_on_chat_completions_fail_before_sending_for_models_that_always_reason(server, model_id):
+    """Chat Completions refuses their function tools (they cannot stop reasoning): the request is
+    not sent, the error says to use the Responses API, which the catalogue routes them to."""
+    model = model_at(server, model_id, "openai-completions")
+    sent = len(server.requests)
+    message = stream_openai_completions(model, context(tools=True), StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "error" and "openai-responses" in (message.error_message or "")
+    assert len(server.requests) == sent
+    assert get_model("openai", model_id).api == "openai-responses"
+    body = responses_request(server, model_at(server, model_id), tools=True)
+    assert body["tools"][0]["name"] == TOOL.name and body["reasoning"]["effort"] == "low"
+    assert sdk_responses(server, body) == body
 
 
 def test_a_proxy_in_front_of_openai_gets_max_completion_tokens_and_a_local_server_max_tokens(server):

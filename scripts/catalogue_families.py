@@ -83,7 +83,8 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
 # OpenAI: the SDK's ReasoningEffort docstring, developers.openai.com/api/docs/guides/reasoning
 # and each model's page ("reasoning_options"): gpt-5 has minimal..high and cannot turn reasoning
 # off; gpt-5.1 adds "none" and drops "minimal"; gpt-5.2..5.5 add "xhigh"; gpt-5.6 and gpt-6 add
-# "max". Reasoning models reject temperature.
+# "max". Reasoning models reject temperature. prompt_cache_options (mode, ttl) is "Supported for
+# gpt-5.6 and later models" (the SDK's CompletionCreateParams / ResponseCreateParams, openai 3.63).
 OPENAI: dict[str, dict[str, Any]] = {
     "gpt-4": {
         "doc": "GPT-4.1 / GPT-4o: no reasoning",
@@ -152,6 +153,7 @@ OPENAI: dict[str, dict[str, Any]] = {
             "sampling": "never",
             "max_tokens_field": "max_completion_tokens",
             "chat_tools_with_reasoning": False,
+            "prompt_cache_options": True,
         },
         # developers.openai.com/api/docs/models/gpt-6.2-sol (read 2026-12-04): "The API rejects
         # requests that set reasoning effort to none"; the same for gpt-6-astra, gpt-6.1-sol and

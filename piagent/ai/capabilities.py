@@ -80,6 +80,8 @@ class Capabilities:
     #: OpenAI Chat Completions: False when function tools are refused together with reasoning
     #: (the request then reasons at the model's "off" setting, with a one-time warning).
     chat_tools_with_reasoning: bool = True
+    #: OpenAI: the request takes ``prompt_cache_options`` (mode, ttl; GPT-5.6 and later).
+    prompt_cache_options: bool = False
     #: piagent level -> wire effort where the provider documents its own mapping.
     effort_map: Mapping[str, str] = field(default_factory=dict)
 

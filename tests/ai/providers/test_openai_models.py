@@ -162,6 +162,43 @@ def test_tools_on_chat_completions_fail_before_sending_for_models_that_always_re
     assert sdk_responses(server, body) == body
 
 
+# cache_retention -> (Responses fields, Chat Completions fields), per model generation
+CACHE_FIELDS = {
+    "gpt-6.1-sol": {
+        "long": ({"prompt_cache_options": {"ttl": "12h"}}, {"prompt_cache_retention": "24h"}),
+        "none": ({"prompt_cache_options": {"mode": "explicit"}}, {"prompt_cache_options": {"mode": "explicit"}}),
+        "short": ({}, {}),
+    },
+    "gpt-5.5": {
+        "long": ({"prompt_cache_retention": "24h"}, {"prompt_cache_retention": "24h"}),
+        "none": ({}, {}),
+        "short": ({}, {}),
+    },
+}
+CACHE_CASES = [(m, r) for m, by_retention in CACHE_FIELDS.items() for r in by_retention]
+
+
+@pytest.mark.parametrize("model_id, retention", CACHE_CASES)
+def test_cache_retention_is_sent_as_each_openai_api_defines_it(server, model_id, retention):
+    fields = ("prompt_cache_options", "prompt_cache_retention", "prompt_cache_key")
+    responses_fields, chat_fields = CACHE_FIELDS[model_id][retention]
+    key = {} if retention == "none" else {"prompt_cache_key": "s-1"}
+    for api, send, sdk, expected in (
+        ("openai-responses", responses_request, sdk_responses, responses_fields),
+        ("openai-completions", chat_request, sdk_chat, chat_fields),
+    ):
+        model = model_at(server, model_id, api)
+        model.compat = {"supports_prompt_cache_retention": True, "supports_prompt_cache_key": True}  # as on OpenAI
+        body = send(server, model, cache_retention=retention, session_id="s-1", reasoning="low")
+        assert {k: body[k] for k in fields if k in body} == {**expected, **key}, api
+        assert sdk(server, body) == body
+
+
+def test_cache_retention_fields_go_to_openai_only(server):
+    body = responses_request(server, model_at(server, "gpt-6.1-sol"), cache_retention="long")
+    assert "prompt_cache_options" not in body and "prompt_cache_retention" not in body
+
+
 def test_a_proxy_in_front_of_openai_gets_max_completion_tokens_and_a_local_server_max_tokens(server):
     model = model_at(server, "gpt-5.5", "openai-completions")
     model.capabilities = None  # as a model declared by hand for a proxy: the default is the current field

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from typing import Any, Optional
 
 import pytest
@@ -22,7 +23,7 @@ from piagent.ai import (
 )
 from piagent.ai.providers.google import SKIP_SIGNATURE, stream_google
 from tests.ai.providers.sdk_oracle import replay_with_sdk
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import RESET, ScriptedServer, Wait
 
 KEY = "test-gemini-key-0123456789"
 TOOL = Tool("lookup", "Look a word up.", {"type": "object", "properties": {"word": {"type": "string"}}})
@@ -196,6 +197,85 @@ def test_new_finish_reasons_end_with_a_clear_message(server, reason, words):
     model = model_at(server, "gemini-3.8-flash")
     message = stream_google(model, Context(messages=[UserMessage("Hi")]), StreamOptions(api_key=KEY)).result(10)
     assert message.stop_reason == "error" and words in message.error_message and reason in message.error_message
+
+
+def stream_until_cut(server: ScriptedServer, model: Any, first: list[bytes], last_text: str, reset: bool) -> Any:
+    """Stream ``first`` then drop the connection once ``last_text`` arrived (``reset``), or end
+    the response there; returns the final message."""
+    read = threading.Event()
+    server.reply(first + ([Wait(read), RESET] if reset else []))
+    return read, stream_google(model, Context(messages=[UserMessage("Write")]), StreamOptions(api_key=KEY))
+
+
+def finish(read: threading.Event, stream: Any, last_text: str) -> Any:
+    for event in stream:
+        if event.delta == last_text:
+            read.set()
+    return stream.result(10)
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_stream_that_breaks_off_after_a_checkpoint_is_resumed_from_its_newest_token(server, reset):
+    """A long decode's chunks carry checkpoint continuationTokens (finishReason still unset); when
+    the connection drops (or the stream just ends) the request is sent again with the newest one
+    and the answer goes on in the same message, as the official SDK does."""
+    model = model_at(server, "gemini-3.8-flash")
+    first = chunks(
+        text_chunk("Intro. ", finish=None),
+        text_chunk("Checkpoint one. ", finish=None, continuationToken="Y2twMQ=="),
+        text_chunk("Checkpoint two. ", finish=None, continuationToken="Y2twMg=="),
+    )
+    before = len(server.requests)
+    read, stream = stream_until_cut(server, model, first, "Checkpoint two. ", reset)
+    server.reply(chunks(text_chunk("Resumed and done.")))
+    message = finish(read, stream, "Checkpoint two. ")
+    assert message.stop_reason == "stop", message.error_message
+    assert message.text == "Intro. Checkpoint one. Checkpoint two. Resumed and done."
+    initial, resumed = (r.json for r in server.requests[before:])
+    assert "continuationToken" not in initial and resumed == dict(initial, continuationToken="Y2twMg==")
+    assert google_sdk_resume_body(server, model, resumed) == camel(resumed)
+
+
+def test_a_stream_that_breaks_off_before_any_checkpoint_fails_without_a_second_request(server):
+    model = model_at(server, "gemini-3.8-flash")
+    before = len(server.requests)
+    read, stream = stream_until_cut(server, model, chunks(text_chunk("Uncheckpointed ", finish=None)), "x", True)
+    read.set()  # drop at once: nothing to wait for
+    message = stream.result(10)
+    assert message.stop_reason == "error" and "Connection lost" in message.error_message
+    assert len(server.requests) == before + 1
+
+
+def test_a_resumed_request_that_brings_no_new_checkpoint_is_not_resumed_again(server):
+    model = model_at(server, "gemini-3.8-flash")
+    before = len(server.requests)
+    read, stream = stream_until_cut(
+        server, model, chunks(text_chunk("A. ", finish=None, continuationToken="Y2twMQ==")), "A. ", True
+    )
+    server.reply(chunks(text_chunk("B. ", finish=None)))  # ends without a finish reason nor a new token
+    message = finish(read, stream, "A. ")
+    assert message.stop_reason == "error" and message.text == "A. B. "
+    assert len(server.requests) == before + 2
+
+
+def google_sdk_resume_body(server: ScriptedServer, model: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """The body google-genai sends for the same resumed request (its ``continuation_token``
+    config; its own automatic continuation off, so it sends exactly one request), in camelCase."""
+    pytest.importorskip("google.genai")
+    import base64
+
+    from google.genai import types
+
+    config = types.GenerateContentConfig.model_validate(body["generationConfig"])
+    config.continuation_token = base64.b64decode(body["continuationToken"])
+    config.automatic_continuation = False
+    contents = [types.Content.model_validate(c) for c in body["contents"]]
+    client = _client(server.url)
+    return camel(
+        replay_with_sdk(
+            server, lambda: client.models.generate_content_stream(model=model.id, contents=contents, config=config)
+        )
+    )
 
 
 def test_continuations_are_bounded(server):

@@ -1,7 +1,11 @@
 """The Anthropic Messages API (``api="anthropic-messages"``), streamed over SSE.
 
 Request: ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` (then
-``model.headers`` and ``options.headers``).
+``model.headers`` and ``options.headers``). The version is :data:`ANTHROPIC_VERSION`
+(``2026-10-21``, what the official SDK sends), which refuses ``temperature``/``top_p``/``top_k``
+on every model; a request that carries a ``temperature`` the model accepts (Claude 4.5 and 4.6
+with thinking off, per ``capabilities.sampling``) is sent as :data:`SAMPLING_VERSION`
+(``2023-06-01``), the last version that takes it (docs/models.md#api-versions).
 :func:`build_request` turns a :class:`Context` into the JSON body (a pure function);
 :class:`AnthropicStreamMapper` turns each SSE event into builder events (also pure). The
 provider glues them to the HTTP layer; every failure ends the stream as an ``error`` event.
@@ -71,7 +75,9 @@ from ._common import (
 )
 
 __all__ = [
+    "ANTHROPIC_VERSION",
     "API",
+    "SAMPLING_VERSION",
     "AnthropicStreamMapper",
     "build_request",
     "normalize_tool_call_id",
@@ -80,7 +86,10 @@ __all__ = [
 ]
 
 API = "anthropic-messages"
-ANTHROPIC_VERSION = "2023-06-01"
+#: The API version requests are sent with (the ``anthropic`` SDK's since 2.0).
+ANTHROPIC_VERSION = "2026-10-21"
+#: The version a request carrying ``temperature`` is sent with: 2026-10-21 refuses sampling fields.
+SAMPLING_VERSION = "2023-06-01"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
@@ -294,16 +303,19 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
 
 
 def request_headers(model: Model, context: Context, options: StreamOptions) -> dict[str, str]:
-    """Headers the request needs besides the key: the interleaved-thinking beta for budget
-    thinking with tools, on the models that need it."""
+    """Headers the request needs besides the key: ``anthropic-version`` (:data:`SAMPLING_VERSION`
+    when a temperature is sent, else :data:`ANTHROPIC_VERSION`) and the interleaved-thinking beta
+    for budget thinking with tools, on the models that need it."""
     caps, thinking, _, _ = _plan(model, context, options)
+    sampling = allowed_temperature(model, caps, options.temperature, thinking) is not None
+    headers = {"anthropic-version": SAMPLING_VERSION if sampling else ANTHROPIC_VERSION}
     if thinking and context.tools and caps.thinking == "budget" and caps.interleaved_thinking_beta:
-        return {"anthropic-beta": INTERLEAVED_THINKING_BETA}
-    return {}
+        headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
+    return headers
 
 
 def _key_headers(api_key: str) -> dict[str, str]:
-    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"x-api-key": api_key}
 
 
 # --------------------------------------------------------------------------- response

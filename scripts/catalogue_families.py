@@ -254,11 +254,7 @@ GOOGLE: dict[str, dict[str, Any]] = {
         "models": {
             # Shut down on 2026-12-01 (ai.google.dev/gemini-api/docs/deprecations as quoted on
             # 2026-11-10 by aideprecations.com; Google's page itself was not in reach).
-            "gemini-2.5-pro": {
-                "thinking_off": None,
-                "efforts": ["minimal", "low", "medium", "high", "xhigh"],
-                "shutdown": "2026-12-01",
-            },
+            "gemini-2.5-pro": {"shutdown": "2026-12-01"},
             "gemini-2.5-flash": {"shutdown": "2026-12-01"},
             "gemini-2.5-flash-lite": {},
         },

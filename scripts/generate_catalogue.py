@@ -270,6 +270,7 @@ def family_table(families: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def build(today: datetime.date) -> dict[str, Any]:
+    RETIRED.clear()
     a_ids, a_shutdown, a_version = anthropic_ids()
     o_ids, o_shutdown, o_version = openai_ids()
     import genai_prices

@@ -147,3 +147,21 @@ def test_a_request_above_a_price_tier_costs_all_of_its_tokens_at_the_tier_price(
     assert at.cost.output == pytest.approx(base[1] * 1000 / 1e6)
     assert over.cost.input == pytest.approx(above[0] * (threshold + 1) / 1e6)
     assert over.cost.output == pytest.approx(above[1] * 1000 / 1e6)
+
+
+@pytest.mark.parametrize(
+    "ref, window, prices",
+    [
+        # genai-prices lacks them: Anthropic's pricing page (Mythos shares Fable's prices and window)
+        ("anthropic:claude-mythos-5-1", 1_000_000, (10.0, 50.0, 0.25, 12.5, 20.0)),
+        ("anthropic:claude-mythos-5", 1_000_000, (10.0, 50.0, 1.0, 12.5, 20.0)),
+        ("openai:gpt-6.2-astra", 1_050_000, (8.0, 40.0, 0.4, 10.0, 0.0)),
+        ("openai:gpt-6.2-sol", 1_050_000, (2.0, 10.0, 0.1, 2.5, 0.0)),
+        ("google:gemini-4-hydrogen", 1_048_576, (1.5, 7.5, 0.075, 0.0, 0.0)),
+    ],
+)
+def test_models_once_priced_zero_carry_the_providers_published_prices_and_window(ref, window, prices):
+    model = get_model(ref)
+    cost = model.cost
+    assert (cost.input, cost.output, cost.cache_read, cost.cache_write, cost.cache_write_1h) == prices
+    assert model.context_window == window

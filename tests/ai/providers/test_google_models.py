@@ -125,6 +125,10 @@ EXPECTED: dict[str, dict[Optional[str], Optional[dict[str, Any]]]] = {
         "minimal": {"thinkingLevel": "LOW", "includeThoughts": True},
         "medium": {"thinkingLevel": "MEDIUM", "includeThoughts": True},
     },
+    "gemini-4-hydrogen": {  # thinking levels low..xhigh, like Argon
+        None: {"thinkingLevel": "LOW", "includeThoughts": True},
+        "xhigh": {"thinkingLevel": "XHIGH", "includeThoughts": True},
+    },
     "gemini-4-argon": {
         None: {"thinkingLevel": "LOW", "includeThoughts": True},
         "xhigh": {"thinkingLevel": "XHIGH", "includeThoughts": True},

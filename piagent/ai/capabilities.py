@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from ..exceptions import InvalidValueError
@@ -82,8 +82,9 @@ class Capabilities:
     chat_tools_with_reasoning: bool = True
     #: OpenAI: the request takes ``prompt_cache_options`` (mode, ttl; GPT-5.6 and later).
     prompt_cache_options: bool = False
-    #: piagent level -> wire effort where the provider documents its own mapping.
-    effort_map: Mapping[str, str] = field(default_factory=dict)
+    #: (piagent level, wire effort) pairs where the provider documents its own mapping; given
+    #: and written (``to_dict``, the catalogue) as a mapping, kept as pairs so the value stays frozen.
+    effort_map: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.thinking not in _THINKING_MODES:
@@ -92,10 +93,13 @@ class Capabilities:
         unknown = [e for e in self.efforts if e not in _EFFORT_ORDER]
         if unknown:
             raise InvalidValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
-        object.__setattr__(self, "effort_map", dict(self.effort_map))
-        bad = {k: v for k, v in self.effort_map.items() if k not in THINKING_LEVELS or v not in self.efforts}
+        given: Any = self.effort_map  # a mapping from JSON, or pairs
+        pairs = dict(given.items() if isinstance(given, Mapping) else given)
+        bad = {k: v for k, v in pairs.items() if k not in THINKING_LEVELS or v not in self.efforts}
         if bad:
             raise InvalidValueError(f"effort_map must map piagent levels to accepted efforts; got {bad}")
+        ordered = tuple(sorted(pairs.items(), key=lambda pair: THINKING_LEVELS.index(pair[0])))
+        object.__setattr__(self, "effort_map", ordered)
         if self.sampling not in ("always", "without_thinking", "never"):
             raise InvalidValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
         if self.thinking_off not in _THINKING_OFF:
@@ -183,8 +187,9 @@ def plan_thinking(caps: Capabilities, level: Optional[str]) -> tuple[bool, Optio
         if caps.thinking_off is not None:
             return False, None
         return True, lowest_effort(caps.efforts)
-    if level in caps.effort_map:
-        return True, caps.effort_map[level]
+    mapped = dict(caps.effort_map).get(level)
+    if mapped is not None:
+        return True, mapped
     return True, effort_for(level, caps.efforts)
 
 

@@ -87,6 +87,18 @@ def test_every_family_and_model_override_is_valid_capabilities():
         assert model.reasoning == (model.capabilities.thinking != "none")
 
 
+def test_capabilities_stay_immutable_and_hashable_with_an_effort_map():
+    """Capabilities are a frozen value: every catalogue model's can be hashed, and the effort
+    map (DeepSeek's own level mapping) cannot be changed in place behind the model's back."""
+    for model in get_models("anthropic") + get_models("openai") + get_models("google") + get_models("deepseek"):
+        hash(model.capabilities)
+    caps = get_model("deepseek:deepseek-v4-pro").capabilities
+    assert caps is not None and caps.to_dict()["effort_map"] == {"xhigh": "high"}
+    with pytest.raises(TypeError):
+        caps.effort_map["xhigh"] = "max"  # type: ignore[index]
+    assert Capabilities.from_dict(caps.to_dict()) == caps
+
+
 def test_no_catalogue_model_was_shut_down_when_it_was_generated():
     for rows in CATALOGUE["models"].values():
         for row in rows:

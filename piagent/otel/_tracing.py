@@ -128,9 +128,9 @@ class OpenTelemetryInstrumentation(Instrumentation):
         run = _Run(span, signal, descriptions, time.monotonic(), metric)
 
         def observe(event: Any) -> None:
-            if event.type == "message_update":  # the bulk of the events: one streamed chunk each
+            if event.type == "message_update":  # the bulk of the events; a delta is one streamed chunk
                 call = _CALL.get()
-                if call is not None:
+                if call is not None and event.assistant_message_event.type.endswith("_delta"):
                     self._chunk(call)
             else:
                 self._observe(run, event)
@@ -229,8 +229,8 @@ class OpenTelemetryInstrumentation(Instrumentation):
         return message
 
     def _chunk(self, call: _Call) -> None:
-        """A streamed chunk arrived: the time to the first one (metric and span attribute), then
-        the time since the previous one."""
+        """A streamed chunk (a text, thinking or tool-call delta) arrived: the time to the first
+        one (metric and span attribute), then the time since the previous one."""
         now = time.monotonic()
         if call.last_chunk is None:
             first = now - call.started

@@ -203,15 +203,18 @@ def test_new_finish_reasons_end_with_a_clear_message(server, reason, words):
     assert message.stop_reason == "error" and words in message.error_message and reason in message.error_message
 
 
-def stream_until_cut(server: ScriptedServer, model: Any, first: list[bytes], last_text: str, reset: bool) -> Any:
-    """Stream ``first`` then drop the connection once ``last_text`` arrived (``reset``), or end
-    the response there; returns the final message."""
+def stream_until_cut(
+    server: ScriptedServer, model: Any, first: list[bytes], reset: bool
+) -> tuple[threading.Event, Any]:
+    """Start a stream whose first response sends ``first``, then either ends there or (``reset``)
+    waits for the returned event and drops the connection; returns ``(event, stream)``."""
     read = threading.Event()
     server.reply(first + ([Wait(read), RESET] if reset else []))
     return read, stream_google(model, Context(messages=[UserMessage("Write")]), StreamOptions(api_key=KEY))
 
 
 def finish(read: threading.Event, stream: Any, last_text: str) -> Any:
+    """Consume ``stream``, letting the connection drop once ``last_text`` was delivered; the final message."""
     for event in stream:
         if event.delta == last_text:
             read.set()
@@ -230,7 +233,7 @@ def test_a_stream_that_breaks_off_after_a_checkpoint_is_resumed_from_its_newest_
         text_chunk("Checkpoint two. ", finish=None, continuationToken="Y2twMg=="),
     )
     before = len(server.requests)
-    read, stream = stream_until_cut(server, model, first, "Checkpoint two. ", reset)
+    read, stream = stream_until_cut(server, model, first, reset)
     server.reply(chunks(text_chunk("Resumed and done.")))
     message = finish(read, stream, "Checkpoint two. ")
     assert message.stop_reason == "stop", message.error_message
@@ -243,7 +246,7 @@ def test_a_stream_that_breaks_off_after_a_checkpoint_is_resumed_from_its_newest_
 def test_a_stream_that_breaks_off_before_any_checkpoint_fails_without_a_second_request(server):
     model = model_at(server, "gemini-3.8-flash")
     before = len(server.requests)
-    read, stream = stream_until_cut(server, model, chunks(text_chunk("Uncheckpointed ", finish=None)), "x", True)
+    read, stream = stream_until_cut(server, model, chunks(text_chunk("Uncheckpointed ", finish=None)), True)
     read.set()  # drop at once: nothing to wait for
     message = stream.result(10)
     assert message.stop_reason == "error" and "Connection lost" in message.error_message
@@ -254,7 +257,7 @@ def test_a_resumed_request_that_brings_no_new_checkpoint_is_not_resumed_again(se
     model = model_at(server, "gemini-3.8-flash")
     before = len(server.requests)
     read, stream = stream_until_cut(
-        server, model, chunks(text_chunk("A. ", finish=None, continuationToken="Y2twMQ==")), "A. ", True
+        server, model, chunks(text_chunk("A. ", finish=None, continuationToken="Y2twMQ==")), True
     )
     server.reply(chunks(text_chunk("B. ", finish=None)))  # ends without a finish reason nor a new token
     message = finish(read, stream, "A. ")

@@ -195,6 +195,14 @@ def test_cache_retention_is_sent_as_each_openai_api_defines_it(server, model_id,
 
 
 def test_cache_retention_fields_go_to_openai_only(server):
+    """Sent to api.openai.com with the catalogue's defaults (no compat set by hand); a server
+    that only copies OpenAI's API gets none of them."""
+    from piagent.ai.providers import openai_completions, openai_responses
+
+    at_openai = get_model("openai", "gpt-6.1-sol")
+    options = StreamOptions(cache_retention="long", reasoning="low")
+    assert openai_responses.build_payload(at_openai, context(), options)["prompt_cache_options"] == {"ttl": "12h"}
+    assert openai_completions.build_payload(at_openai, context(), options)["prompt_cache_retention"] == "24h"
     body = responses_request(server, model_at(server, "gpt-6.1-sol"), cache_retention="long")
     assert "prompt_cache_options" not in body and "prompt_cache_retention" not in body
 

@@ -217,9 +217,10 @@ OPENAI_EXCLUDED_PREFIXES = {
 GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-4": {
         "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH)",
-        # gemini-4-hydrogen (released 2026-11-12): thinking levels low..xhigh (default high), 65,536
-        # output (cursor.com/docs/models/gemini-4-hydrogen, docs.laozhang.ai quoting Google; Google's
-        # own page was not in reach on 2026-12-04); prices and window: genai-prices 0.2.5.
+        # gemini-4-hydrogen (released 2026-11-12): thinking levels LOW..XHIGH (default HIGH), a
+        # 65,536-token segment per request (Google's developer's guide to Gemini 4 Hydrogen,
+        # docs.cloud.google.com/gemini-enterprise-agent-platform/models/guides/gemini-4-hydrogen,
+        # read 2026-12-04); prices and window: genai-prices 0.2.5.
         "models": {"gemini-4-hydrogen": {}, "gemini-4-argon": {}},
         "max_tokens": 65536,
         "capabilities": {

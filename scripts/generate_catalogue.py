@@ -195,11 +195,9 @@ def model_row(
     return row
 
 
-#: Models left out because they were shut down: ``get_model`` names the date and successor.
-RETIRED: dict[str, dict[str, dict[str, str]]] = {}
-
-
 def retired_row(model_id: str, date: str) -> dict[str, str]:
+    """The catalogue's ``retired`` entry of a model left out as shut down: ``get_model`` names
+    its date and successor."""
     row = {"shutdown": date}
     if model_id in hand.SUCCESSORS:
         row["successor"] = hand.SUCCESSORS[model_id]
@@ -207,8 +205,14 @@ def retired_row(model_id: str, date: str) -> dict[str, str]:
 
 
 def sdk_models(
-    provider: str, ids: list[str], shutdown: dict[str, str], families: dict[str, dict[str, Any]], today: datetime.date
+    provider: str,
+    ids: list[str],
+    shutdown: dict[str, str],
+    families: dict[str, dict[str, Any]],
+    today: datetime.date,
+    retired: dict[str, dict[str, str]],
 ) -> list[dict[str, Any]]:
+    """The rows of the SDK's current ids; the ones already shut down go to ``retired`` instead."""
     aliases: dict[str, list[str]] = {}
     bases: list[str] = []
     for model_id in ids:
@@ -221,7 +225,7 @@ def sdk_models(
     for model_id in bases:
         date = shutdown.get(model_id)
         if date and date <= today.isoformat():
-            RETIRED.setdefault(provider, {})[model_id] = retired_row(model_id, date)
+            retired[model_id] = retired_row(model_id, date)
             continue  # already shut down
         if provider == "openai" and excluded(model_id):
             continue
@@ -234,14 +238,17 @@ def sdk_models(
     return rows
 
 
-def listed_models(provider: str, families: dict[str, dict[str, Any]], today: datetime.date) -> list[dict[str, Any]]:
+def listed_models(
+    provider: str, families: dict[str, dict[str, Any]], today: datetime.date, retired: dict[str, dict[str, str]]
+) -> list[dict[str, Any]]:
+    """The rows of the ids the families name; the ones already shut down go to ``retired`` instead."""
     rows = []
     for name, family in families.items():
         for model_id, override in family["models"].items():
             override = dict(override)
             shutdown = override.pop("shutdown", None)
             if shutdown and shutdown <= today.isoformat():
-                RETIRED.setdefault(provider, {})[model_id] = retired_row(model_id, shutdown)
+                retired[model_id] = retired_row(model_id, shutdown)
                 continue  # already shut down, as for the SDK-listed models
             rows.append(model_row(provider, model_id, name, family, override, shutdown, today, []))
     return rows
@@ -270,12 +277,12 @@ def family_table(families: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def build(today: datetime.date) -> dict[str, Any]:
-    RETIRED.clear()
+    retired: dict[str, dict[str, dict[str, str]]] = {p: {} for p in ("anthropic", "openai", "google", "deepseek")}
     a_ids, a_shutdown, a_version = anthropic_ids()
     o_ids, o_shutdown, o_version = openai_ids()
     import genai_prices
 
-    return {
+    catalogue = {
         "format": 1,
         "generated": today.isoformat(),
         "sources": {
@@ -291,14 +298,15 @@ def build(today: datetime.date) -> dict[str, Any]:
             "deepseek": family_table(hand.DEEPSEEK),
         },
         "models": {
-            "anthropic": sdk_models("anthropic", a_ids, a_shutdown, hand.ANTHROPIC, today),
-            "openai": sdk_models("openai", o_ids, o_shutdown, hand.OPENAI, today),
-            "google": listed_models("google", hand.GOOGLE, today),
-            "deepseek": listed_models("deepseek", hand.DEEPSEEK, today),
+            "anthropic": sdk_models("anthropic", a_ids, a_shutdown, hand.ANTHROPIC, today, retired["anthropic"]),
+            "openai": sdk_models("openai", o_ids, o_shutdown, hand.OPENAI, today, retired["openai"]),
+            "google": listed_models("google", hand.GOOGLE, today, retired["google"]),
+            "deepseek": listed_models("deepseek", hand.DEEPSEEK, today, retired["deepseek"]),
             **other_models(),
         },
-        "retired": RETIRED,
     }
+    catalogue["retired"] = {provider: rows for provider, rows in retired.items() if rows}
+    return catalogue
 
 
 # --------------------------------------------------------------------------- README table

@@ -331,8 +331,8 @@ SUCCESSORS = {
 }
 
 
-#: Prices (USD per million tokens) and windows of models genai-prices lacks, from the
-#: provider's own pages (cited, with the day they were read). ``tiers``: the rates of a request
+#: Prices (USD per million tokens) and windows of models genai-prices lacks (or prices without
+#: a window), from the provider's own pages (cited, with the day they were read). ``tiers``: the rates of a request
 #: whose input tokens (cached ones included) exceed ``input_tokens_above``, for all its tokens.
 PUBLISHED: dict[str, dict[str, Any]] = {
     # platform.claude.com/docs/en/about-claude/pricing (read 2026-12-04): Mythos 5 and 5.1
@@ -345,6 +345,9 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "cost": {"input": 10.0, "output": 50.0, "cache_read": 1.0, "cache_write": 12.5, "cache_write_1h": 20.0},
         "context_window": 1000000,
     },
+    # ai.google.dev/gemini-api/docs/models/gemini-3.1-pro-preview (read 2026-12-04): input token
+    # limit 1,048,576 (genai-prices 0.2.5 prices it, with its 200K tier, but gives no window).
+    "gemini-3.1-pro-preview": {"context_window": 1048576},
 }
 
 

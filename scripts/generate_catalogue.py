@@ -132,13 +132,14 @@ def _tiers(price: Any, cost: dict[str, float]) -> list[dict[str, Any]]:
 
 def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[dict[str, Any], Optional[int], str]:
     """``(cost, context_window, name)`` from genai-prices, else from ``PUBLISHED`` (the provider's
-    own pages); zero prices when neither has the model. ``cost["tiers"]``: prices by input size."""
+    own pages; also the window genai-prices lacks for a model it prices); zero prices when neither
+    has the model. ``cost["tiers"]``: prices by input size."""
     from genai_prices import data
 
     provider = next(p for p in data.providers if p.id == provider_id)
     info = provider.find_model(model_id)
+    published = hand.PUBLISHED.get(model_id, {})
     if info is None:
-        published = hand.PUBLISHED.get(model_id, {})
         cost = {name: 0.0 for name in PRICE_FIELDS}
         cost.update(published.get("cost", {}))
         return cost, published.get("context_window"), ""
@@ -155,7 +156,7 @@ def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[d
     tiers = _tiers(price, cost)
     if tiers:
         cost["tiers"] = tiers
-    return cost, info.context_window, info.name or ""
+    return cost, info.context_window or published.get("context_window"), info.name or ""
 
 
 # --------------------------------------------------------------------------- assembly

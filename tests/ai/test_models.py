@@ -165,3 +165,8 @@ def test_models_once_priced_zero_carry_the_providers_published_prices_and_window
     cost = model.cost
     assert (cost.input, cost.output, cost.cache_read, cost.cache_write, cost.cache_write_1h) == prices
     assert model.context_window == window
+
+
+def test_a_model_genai_prices_gives_no_window_takes_the_providers_published_one():
+    """Not the generator's 200K placeholder: ai.google.dev's model page gives 1,048,576 input tokens."""
+    assert get_model("google:gemini-3.1-pro-preview").context_window == 1_048_576

@@ -43,7 +43,7 @@ from ..output import add_google_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
-from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Usage
 from ._common import (
     ProviderStreamError,
     default_max_tokens,
@@ -262,7 +262,7 @@ class GoogleStreamMapper:
         self.finish_reason: Optional[str] = None
         self.continuation_token: Optional[str] = None
         self._block_reason: Optional[str] = None
-        self._usage: dict[str, int] = {}  # counts of earlier requests of a continued response
+        self._earlier: Optional[Usage] = None  # usage of the earlier requests of a continued response
 
     def _close_open(self) -> list[AssistantMessageEvent]:
         if self._open is None:
@@ -280,12 +280,8 @@ class GoogleStreamMapper:
             self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
         )
         usage.reasoning = int(thoughts)
-        if self._usage:  # a continued response: add what the earlier requests used
-            usage.input += self._usage["input"]
-            usage.output += self._usage["output"]
-            usage.cache_read += self._usage["cache_read"]
-            usage.reasoning += self._usage["reasoning"]
-            usage.compute_cost(self.builder.model)
+        if self._earlier is not None:  # a continued response: each request priced on its own, then summed
+            usage.add(self._earlier)
         self.builder.message.usage = usage
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -321,13 +317,7 @@ class GoogleStreamMapper:
         if self.finish_reason not in (None, "CONTINUATION") or self._block_reason or not self.continuation_token:
             return None
         token, self.continuation_token, self.finish_reason = self.continuation_token, None, None
-        usage = self.builder.message.usage
-        self._usage = {
-            "input": usage.input,
-            "output": usage.output,
-            "cache_read": usage.cache_read,
-            "reasoning": usage.reasoning,
-        }
+        self._earlier = self.builder.message.usage
         return token
 
     def _text_part(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:

@@ -187,6 +187,21 @@ def test_continuation_is_continued_into_the_same_message(server):
     assert message.usage.input == 20 and message.usage.output == 10 and message.usage.reasoning == 6
 
 
+def test_a_continued_answer_costs_each_request_at_its_own_price_tier(server):
+    """Every request of a continued answer is billed on its own: two 150K-token prompts to
+    Gemini 3.1 Pro both stay under its 200K tier, though their sum does not."""
+    model = model_at(server, "gemini-3.1-pro-preview")
+    meta = {"usageMetadata": {"promptTokenCount": 150_000, "candidatesTokenCount": 1000}}
+    server.reply(chunks({**text_chunk("One, ", finish="CONTINUATION", continuationToken="dA=="), **meta}))
+    server.reply(chunks({**text_chunk("two."), **meta}))
+    message = stream_google(model, Context(messages=[UserMessage("Write")]), StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "stop" and message.usage.input == 300_000
+    base = model.cost  # 2 / 12 USD per million below 200K input tokens, 4 / 18 above
+    assert message.usage.cost.input == pytest.approx(300_000 * base.input / 1e6)
+    assert message.usage.cost.output == pytest.approx(2000 * base.output / 1e6)
+    assert message.usage.cost.total == pytest.approx(message.usage.cost.input + message.usage.cost.output)
+
+
 @pytest.mark.parametrize(
     "reason, words",
     [

@@ -216,12 +216,14 @@ OPENAI_EXCLUDED_PREFIXES = {
 # a function call in the current turn (ai.google.dev/gemini-api/docs/thought-signatures).
 GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-4": {
-        "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH)",
+        "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH), Argon low..high",
         # gemini-4-hydrogen (released 2026-11-12): thinking levels LOW..XHIGH (default HIGH), a
         # 65,536-token segment per request (Google's developer's guide to Gemini 4 Hydrogen,
         # docs.cloud.google.com/gemini-enterprise-agent-platform/models/guides/gemini-4-hydrogen,
-        # read 2026-12-04); prices and window: genai-prices 0.2.5.
-        "models": {"gemini-4-hydrogen": {}, "gemini-4-argon": {}},
+        # read 2026-12-04); prices and window: genai-prices 0.2.5. gemini-4-argon: LOW, MEDIUM
+        # (default), HIGH only (.../models/guides/gemini-4-argon and ai.google.dev's "latest
+        # model" page, read 2026-12-04).
+        "models": {"gemini-4-hydrogen": {}, "gemini-4-argon": {"efforts": ["low", "medium", "high"]}},
         "max_tokens": 65536,
         "capabilities": {
             "thinking": "level",

@@ -125,14 +125,14 @@ EXPECTED: dict[str, dict[Optional[str], Optional[dict[str, Any]]]] = {
         "minimal": {"thinkingLevel": "LOW", "includeThoughts": True},
         "medium": {"thinkingLevel": "MEDIUM", "includeThoughts": True},
     },
-    "gemini-4-hydrogen": {  # thinking levels low..xhigh, like Argon
+    "gemini-4-hydrogen": {  # thinking levels low..xhigh (Google's Gemini 4 Hydrogen guide)
         None: {"thinkingLevel": "LOW", "includeThoughts": True},
         "xhigh": {"thinkingLevel": "XHIGH", "includeThoughts": True},
     },
-    "gemini-4-argon": {
+    "gemini-4-argon": {  # LOW, MEDIUM, HIGH only (Google's Gemini 4 Argon guide): no XHIGH
         None: {"thinkingLevel": "LOW", "includeThoughts": True},
-        "xhigh": {"thinkingLevel": "XHIGH", "includeThoughts": True},
-        "max": {"thinkingLevel": "XHIGH", "includeThoughts": True},
+        "xhigh": {"thinkingLevel": "HIGH", "includeThoughts": True},
+        "max": {"thinkingLevel": "HIGH", "includeThoughts": True},
     },
     "gemini-2.5-flash-lite": {
         None: {"thinkingBudget": 0},

@@ -15,13 +15,13 @@ import logging
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..exceptions import SessionBusyError, SessionError
 from ._format import CURRENT_VERSION, check_header, dumps, migrate, parse_lines
 from ._session import Session
+from ._waiting import poll
 
 try:
     import fcntl
@@ -45,23 +45,20 @@ class _FileLock:
         self.fd, self.path, self.timeout, self.exclusive = fd, path, timeout, exclusive
 
     def __enter__(self) -> None:
-        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
-        deadline = time.monotonic() + self.timeout
-        pause = 0.001
-        while True:
-            try:
-                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise SessionBusyError(
-                        f"{self.path}: another writer held the session's lock for over {self.timeout:g} s"
-                    ) from None
-                time.sleep(pause)  # waiting for another process: there is nothing to be woken by
-                pause = min(pause * 2, 0.05)
+        mode = (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        if not poll(lambda: _try_flock(self.fd, mode), self.timeout):
+            raise SessionBusyError(f"{self.path}: another writer held the session's lock for over {self.timeout:g} s")
 
     def __exit__(self, *exc: Any) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _try_flock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _split(data: bytes, path: str) -> list[bytes]:

@@ -20,6 +20,7 @@ from ..exceptions import InvalidValueError, SessionBusyError, SessionError
 from ._format import dumps
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
 from ._session import Session
+from ._waiting import poll
 
 __all__ = ["SqliteSession", "SqliteStore"]
 
@@ -49,7 +50,7 @@ class SqliteStore:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, timeout=lock_timeout, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(self._db, repr(self), lock_timeout)
             self._db.execute("PRAGMA synchronous=FULL")
             with self._transaction():
                 for statement in _SCHEMA:
@@ -124,6 +125,27 @@ class _Transaction:
         """ROLLBACK if a transaction is still open (SQLite ends one itself after some errors)."""
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
+
+
+def _use_wal(db: sqlite3.Connection, name: str, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting up to ``timeout`` seconds for the database's lock.
+
+    While a fresh database is still in rollback-journal mode, another connection's write lock
+    (the process converting it, say) makes the pragma fail at once: SQLite's busy timeout does
+    not apply to it, so it is tried again until the timeout.
+    """
+
+    def attempt() -> bool:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                return False
+            raise
+        return True
+
+    if not poll(attempt, timeout):
+        raise SessionBusyError(f"{name}: the database stayed locked by another connection for over {timeout:g} s")
 
 
 def _is_busy(error: sqlite3.Error) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,15 @@ def test_a_one_shot_run_is_recorded_and_v_prints_its_session_file(faux: FauxProv
     assert [m.role for m in JsonlSession(path).messages()] == ["user", "assistant"]
     assert JsonlSession(path).header["cwd"] == os.getcwd()
     assert Path(session_dir(os.getcwd(), home)).name == "--" + os.getcwd().lstrip("/").replace("/", "-") + "--"
+
+
+def test_a_session_file_is_named_after_its_session_id(faux: FauxProvider, home: dict[str, str]) -> None:
+    faux.set_responses([faux_message("Hello!")])
+    run(faux, home, "Say hello")
+    (path,) = Path(session_dir(os.getcwd(), home)).glob("*.jsonl")
+    stamp, _, session_id = path.stem.partition("_")
+    assert session_id == JsonlSession(path).id  # as pi names its files: <creation time>_<session id>.jsonl
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z", stamp)
 
 
 def test_continue_picks_the_most_recent_session_of_the_directory(faux: FauxProvider, home: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from typing import IO, Optional
 from ..ai.types import Model
 from ..exceptions import SessionError
 from ..sessions import JsonlSession, list_sessions, most_recent_session, new_session_path, session_dir
+from ..sessions._format import new_session_id
 from .config import SetupError, resolve_model
 
 __all__ = ["add_session_arguments", "open_session", "print_sessions", "session_model"]
@@ -41,7 +42,10 @@ def open_session(
     if path is None and args.continue_session:
         path = most_recent_session(directory)
     try:
-        return JsonlSession(path or new_session_path(directory), cwd=cwd)
+        if path is None:
+            session_id = new_session_id()
+            return JsonlSession(new_session_path(directory, session_id), session_id=session_id, cwd=cwd)
+        return JsonlSession(path, cwd=cwd)
     except (SessionError, OSError) as exc:
         raise SetupError(f"cannot open the session: {exc}") from None
 

@@ -256,13 +256,20 @@ class JsonlSession(Session):
     """A session in one JSONL file, in pi's format; created on its first append.
 
     ``JsonlSession(path)`` loads the file if it exists (migrating versions 1 and 2 in memory),
-    else starts a new session with a fresh id. ``lock_timeout`` bounds the wait for another
-    writer (default :data:`DEFAULT_LOCK_TIMEOUT` seconds).
+    else starts a new session with the id ``session_id`` (default: a fresh one). ``lock_timeout``
+    bounds the wait for another writer (default :data:`DEFAULT_LOCK_TIMEOUT` seconds).
     """
 
-    def __init__(self, path: Any, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cwd: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        path: Any,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        cwd: Optional[str] = None,
+        session_id: Optional[str] = None,
+    ) -> None:
         self._file = JsonlStore(path, lock_timeout=lock_timeout)
-        super().__init__(self._file, cwd=cwd)
+        super().__init__(self._file, session_id=session_id, cwd=cwd)
 
     @property
     def path(self) -> str:

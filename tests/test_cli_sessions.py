@@ -66,6 +66,17 @@ def test_continue_picks_the_most_recent_session_of_the_directory(faux: FauxProvi
     assert len(list(Path(session_dir(os.getcwd(), home)).glob("*.jsonl"))) == 2
 
 
+def test_continue_without_a_session_in_the_directory_says_it_starts_a_new_one(
+    faux: FauxProvider, home: dict[str, str]
+) -> None:
+    faux.set_responses([faux_message("Hello!")])
+    result = run(faux, home, "-c", "Say hello")
+    assert result["code"] == 0 and result["out"] == "Hello!\n"
+    directory = session_dir(os.getcwd(), home)
+    assert result["err"] == f"piagent: no session to continue in {directory}: starting a new one\n"
+    assert len(list(Path(directory).glob("*.jsonl"))) == 1
+
+
 def test_session_path_records_there_and_continues_it(faux: FauxProvider, home: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "mine.jsonl"
     faux.set_responses([faux_message("one"), faux_message("two")])

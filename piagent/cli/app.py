@@ -288,7 +288,7 @@ def main(
         return EXIT_OK
     try:
         tools = check_options(args)
-        session = open_session(args, os.getcwd(), environ)
+        session = open_session(args, os.getcwd(), console.note, environ)
         chosen = (
             model
             or session_model(args, session, environ)

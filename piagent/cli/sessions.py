@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping
-from typing import IO, Optional
+from typing import IO, Callable, Optional
 
 from ..ai.types import Model
 from ..exceptions import SessionError
@@ -32,15 +32,20 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_session(
-    args: argparse.Namespace, cwd: str, environ: Optional[Mapping[str, str]] = None
+    args: argparse.Namespace, cwd: str, note: Callable[[str], None], environ: Optional[Mapping[str, str]] = None
 ) -> Optional[JsonlSession]:
-    """The session the options ask for (None with ``--no-session``). Raises :class:`SetupError`."""
+    """The session the options ask for (None with ``--no-session``). Raises :class:`SetupError`.
+
+    ``note`` tells the user (on stderr) that ``--continue`` found no session to continue.
+    """
     if args.no_session:
         return None
     directory = session_dir(cwd, environ)
     path = args.session
     if path is None and args.continue_session:
         path = most_recent_session(directory)
+        if path is None:
+            note(f"piagent: no session to continue in {directory}: starting a new one")
     try:
         if path is None:
             session_id = new_session_id()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from piagent.ai.types import UserMessage
 from piagent.cli import main
 from piagent.sessions import JsonlSession, session_dir
 from piagent.testing import FauxProvider, faux_message
@@ -140,3 +141,25 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
     assert server.requests[1].json["model"] == "m1"  # the continued session's model, without --model
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[1]["content"] == "Paris."
+
+
+def test_a_torn_last_line_is_reported_on_stderr_without_v(home: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "torn.jsonl"
+    JsonlSession(path).append_message(UserMessage("Capital of France?"))
+    with open(path, "ab") as file:
+        file.write(b'{"type":"message","id":"ab')  # a writer killed mid-line
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+    with ScriptedServer() as server:
+        server.reply(chat_text("Paris."))
+        process = subprocess.run(
+            [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+            + ["--session", str(path), "And?"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=WAIT,
+        )
+    assert process.returncode == 0 and process.stdout == "Paris.\n", process.stderr
+    assert f"piagent: {path}: skipped a torn last line (26 bytes)" in process.stderr
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "user", "assistant"]

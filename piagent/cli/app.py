@@ -279,6 +279,8 @@ def main(
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
     )
+    # a damaged session file (a torn last line...) is worth a word without -v (docs/sessions.md#damaged-files)
+    logging.getLogger("piagent.sessions").setLevel(logging.INFO if args.verbose else logging.WARNING)
     console = Console(out, err)
     if args.list_models:
         console.write_out("".join(line + "\n" for line in list_models(environ)))

@@ -127,7 +127,7 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
     with ScriptedServer() as server:
         server.reply(chat_text("Paris."))
         server.reply(chat_text("About 2 million."))
-        for argv in (["--model", "m1", "-v", "Capital of France?"], ["-c", "Its population?"]):
+        for argv in (["--model", "m1", "-v", "-s", "Be brief.", "Capital of France?"], ["-c", "Its population?"]):
             process = subprocess.run(
                 [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv],
                 capture_output=True,
@@ -139,8 +139,8 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
             assert process.returncode == 0, process.stderr
         second = server.requests[1].json["messages"]
     assert server.requests[1].json["model"] == "m1"  # the continued session's model, without --model
-    assert [m["role"] for m in second] == ["user", "assistant", "user"]
-    assert second[1]["content"] == "Paris."
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[0]["content"] == "Be brief." and second[2]["content"] == "Paris."  # its system prompt too
 
 
 def test_a_torn_last_line_is_reported_on_stderr_without_v(home: dict[str, str], tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Every run is recorded in a session file (docs/sessions.md#the-command): a new one in the
 current directory's session directory unless ``--session`` names one or ``--continue`` picks
-the most recent one there. A continued session keeps its model unless ``--model`` is given.
+the most recent one there. A continued session keeps its model and system prompt unless
+``--model`` or ``--system`` is given.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,8 @@ from piagent.sessions import JsonlSession, SessionError, SqliteSession
 from piagent.testing import FauxProvider, faux_message, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text
 from tests.support.scripted_server import ScriptedServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stored_roles(path: Path) -> list[str]:
@@ -95,6 +100,64 @@ def test_a_run_records_a_changed_model_and_thinking_level_before_its_messages(
     kinds = [e["type"] for e in JsonlSession(path).entries()]
     assert kinds == ["model_change", "message", "message", "thinking_level_change", "message", "message"]
     assert JsonlSession(path).context().thinking_level == "low"
+
+
+RESUMER = """
+import sys
+from piagent import Agent
+from piagent.ai.models import custom_model
+from piagent.sessions import JsonlSession, SqliteSession
+kind, path, url = sys.argv[1:4]
+session = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+model = custom_model("m1", base_url=url, provider="local", register=False)
+agent = Agent(model=model, get_api_key=lambda provider: "k", session=session)
+print(agent.prompt("And Italy?").text)
+"""
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_an_agent_resumed_in_another_process_keeps_the_system_prompt(
+    faux: FauxProvider, tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / ("s.jsonl" if kind == "jsonl" else "s.db")
+
+    def open_session() -> Any:
+        return JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+
+    faux.set_responses([faux_message("Paris.")])
+    Agent(model=faux.get_model(), system_prompt="Answer with a city.", session=open_session()).prompt("France?")
+    with ScriptedServer() as server:
+        server.reply(chat_text("Rome."))
+        resumed = subprocess.run(
+            [sys.executable, "-c", RESUMER, kind, str(path), f"{server.url}/v1"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            timeout=60,
+        )
+        assert resumed.returncode == 0 and resumed.stdout == "Rome.\n", resumed.stderr
+        sent = server.requests[0].json["messages"]
+    assert sent[0] == {"role": "system", "content": "Answer with a city."}
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
+    assert Agent(session=open_session()).system_prompt == "Answer with a city."
+    assert Agent(system_prompt="Be brief.", session=open_session()).system_prompt == "Be brief."  # given wins
+
+
+def test_a_changed_system_prompt_is_recorded_before_the_run_that_uses_it(faux: FauxProvider, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    faux.set_responses([faux_message("a"), faux_message("b"), faux_message("c")])
+    agent = Agent(model=faux.get_model(), system_prompt="one", session=JsonlSession(path))
+    agent.prompt("x")
+    agent.prompt("y")  # unchanged: nothing recorded
+    agent.system_prompt = "two"
+    agent.prompt("z")
+    recorded = [e for e in JsonlSession(path).entries() if e["type"] == "custom"]
+    assert [(e["customType"], e["data"]) for e in recorded] == [
+        ("piagent.system_prompt", {"content": "one"}),
+        ("piagent.system_prompt", {"content": "two"}),
+    ]
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "assistant"] * 3  # not a message
+    assert JsonlSession(path).context().system_prompt == "two"
 
 
 def test_an_unknown_recorded_model_is_a_warning_and_the_default(tmp_path: Path, caplog: Any) -> None:

@@ -137,6 +137,7 @@ class _Run:
         "messages",
         "in_flight",
         "output",
+        "release_session",
     )
 
     def __init__(self, options: AgentOptions) -> None:
@@ -150,6 +151,7 @@ class _Run:
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
+        self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
 
     @property
     def signal(self) -> AbortSignal:
@@ -374,9 +376,19 @@ class Agent(AgentOptions):
 
         ``output``: the run's structured output (:meth:`_output_spec`, built before the lock).
         """
-        options = self.snapshot()
-        _check_tool_choice(options.tool_choice, options.tools)
+        # one agent run at a time writes a session (docs/sessions.md#one-writer-at-a-time): claimed
+        # first, since it may bring the transcript up to date with another agent's messages
+        begin_run = getattr(self.session, "begin_run", None)
+        release_session = begin_run() if begin_run is not None else None
+        try:
+            options = self.snapshot()
+            _check_tool_choice(options.tool_choice, options.tools)
+        except BaseException:
+            if release_session is not None:
+                release_session()
+            raise
         run = _Run(options)
+        run.release_session = release_session
         run.config = self._loop_config(run, skip_initial_steering)
         run.config.output = output
         self._run = run
@@ -510,6 +522,8 @@ class Agent(AgentOptions):
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""
         run.requeue_undelivered()
+        if run.release_session is not None:
+            run.release_session()
         with self._lock:
             self._state._end_run()
             self._run = None

@@ -163,3 +163,30 @@ def test_a_torn_last_line_is_reported_on_stderr_without_v(home: dict[str, str], 
     assert process.returncode == 0 and process.stdout == "Paris.\n", process.stderr
     assert f"piagent: {path}: skipped a torn last line (26 bytes)" in process.stderr
     assert [m.role for m in JsonlSession(path).messages()] == ["user", "user", "assistant"]
+
+
+def test_a_run_on_a_session_another_agent_is_writing_is_refused_in_a_word(home: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "busy.jsonl"
+    session = JsonlSession(path)
+    session.append_message(UserMessage("Capital of France?"))
+    before = path.read_bytes()
+    release = session.begin_run()  # another agent's run, in progress
+    try:
+        with ScriptedServer() as server:
+            process = subprocess.run(
+                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+                + ["--session", str(path), "And Italy?"],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, **home),
+                timeout=WAIT,
+            )
+            assert server.requests == []
+    finally:
+        release()
+    assert process.returncode == 1 and process.stdout == ""
+    assert process.stderr == (
+        f"piagent: session {path} is being written by another agent's run (one agent writes a session at a time): "
+        "try again once that run has ended\n"
+    )
+    assert path.read_bytes() == before

@@ -16,10 +16,11 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import SessionBusyError, SessionError
 from ._format import CURRENT_VERSION, check_header, dumps, migrate, parse_lines
+from ._runlock import claim_run
 from ._session import Session
 from ._waiting import poll
 
@@ -122,6 +123,11 @@ class JsonlStore:
                             _fsync_directory(os.path.dirname(self.path))
                         return
                 self._reopen()
+
+    def claim_run(self) -> Callable[[], None]:
+        """Claim the session for one agent run (the lock file ``PATH.lock``); see :func:`claim_run`."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        return claim_run(self.path + ".lock", "", self.path)
 
     def close(self) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from typing_extensions import Protocol
 
@@ -37,11 +37,19 @@ class SessionStore(Protocol):
     concurrent appends (threads, processes) must be serialised: all of one call's records
     are stored together, never interleaved with another call's, and a record is either
     stored whole or not at all.
+
+    Optional: ``claim_run()``, which claims the session for one agent run at once (raising
+    :class:`SessionBusyError` while another run holds it) and returns the release
+    (docs/sessions.md#one-writer-at-a-time).
     """
 
     def load(self) -> list[Record]: ...
 
     def append(self, header: Record, entries: Sequence[Record]) -> None: ...
+
+
+def _nothing() -> None:
+    pass
 
 
 class Session:
@@ -214,6 +222,27 @@ class Session:
             attach(self, agent, model_given=model_given, thinking_level_given=thinking_level_given)
             self._agent = agent
 
+    def begin_run(self) -> Callable[[], None]:
+        """Claim the session for an agent run; returns the release. :class:`~piagent.Agent` calls it.
+
+        Raises :class:`SessionBusyError` at once while another run holds the session (any
+        thread or process, through the store's ``claim_run()``; a store without one is not
+        guarded). Then entries other writers appended since this object last read the store are
+        taken in; if the newest continues the leaf, the leaf moves to it and the attached agent's
+        transcript becomes that branch: the run continues the conversation, never beside it.
+        See docs/sessions.md#one-writer-at-a-time.
+        """
+        claim = getattr(self._store, "claim_run", None)
+        release: Callable[[], None] = claim() if callable(claim) else _nothing
+        try:
+            with self._lock:
+                if self._catch_up() and self._agent is not None:
+                    self._agent.state.messages = self.context().messages
+        except BaseException:
+            release()
+            raise
+        return release
+
     def close(self) -> None:
         close = getattr(self._store, "close", None)
         if callable(close):
@@ -253,6 +282,24 @@ class Session:
                 self._labels[entry["targetId"]] = label
             else:
                 self._labels.pop(entry["targetId"], None)
+
+    def _catch_up(self) -> bool:
+        """Index the entries other writers appended since this object read the store; True if the
+        leaf moved to the newest of them (it continues the leaf, or this object had no entries)."""
+        records = self._store.load()
+        if len(records) <= len(self._entries) + 1:
+            return False  # nothing new (the store only grows)
+        self._header = check_header(records, repr(self._store))
+        migrate(records)
+        leaf, had_entries = self._leaf, bool(self._entries)
+        for entry in records[1:]:
+            if entry.get("id") not in self._by_id:  # theirs (ours may be interleaved with them)
+                self._index(entry)
+        newest = self._leaf  # _index moved it
+        follows = any(entry["id"] == leaf for entry in self.branch(newest)) if had_entries else leaf is None
+        if not follows:
+            self._leaf = leaf
+        return follows
 
     def _check_parents(self) -> None:
         for entry in self._entries:

@@ -14,11 +14,12 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import InvalidValueError, SessionBusyError, SessionError
 from ._format import dumps
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
+from ._runlock import claim_run
 from ._session import Session
 from ._waiting import poll
 
@@ -82,6 +83,12 @@ class SqliteStore:
                 "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
                 [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
             )
+
+    def claim_run(self) -> Callable[[], None]:
+        """Claim the session for one agent run (the lock file ``PATH-piagent.lock``); see :func:`claim_run`."""
+        if self.path in ("", ":memory:"):  # a private database: no other connection can write it
+            return lambda: None
+        return claim_run(self.path + "-piagent.lock", self.session_id, repr(self))
 
     def close(self) -> None:
         with self._lock:

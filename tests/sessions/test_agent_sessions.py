@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -16,10 +16,10 @@ import pytest
 from piagent import Agent, tool
 from piagent.ai.models import custom_model, get_model
 from piagent.ai.types import UserMessage
-from piagent.sessions import JsonlSession, SessionError, SqliteSession
+from piagent.sessions import JsonlSession, SessionBusyError, SessionError, SqliteSession
 from piagent.testing import FauxProvider, faux_message, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import ScriptedServer, Wait
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,36 +219,122 @@ def test_one_session_object_records_one_agent(tmp_path: Path) -> None:
         Agent(session=session)
 
 
-def test_two_agents_on_one_sqlite_session_at_once_write_two_whole_branches(
-    faux: FauxProvider, memory_dir: Path
+def conversation(messages: list[Any]) -> list[str]:
+    return [m.content[0].text if m.role == "user" else m.text for m in messages]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_second_agent_prompting_during_a_run_is_refused_then_continues_after_it(
+    faux: FauxProvider, memory_dir: Path, kind: str
 ) -> None:
-    path = memory_dir / "s.db"
+    """Two agents (threads, a session object each) never interleave their messages in one session."""
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
 
-    def answer(context: Any, options: Any, state: Any, model: Any) -> Any:
-        return faux_message("answer to " + context.messages[-1].content[0].text)
+    def open_session() -> Any:
+        return JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
 
-    faux.set_responses([answer] * 8)
-    agents = [Agent(model=faux.get_model(), session=SqliteSession(path, "one")) for _ in range(2)]
-    barrier = threading.Barrier(2)
+    started, release = threading.Event(), threading.Event()
 
-    def chat(i: int) -> None:
-        barrier.wait()
-        for turn in range(3):
-            agents[i].prompt(f"agent {i} turn {turn}")
+    def held(context: Any, options: Any, state: Any, model: Any) -> Any:
+        started.set()
+        assert release.wait(30)
+        return faux_message("first answer")
 
-    threads = [threading.Thread(target=chat, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    session = SqliteSession(path, "one")
-    leaves = session.branches()
-    assert len(leaves) == 2
-    for leaf in leaves:
-        texts = [m.content[0].text if m.role == "user" else m.text for m in session.messages(leaf)]
-        agent = texts[0].split(" turn")[0]
-        assert texts == [x for t in range(3) for x in (f"{agent} turn {t}", f"answer to {agent} turn {t}")]
-    assert json.loads(json.dumps(session.entries()))  # plain JSON throughout
+    faux.set_responses([held, faux_message("second answer")])
+    first = Agent(model=faux.get_model(), session=open_session())
+    second = Agent(model=faux.get_model(), session=open_session())  # loaded before the first run
+    running = first.prompt("first question", wait=False)
+    assert started.wait(30)
+    name = str(path) if kind == "jsonl" else f"{path}#one"
+    with pytest.raises(SessionBusyError, match=f"session {re.escape(name)} is being written by another agent's run"):
+        second.prompt("second question")
+    assert conversation(open_session().messages()) == ["first question"]  # the refused run wrote nothing
+    release.set()
+    assert running.result(30).text == "first answer"
+    assert second.prompt("second question").text == "second answer"
+    sent = faux.state.requests[1].context.messages
+    assert conversation(sent) == ["first question", "first answer", "second question"]
+    reloaded = open_session()
+    assert len(reloaded.branches()) == 1
+    assert conversation(reloaded.messages()) == conversation(sent) + ["second answer"]
+
+
+def test_a_claimed_session_takes_in_other_writers_entries_and_follows_only_its_own_branch(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    mine, theirs = JsonlSession(path), JsonlSession(path)
+    a = mine.append_message(UserMessage("a"))
+    theirs.append_message(UserMessage("b"))  # it had not seen a: b starts a branch of its own
+    mine.begin_run()()
+    assert mine.leaf_id == a and len(mine.entries()) == 2  # b taken in, the leaf kept on a's branch
+    other = JsonlSession(path)
+    other.fork(a)
+    c = other.append_message(UserMessage("c"))  # continues a
+    mine.begin_run()()
+    assert mine.leaf_id == c and [m.content for m in mine.messages()] == ["a", "c"]
+
+
+PROMPTER = """
+import sys
+from piagent import Agent
+from piagent.ai.models import custom_model
+from piagent.exceptions import SessionBusyError
+from piagent.sessions import JsonlSession, SqliteSession
+kind, path, url, prompt = sys.argv[1:5]
+session = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+model = custom_model("m1", base_url=url, provider="local", register=False)
+agent = Agent(model=model, get_api_key=lambda provider: "k", session=session)
+while True:
+    try:
+        print(agent.prompt(prompt).text, flush=True)
+    except SessionBusyError as exc:
+        print("busy:", exc, flush=True)
+    if sys.stdin.readline() != "again\\n":
+        break
+"""
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_second_process_prompting_during_a_run_is_refused_then_continues_after_it(
+    memory_dir: Path, kind: str
+) -> None:
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
+    hold = threading.Event()
+
+    def prompter(server: ScriptedServer, prompt: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", PROMPTER, kind, str(path), f"{server.url}/v1", prompt],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+
+    with ScriptedServer() as server:
+        first_call = server.reply(chat_text("Paris."), before_headers=Wait(hold, 30))
+        server.reply(chat_text("Rome."))
+        first = prompter(server, "France?")
+        assert first_call.received.wait(30)  # the first run is waiting for its answer
+        second = prompter(server, "Italy?")
+        assert second.stdout is not None and second.stdin is not None
+        refused = second.stdout.readline()
+        hold.set()
+        assert first.communicate(timeout=60)[0] == "Paris.\n"
+        second.stdin.write("again\n")  # the same agent, once the first run has ended
+        second.stdin.flush()
+        answered = second.stdout.readline()
+        second.communicate("", timeout=60)
+        assert first.returncode == second.returncode == 0
+        sent = [m["content"] for m in server.requests[-1].json["messages"]]
+    sent = [text if isinstance(text, str) else text[0]["text"] for text in sent]
+    name = str(path) if kind == "jsonl" else f"{path}#one"
+    assert refused == f"busy: session {name} is being written by another agent's run " + (
+        "(one agent writes a session at a time): try again once that run has ended\n"
+    )
+    assert answered == "Rome.\n" and len(server.requests) == 2
+    assert sent == ["France?", "Paris.", "Italy?"]  # its transcript caught up with the first run
+    reloaded = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+    assert len(reloaded.branches()) == 1
+    assert conversation(reloaded.messages()) == ["France?", "Paris.", "Italy?", "Rome."]
 
 
 def test_an_agent_started_after_a_fork_continues_the_earlier_entry_and_the_old_branch_stays(

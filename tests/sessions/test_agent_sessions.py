@@ -16,7 +16,7 @@ import pytest
 from piagent import Agent, tool
 from piagent.ai.models import custom_model, get_model
 from piagent.ai.types import UserMessage
-from piagent.sessions import JsonlSession, SessionBusyError, SessionError, SqliteSession
+from piagent.sessions import JsonlSession, Session, SessionBusyError, SessionError, SqliteSession
 from piagent.testing import FauxProvider, faux_message, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text
 from tests.support.scripted_server import ScriptedServer, Wait
@@ -102,16 +102,29 @@ def test_a_run_records_a_changed_model_and_thinking_level_before_its_messages(
     assert JsonlSession(path).context().thinking_level == "low"
 
 
-RESUMER = """
+def open_session(kind: str, path: Path) -> Session:
+    return JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+
+
+# An agent in a process of its own prompts the session at ``path`` over HTTP, then once more
+# for each line "again" on its stdin.
+PROMPTER = """
 import sys
 from piagent import Agent
 from piagent.ai.models import custom_model
+from piagent.exceptions import SessionBusyError
 from piagent.sessions import JsonlSession, SqliteSession
-kind, path, url = sys.argv[1:4]
+kind, path, url, prompt = sys.argv[1:5]
 session = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
 model = custom_model("m1", base_url=url, provider="local", register=False)
 agent = Agent(model=model, get_api_key=lambda provider: "k", session=session)
-print(agent.prompt("And Italy?").text)
+while True:
+    try:
+        print(agent.prompt(prompt).text, flush=True)
+    except SessionBusyError as exc:
+        print("busy:", exc, flush=True)
+    if sys.stdin.readline() != "again\\n":
+        break
 """
 
 
@@ -120,16 +133,14 @@ def test_an_agent_resumed_in_another_process_keeps_the_system_prompt(
     faux: FauxProvider, tmp_path: Path, kind: str
 ) -> None:
     path = tmp_path / ("s.jsonl" if kind == "jsonl" else "s.db")
-
-    def open_session() -> Any:
-        return JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
-
     faux.set_responses([faux_message("Paris.")])
-    Agent(model=faux.get_model(), system_prompt="Answer with a city.", session=open_session()).prompt("France?")
+    first = Agent(model=faux.get_model(), system_prompt="Answer with a city.", session=open_session(kind, path))
+    first.prompt("France?")
     with ScriptedServer() as server:
         server.reply(chat_text("Rome."))
         resumed = subprocess.run(
-            [sys.executable, "-c", RESUMER, kind, str(path), f"{server.url}/v1"],
+            [sys.executable, "-c", PROMPTER, kind, str(path), f"{server.url}/v1", "And Italy?"],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
@@ -139,8 +150,8 @@ def test_an_agent_resumed_in_another_process_keeps_the_system_prompt(
         sent = server.requests[0].json["messages"]
     assert sent[0] == {"role": "system", "content": "Answer with a city."}
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
-    assert Agent(session=open_session()).system_prompt == "Answer with a city."
-    assert Agent(system_prompt="Be brief.", session=open_session()).system_prompt == "Be brief."  # given wins
+    assert Agent(session=open_session(kind, path)).system_prompt == "Answer with a city."
+    assert Agent(system_prompt="Be brief.", session=open_session(kind, path)).system_prompt == "Be brief."  # given wins
 
 
 def test_a_changed_system_prompt_is_recorded_before_the_run_that_uses_it(faux: FauxProvider, tmp_path: Path) -> None:
@@ -230,9 +241,6 @@ def test_a_second_agent_prompting_during_a_run_is_refused_then_continues_after_i
     """Two agents (threads, a session object each) never interleave their messages in one session."""
     path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
 
-    def open_session() -> Any:
-        return JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
-
     started, release = threading.Event(), threading.Event()
 
     def held(context: Any, options: Any, state: Any, model: Any) -> Any:
@@ -241,20 +249,20 @@ def test_a_second_agent_prompting_during_a_run_is_refused_then_continues_after_i
         return faux_message("first answer")
 
     faux.set_responses([held, faux_message("second answer")])
-    first = Agent(model=faux.get_model(), session=open_session())
-    second = Agent(model=faux.get_model(), session=open_session())  # loaded before the first run
+    first = Agent(model=faux.get_model(), session=open_session(kind, path))
+    second = Agent(model=faux.get_model(), session=open_session(kind, path))  # loaded before the first run
     running = first.prompt("first question", wait=False)
     assert started.wait(30)
     name = str(path) if kind == "jsonl" else f"{path}#one"
     with pytest.raises(SessionBusyError, match=f"session {re.escape(name)} is being written by another agent's run"):
         second.prompt("second question")
-    assert conversation(open_session().messages()) == ["first question"]  # the refused run wrote nothing
+    assert conversation(open_session(kind, path).messages()) == ["first question"]  # the refused run wrote nothing
     release.set()
     assert running.result(30).text == "first answer"
     assert second.prompt("second question").text == "second answer"
     sent = faux.state.requests[1].context.messages
     assert conversation(sent) == ["first question", "first answer", "second question"]
-    reloaded = open_session()
+    reloaded = open_session(kind, path)
     assert len(reloaded.branches()) == 1
     assert conversation(reloaded.messages()) == conversation(sent) + ["second answer"]
 
@@ -271,26 +279,6 @@ def test_a_claimed_session_takes_in_other_writers_entries_and_follows_only_its_o
     c = other.append_message(UserMessage("c"))  # continues a
     mine.begin_run()()
     assert mine.leaf_id == c and [m.content for m in mine.messages()] == ["a", "c"]
-
-
-PROMPTER = """
-import sys
-from piagent import Agent
-from piagent.ai.models import custom_model
-from piagent.exceptions import SessionBusyError
-from piagent.sessions import JsonlSession, SqliteSession
-kind, path, url, prompt = sys.argv[1:5]
-session = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
-model = custom_model("m1", base_url=url, provider="local", register=False)
-agent = Agent(model=model, get_api_key=lambda provider: "k", session=session)
-while True:
-    try:
-        print(agent.prompt(prompt).text, flush=True)
-    except SessionBusyError as exc:
-        print("busy:", exc, flush=True)
-    if sys.stdin.readline() != "again\\n":
-        break
-"""
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
@@ -332,7 +320,7 @@ def test_a_second_process_prompting_during_a_run_is_refused_then_continues_after
     )
     assert answered == "Rome.\n" and len(server.requests) == 2
     assert sent == ["France?", "Paris.", "Italy?"]  # its transcript caught up with the first run
-    reloaded = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+    reloaded = open_session(kind, path)
     assert len(reloaded.branches()) == 1
     assert conversation(reloaded.messages()) == ["France?", "Paris.", "Italy?", "Rome."]
 

@@ -93,6 +93,7 @@ class JsonlStore:
         self._fd: Optional[int] = None
         self._version_checked = False
         self._lock = threading.Lock()  # one append at a time through this store's descriptor
+        self._seen: Optional[tuple[int, int]] = None  # (inode, size) after this store's last load or append
 
     def load(self) -> list[Record]:
         if os.path.isdir(self.path):
@@ -100,13 +101,23 @@ class JsonlStore:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
+            self._seen = None
             return []
         try:
             with _FileLock(fd, False, self.lock_timeout, self.path), os.fdopen(os.dup(fd), "rb") as file:
                 data = file.read()
+            self._seen = (os.fstat(fd).st_ino, len(data))
         finally:
             os.close(fd)
         return parse_lines(_split(data, self.path), self.path)
+
+    def changed(self) -> bool:
+        """Did the file change since this store's last ``load()`` or ``append()`` (another writer)?"""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return self._seen is not None
+        return self._seen != (status.st_ino, status.st_size)
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
         payload = "".join(dumps(entry) + "\n" for entry in entries).encode("utf-8")
@@ -117,8 +128,11 @@ class JsonlStore:
                     # None: the path now names another file (a migration renamed it over this one)
                     prefix = self._prepare(fd, header) if self._is_current_file(fd) else None
                     if prefix is not None:
+                        before = os.fstat(fd)
                         _write_all(fd, prefix + payload)
                         os.fsync(fd)
+                        if self._seen == (before.st_ino, before.st_size) or prefix:  # else: others wrote first
+                            self._seen = (before.st_ino, before.st_size + len(prefix) + len(payload))
                         if prefix:  # the file is new: its name must survive a power cut too
                             _fsync_directory(os.path.dirname(self.path))
                         return

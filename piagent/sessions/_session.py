@@ -39,8 +39,9 @@ class SessionStore(Protocol):
     stored whole or not at all.
 
     Optional: ``claim_run()``, which claims the session for one agent run at once (raising
-    :class:`SessionBusyError` while another run holds it) and returns the release
-    (docs/sessions.md#one-writer-at-a-time).
+    :class:`SessionBusyError` while another run holds it) and returns the release, and
+    ``changed()``, True if records were appended since the store's last ``load()`` or
+    ``append()`` (docs/sessions.md#one-writer-at-a-time).
     """
 
     def load(self) -> list[Record]: ...
@@ -286,6 +287,9 @@ class Session:
     def _catch_up(self) -> bool:
         """Index the entries other writers appended since this object read the store; True if the
         leaf moved to the newest of them (it continues the leaf, or this object had no entries)."""
+        changed = getattr(self._store, "changed", None)
+        if callable(changed) and not changed():
+            return False  # the store knows nothing was appended: no need to read it
         records = self._store.load()
         if len(records) <= len(self._entries) + 1:
             return False  # nothing new (the store only grows)

@@ -49,6 +49,7 @@ class SqliteStore:
         self.path = os.fspath(path)
         self.session_id = session_id
         self._lock = threading.Lock()
+        self._seen = 0  # entries stored after this store's last load or append
         try:
             self._db = sqlite3.connect(self.path, timeout=lock_timeout, isolation_level=None, check_same_thread=False)
             _use_wal(self._db, repr(self), lock_timeout)
@@ -67,22 +68,36 @@ class SqliteStore:
             rows = self._db.execute(
                 "SELECT entry FROM piagent_session_entries WHERE session_id = ? ORDER BY position", (self.session_id,)
             ).fetchall()
+            self._seen = len(rows)
         loads = json.loads
         return [loads(row[0])] + [loads(entry) for (entry,) in rows]
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
-        with self._lock, self._transaction():
-            self._db.execute(
-                "INSERT OR IGNORE INTO piagent_sessions (id, header) VALUES (?, ?)", (self.session_id, dumps(header))
-            )
-            (last,) = self._db.execute(
-                "SELECT COALESCE(MAX(position), 0) FROM piagent_session_entries WHERE session_id = ?",
-                (self.session_id,),
-            ).fetchone()
-            self._db.executemany(
-                "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
-                [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
-            )
+        with self._lock:
+            with self._transaction():
+                self._db.execute(
+                    "INSERT OR IGNORE INTO piagent_sessions (id, header) VALUES (?, ?)",
+                    (self.session_id, dumps(header)),
+                )
+                last = self._last_position()
+                self._db.executemany(
+                    "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
+                    [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
+                )
+            if last == self._seen:  # else other writers' entries came first: not seen yet
+                self._seen = last + len(entries)
+
+    def changed(self) -> bool:
+        """Were entries appended since this store's last ``load()`` or ``append()`` (another writer)?"""
+        with self._lock:
+            return self._last_position() != self._seen
+
+    def _last_position(self) -> int:
+        (last,) = self._db.execute(
+            "SELECT COALESCE(MAX(position), 0) FROM piagent_session_entries WHERE session_id = ?",
+            (self.session_id,),
+        ).fetchone()
+        return int(last)
 
     def claim_run(self) -> Callable[[], None]:
         """Claim the session for one agent run (the lock file ``PATH-piagent.lock``); see :func:`claim_run`."""

@@ -267,14 +267,18 @@ def test_a_second_agent_prompting_during_a_run_is_refused_then_continues_after_i
     assert conversation(reloaded.messages()) == conversation(sent) + ["second answer"]
 
 
-def test_a_claimed_session_takes_in_other_writers_entries_and_follows_only_its_own_branch(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    mine, theirs = JsonlSession(path), JsonlSession(path)
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_claimed_session_takes_in_other_writers_entries_and_follows_only_its_own_branch(
+    memory_dir: Path, kind: str
+) -> None:
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
+    mine, theirs = open_session(kind, path), open_session(kind, path)
     a = mine.append_message(UserMessage("a"))
-    theirs.append_message(UserMessage("b"))  # it had not seen a: b starts a branch of its own
-    mine.begin_run()()
-    assert mine.leaf_id == a and len(mine.entries()) == 2  # b taken in, the leaf kept on a's branch
-    other = JsonlSession(path)
+    b = theirs.append_message(UserMessage("b"))  # it had not seen a: b starts a branch of its own
+    for session, leaf in ((mine, a), (theirs, b)):  # each had appended last, after the other's entry
+        session.begin_run()()
+        assert session.leaf_id == leaf and len(session.entries()) == 2  # taken in; the leaf kept on its branch
+    other = open_session(kind, path)
     other.fork(a)
     c = other.append_message(UserMessage("c"))  # continues a
     mine.begin_run()()

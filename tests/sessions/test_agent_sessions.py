@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from piagent import Agent, tool
+from piagent import Agent, InvalidStateError, tool
 from piagent.ai.models import custom_model, get_model
 from piagent.ai.types import UserMessage
 from piagent.sessions import JsonlSession, Session, SessionBusyError, SessionError, SqliteSession
@@ -283,6 +283,39 @@ def test_a_claimed_session_takes_in_other_writers_entries_and_follows_only_its_o
     c = other.append_message(UserMessage("c"))  # continues a
     mine.begin_run()()
     assert mine.leaf_id == c and [m.content for m in mine.messages()] == ["a", "c"]
+
+
+def test_a_stale_agent_continuing_after_another_agent_answered_is_refused_and_writes_nothing(
+    faux: FauxProvider, tmp_path: Path
+) -> None:
+    """continue_() decides from the transcript as the session has it at the run's start, other writers included."""
+    path = tmp_path / "s.jsonl"
+    JsonlSession(path).append_message(UserMessage("question"))  # a run killed after its prompt
+    faux.set_responses([faux_message("answer")])
+    stale = Agent(model=faux.get_model(), session=JsonlSession(path))
+    Agent(model=faux.get_model(), session=JsonlSession(path)).continue_()  # another process resumed it first
+    before = path.read_bytes()
+    with pytest.raises(InvalidStateError, match="Cannot continue from message role: assistant"):
+        stale.continue_()
+    assert path.read_bytes() == before
+    assert [m.role for m in stale.messages] == ["user", "assistant"]  # caught up with the answer
+
+
+def test_a_continue_refused_by_a_busy_session_keeps_the_queued_messages(faux: FauxProvider, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    faux.set_responses([faux_message("one"), faux_message("two")])
+    agent = Agent(model=faux.get_model(), session=JsonlSession(path))
+    agent.prompt("first")
+    agent.follow_up("second")
+    release = JsonlSession(path).begin_run()  # another agent's run, in progress
+    try:
+        with pytest.raises(SessionBusyError):
+            agent.continue_()
+    finally:
+        release()
+    assert agent.has_queued_messages()
+    assert agent.continue_().text == "two"
+    assert conversation(JsonlSession(path).messages()) == ["first", "one", "second", "two"]
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])

@@ -10,7 +10,7 @@ agent's model, thinking level and system prompt are recorded when they differ fr
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._context import SYSTEM_PROMPT_TYPE, branch_settings, convert_to_llm
@@ -23,7 +23,8 @@ __all__ = ["attach"]
 logger = logging.getLogger("piagent.sessions")
 
 
-def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None:
+def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> Callable[[Any], None]:
+    """Start ``agent`` from the session's branch; returns the listener that records it (to subscribe)."""
     state = agent.state
     if state.messages:
         raise InvalidValueError(
@@ -49,7 +50,7 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
         elif kind == "agent_start":
             _record_settings(session, agent)
 
-    agent.subscribe(record)
+    return record
 
 
 def _use_recorded_model(agent: Any, recorded: tuple[str, str]) -> None:

@@ -220,8 +220,10 @@ class Session:
                     f"{self._store!r} is already recording another agent; open a second session object "
                     "for a second agent (each then writes its own branch)"
                 )
-            attach(self, agent, model_given=model_given, thinking_level_given=thinking_level_given)
+            record = attach(self, agent, model_given=model_given, thinking_level_given=thinking_level_given)
             self._agent = agent
+        # outside the session's lock: a run takes the agent's lock, then the session's (begin_run), never the reverse
+        agent.subscribe(record)
 
     def begin_run(self) -> Callable[[], None]:
         """Claim the session for an agent run; returns the release. :class:`~piagent.Agent` calls it.

@@ -362,6 +362,50 @@ def test_a_second_process_prompting_during_a_run_is_refused_then_continues_after
     assert conversation(reloaded.messages()) == ["France?", "Paris.", "Italy?", "Rome."]
 
 
+# A process of its own claims the session at ``path`` for a run, says so, and waits to be killed.
+CLAIMER = """
+import sys
+from piagent.sessions import JsonlSession, SqliteSession
+kind, path = sys.argv[1:3]
+session = JsonlSession(path) if kind == "jsonl" else SqliteSession(path, "one")
+session.begin_run()
+print("claimed", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_process_killed_during_a_run_leaves_the_session_free(memory_dir: Path, kind: str) -> None:
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
+    claimer = subprocess.Popen(
+        [sys.executable, "-c", CLAIMER, kind, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert claimer.stdout is not None and claimer.stdout.readline() == "claimed\n"
+    with pytest.raises(SessionBusyError):
+        open_session(kind, path).begin_run()
+    claimer.kill()  # SIGKILL: nothing of the process runs again
+    assert claimer.wait(30) == -9
+    open_session(kind, path).begin_run()()
+
+
+def test_a_run_ended_by_keyboard_interrupt_releases_the_session(faux: FauxProvider, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+
+    def interrupted(context: Any, options: Any, state: Any, model: Any) -> Any:
+        raise KeyboardInterrupt
+
+    faux.set_responses([interrupted, faux_message("answer")])
+    agent = Agent(model=faux.get_model(), session=JsonlSession(path))
+    with pytest.raises(KeyboardInterrupt):
+        agent.prompt("question")
+    other = Agent(model=faux.get_model(), session=JsonlSession(path))
+    assert other.prompt("again").text == "answer"
+
+
 def test_an_agent_started_after_a_fork_continues_the_earlier_entry_and_the_old_branch_stays(
     faux: FauxProvider, tmp_path: Path
 ) -> None:

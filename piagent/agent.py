@@ -541,12 +541,14 @@ class Agent(AgentOptions):
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""
         run.requeue_undelivered()
-        if run.release_session is not None:
-            run.release_session()
-        with self._lock:
-            self._state._end_run()
-            self._run = None
-        self._idle.set()
+        try:
+            if run.release_session is not None:
+                run.release_session()  # a store's own release may raise: the run's error, the agent still settles
+        finally:
+            with self._lock:
+                self._state._end_run()
+                self._run = None
+            self._idle.set()
 
     # -- queues -----------------------------------------------------------------------------
 

@@ -426,3 +426,37 @@ def test_an_agent_started_after_a_fork_continues_the_earlier_entry_and_the_old_b
     assert len(reloaded.branches()) == 2
     texts = [[m.text for m in reloaded.messages(leaf) if m.role == "assistant"] for leaf in reloaded.branches()]
     assert texts == [["Paris", "Rome"], ["Paris", "Lyon"]]
+
+
+def test_an_agent_whose_session_release_fails_is_idle_again(faux: FauxProvider) -> None:
+    """A store's own claim (a lock elsewhere, say) whose release raises: the error is the run's, the agent is free."""
+
+    class ClaimedStore:
+        def __init__(self) -> None:
+            self.records: list[dict[str, Any]] = []
+            self.claims = 0
+
+        def load(self) -> list[dict[str, Any]]:
+            return list(self.records)
+
+        def append(self, header: dict[str, Any], entries: Any) -> None:
+            self.records.extend(([header] if not self.records else []) + list(entries))
+
+        def claim_run(self) -> Any:
+            self.claims += 1
+
+            def release() -> None:
+                raise SessionError("the claim's connection was lost")
+
+            return release
+
+    store = ClaimedStore()
+    faux.set_responses([faux_message("one"), faux_message("two")])
+    agent = Agent(model=faux.get_model(), session=Session(store))
+    with pytest.raises(SessionError, match="the claim's connection was lost"):
+        agent.prompt("first")
+    assert not agent.state.is_streaming
+    with pytest.raises(SessionError, match="the claim's connection was lost"):
+        agent.prompt("second")  # not AgentBusyError: the first run settled
+    assert store.claims == 2
+    assert [m.role for m in Session(store).messages()] == ["user", "assistant"] * 2

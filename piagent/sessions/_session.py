@@ -231,9 +231,9 @@ class Session:
         Raises :class:`SessionBusyError` at once while another run holds the session (any
         thread or process, through the store's ``claim_run()``; a store without one is not
         guarded). Then entries other writers appended since this object last read the store are
-        taken in; if the newest continues the leaf, the leaf moves to it and the attached agent's
-        transcript becomes that branch: the run continues the conversation, never beside it.
-        See docs/sessions.md#one-writer-at-a-time.
+        taken in; if the newest continues the leaf through them, the leaf moves to it and the
+        attached agent's transcript becomes that branch: the run continues the conversation,
+        never beside it. See docs/sessions.md#one-writer-at-a-time.
         """
         claim = getattr(self._store, "claim_run", None)
         release: Callable[[], None] = claim() if callable(claim) else _nothing
@@ -288,7 +288,8 @@ class Session:
 
     def _catch_up(self) -> bool:
         """Index the entries other writers appended since this object read the store; True if the
-        leaf moved to the newest of them (it continues the leaf, or this object had no entries)."""
+        leaf moved to the newest of them: it continues the leaf through their entries only (not
+        through an entry this object knew, which would undo a ``fork()``), or this object had none."""
         changed = getattr(self._store, "changed", None)
         if callable(changed) and not changed():
             return False  # the store knows nothing was appended: no need to read it
@@ -297,12 +298,14 @@ class Session:
             return False  # nothing new (the store only grows)
         self._header = check_header(records, repr(self._store))
         migrate(records)
-        leaf, had_entries = self._leaf, bool(self._entries)
+        leaf, known = self._leaf, set(self._by_id)
         for entry in records[1:]:
-            if entry.get("id") not in self._by_id:  # theirs (ours may be interleaved with them)
+            if entry.get("id") not in known:  # theirs (ours may be interleaved with them)
                 self._index(entry)
-        newest = self._leaf  # _index moved it
-        follows = any(entry["id"] == leaf for entry in self.branch(newest)) if had_entries else leaf is None
+        if self._leaf == leaf:
+            return False  # nothing of theirs
+        path = [entry["id"] for entry in self.branch()]  # to the newest of theirs: _index moved the leaf
+        follows = not known or (leaf in path and path[path.index(leaf) + 1] not in known)
         if not follows:
             self._leaf = leaf
         return follows

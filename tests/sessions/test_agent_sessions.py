@@ -231,7 +231,12 @@ def test_one_session_object_records_one_agent(tmp_path: Path) -> None:
 
 
 def conversation(messages: list[Any]) -> list[str]:
-    return [m.content[0].text if m.role == "user" else m.text for m in messages]
+    def text(message: Any) -> str:
+        if message.role != "user":
+            return str(message.text)
+        return message.content if isinstance(message.content, str) else message.content[0].text
+
+    return [text(m) for m in messages]
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
@@ -316,6 +321,24 @@ def test_a_continue_refused_by_a_busy_session_keeps_the_queued_messages(faux: Fa
     assert agent.has_queued_messages()
     assert agent.continue_().text == "two"
     assert conversation(JsonlSession(path).messages()) == ["first", "one", "second", "two"]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_an_agent_built_after_a_fork_keeps_its_branch_when_another_writer_grows_the_old_one(
+    faux: FauxProvider, memory_dir: Path, kind: str
+) -> None:
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
+    first = open_session(kind, path)
+    a = first.append_message(UserMessage("a"))
+    first.append_message(UserMessage("b"))
+    forked = open_session(kind, path)
+    forked.fork(a)  # continue from a: b's branch stays as it is
+    faux.set_responses([faux_message("answer")])
+    agent = Agent(model=faux.get_model(), session=forked)
+    first.append_message(UserMessage("c"))  # another writer grows the old branch (a, b, c)
+    agent.prompt("d")
+    assert conversation(faux.state.requests[0].context.messages) == ["a", "d"]
+    assert conversation(open_session(kind, path).messages()) == ["a", "d", "answer"]
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])

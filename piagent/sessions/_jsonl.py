@@ -139,9 +139,9 @@ class JsonlStore:
                 self._reopen()
 
     def claim_run(self) -> Callable[[], None]:
-        """Claim the session for one agent run (the lock file ``PATH.lock``); see :func:`claim_run`."""
+        """Claim the session for one agent run (the lock file ``PATH.lock``, beside the file a symlink names)."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        return claim_run(self.path + ".lock", "", self.path)
+        return claim_run(os.path.realpath(self.path) + ".lock", "", self.path)
 
     def close(self) -> None:
         with self._lock:

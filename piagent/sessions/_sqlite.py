@@ -100,10 +100,10 @@ class SqliteStore:
         return int(last)
 
     def claim_run(self) -> Callable[[], None]:
-        """Claim the session for one agent run (the lock file ``PATH-piagent.lock``); see :func:`claim_run`."""
+        """Claim the session for one agent run (``PATH-piagent.lock``, beside the file a symlink names)."""
         if self.path in ("", ":memory:"):  # a private database: no other connection can write it
             return lambda: None
-        return claim_run(self.path + "-piagent.lock", self.session_id, repr(self))
+        return claim_run(os.path.realpath(self.path) + "-piagent.lock", self.session_id, repr(self))
 
     def close(self) -> None:
         with self._lock:

@@ -415,6 +415,20 @@ def test_a_process_killed_during_a_run_leaves_the_session_free(memory_dir: Path,
     open_session(kind, path).begin_run()()
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_session_reached_through_a_symlink_is_claimed_as_itself(memory_dir: Path, kind: str) -> None:
+    path = memory_dir / ("s.jsonl" if kind == "jsonl" else "s.db")
+    open_session(kind, path).append_entry("custom", customType="made")
+    link = memory_dir / ("link.jsonl" if kind == "jsonl" else "link.db")
+    link.symlink_to(path)
+    release = open_session(kind, link).begin_run()
+    try:
+        with pytest.raises(SessionBusyError):
+            open_session(kind, path).begin_run()
+    finally:
+        release()
+
+
 def test_a_run_ended_by_keyboard_interrupt_releases_the_session(faux: FauxProvider, tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
 

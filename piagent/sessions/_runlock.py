@@ -29,16 +29,18 @@ _held: dict[tuple[str, int], object] = {}  # (lock file, offset) claimed by this
 _files: dict[str, list[int]] = {}  # lock file -> [descriptor, locks held through it]
 
 
-def claim_run(lock_path: str, key: str, name: str) -> Callable[[], None]:
+def claim_run(lock_path: str, key: str, name: str, mode: int = 0o600) -> Callable[[], None]:
     """Claim the run lock ``key`` of ``lock_path`` at once, or raise :class:`SessionBusyError`
-    naming the session ``name``. Returns the release (idempotent, from any thread)."""
+    naming the session ``name``. Returns the release (idempotent, from any thread).
+
+    A lock file made here gets the permissions ``mode``, whatever the umask."""
     path = os.path.realpath(lock_path)
     offset = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:7], "big")
     claim = object()
     with _registry:
         if (path, offset) in _held:
             raise _busy(name)
-        fd = _open(path)
+        fd = _open(path, mode)
         try:
             if fcntl is not None:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
@@ -78,13 +80,19 @@ def _busy(name: str) -> SessionBusyError:
     )
 
 
-def _open(path: str) -> int:
+def _open(path: str, mode: int) -> int:
     entry = _files.get(path)
     if entry is None:
         try:
-            entry = _files[path] = [os.open(path, os.O_RDWR | os.O_CREAT, 0o600), 0]
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+                if hasattr(os, "fchmod"):  # the umask may have taken permissions away
+                    os.fchmod(fd, mode)
+            except FileExistsError:
+                fd = os.open(path, os.O_RDWR)
         except OSError as exc:
-            raise SessionError(f"cannot create the session's lock file {path}: {exc.strerror}") from None
+            raise SessionError(f"cannot open the session's lock file {path}: {exc.strerror}") from None
+        entry = _files[path] = [fd, 0]
     entry[1] += 1
     return entry[0]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
@@ -103,7 +104,12 @@ class SqliteStore:
         """Claim the session for one agent run (``PATH-piagent.lock``, beside the file a symlink names)."""
         if self.path in ("", ":memory:"):  # a private database: no other connection can write it
             return lambda: None
-        return claim_run(os.path.realpath(self.path) + "-piagent.lock", self.session_id, repr(self))
+        path = os.path.realpath(self.path)
+        try:  # the database's permissions, as SQLite gives its -wal and -shm files
+            mode = stat.S_IMODE(os.stat(path).st_mode) & 0o666
+        except OSError:
+            mode = 0o600
+        return claim_run(path + "-piagent.lock", self.session_id, repr(self), mode)
 
     def close(self) -> None:
         with self._lock:

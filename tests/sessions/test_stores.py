@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -292,3 +293,16 @@ def test_an_assistant_message_comes_back_from_either_store_with_its_response_mod
     )
     open_session().append_message(answer)
     assert open_session().messages() == [answer]
+
+
+def test_a_sqlite_databases_lock_file_takes_the_databases_permissions(memory_dir: Path) -> None:
+    """As SQLite gives its -wal and -shm files: a database shared by two users stays usable by both."""
+    path = memory_dir / "shared.db"
+    SqliteSession(path, "a").append_entry("custom", customType="made")
+    path.chmod(0o660)  # shared with a group (the web server's and the worker's users, say)
+    old = os.umask(0o022)
+    try:
+        SqliteSession(path, "a").begin_run()()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(f"{path}-piagent.lock").st_mode) == 0o660

@@ -196,7 +196,9 @@ class Agent(AgentOptions):
         self._state = AgentState(self)
         self._steering_queue = MessageQueue()
         self._follow_up_queue = MessageQueue()
-        self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
+        # guards _run and _listeners; never held while user code runs, but for the session's begin_run(): the
+        # claim and the transcript it brings up to date belong to the run being claimed (_with_session)
+        self._lock = threading.Lock()
         self._run: Optional[_Run] = None
         self._idle = threading.Event()
         self._idle.set()

@@ -11,7 +11,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   other field) say ``"max_tokens"``
 ``supports_developer_role``       system prompt of a reasoning model sent as ``developer`` (api.openai.com)
 ``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
-``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
+``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek, unless
+                                  the model's capabilities declare an ``effort`` control)
 ``supports_prompt_cache_key``     send ``prompt_cache_key`` from ``session_id`` (api.openai.com)
 ``send_reasoning_back``           replay the same model's thinking in the field it arrived in
                                   (``reasoning_content`` for DeepSeek-style servers; default True)
@@ -105,13 +106,16 @@ def resolve_compat(model: Model) -> dict[str, Any]:
     url = model.base_url.lower()
     openai = is_openai_host(url)
     mistral = "mistral.ai" in url
-    declared = model.capabilities.max_tokens_field if model.capabilities is not None else None
+    # A model's declared capabilities come before what its URL suggests (docs/models.md#custom-models).
+    caps = model.capabilities
+    declared = caps.max_tokens_field if caps is not None else None
     compat: dict[str, Any] = {
         "max_tokens_field": declared
         or ("max_tokens" if mistral or is_local_url(model.base_url) else "max_completion_tokens"),
         "supports_developer_role": openai,
         "supports_usage_in_streaming": True,
-        "supports_reasoning_effort": not ("x.ai" in url or "deepseek.com" in url),
+        "supports_reasoning_effort": (caps is not None and caps.thinking == "effort")
+        or not ("x.ai" in url or "deepseek.com" in url),
         "supports_prompt_cache_key": openai,
         "send_reasoning_back": True,
         "tool_call_ids": "mistral" if mistral else "openai",

@@ -208,7 +208,7 @@ class _Inflater:
 
 
 class HttpStream:
-    """A 2xx streaming response. Iterate :meth:`sse`; :meth:`close` always."""
+    """A 2xx streaming response. Iterate :meth:`sse` (or read :meth:`body`); :meth:`close` always."""
 
     def __init__(self, response: requests.Response, signal: Optional[AbortSignal], limits: Limits) -> None:
         self.response = response
@@ -241,6 +241,10 @@ class HttpStream:
         for event in iter_sse(self._chunks, self.limits.max_event_bytes):
             self._last_event = time.monotonic()
             yield event
+
+    def body(self) -> bytes:
+        """The whole body, for an answer that is not streamed; the same bounds apply."""
+        return b"".join(self._chunks)
 
     def release(self, timeout: float = RELEASE_TIMEOUT, limit: int = RELEASE_LIMIT) -> None:
         """Call at the logical end of the stream (``[DONE]``, ``message_stop``...): read what is

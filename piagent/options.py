@@ -147,6 +147,7 @@ class AgentOptions(Options, Generic[OutputT]):
     )
 
     # -- structured output (docs/structured-output.md) ----------------------------------------
+    # _SpecialForm: how type checkers see Literal[...], Optional[int] and other typing forms.
     output_type: Option[Any, Union[type[OutputT], dict[str, Any], _SpecialForm, None]] = Option(
         default=None, check=check_output_type, doc="The type each run must answer with (None: text)."
     )

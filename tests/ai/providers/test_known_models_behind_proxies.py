@@ -9,6 +9,7 @@ import pytest
 
 from piagent import Agent
 from piagent.ai import custom_model, get_model
+from piagent.ai.models import register_model, unregister_model
 from tests.ai.providers.openai_wire import chat_text
 
 pytestmark = pytest.mark.usefixtures("fresh_warnings")
@@ -64,3 +65,15 @@ def test_declared_effort_capabilities_come_before_the_hosts_guess(server):
     result = Agent(model=model, thinking_level="high").prompt("Hi")
     assert result.stop_reason == "stop", result.error_message
     assert server.requests[0].json["reasoning_effort"] == "high"
+
+
+def test_an_id_two_providers_drive_differently_is_not_guessed(server):
+    for provider, field in (("proxy-a", "max_tokens"), ("proxy-b", "max_completion_tokens")):
+        register_model(
+            custom_model("twin-1", base_url=server.url, provider=provider, capabilities={"max_tokens_field": field})
+        )
+    try:
+        assert custom_model("twin-1", base_url=server.url + "/v1", register=False).capabilities is None
+    finally:
+        unregister_model("proxy-a", "twin-1")
+        unregister_model("proxy-b", "twin-1")

@@ -167,7 +167,8 @@ def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: 
     """True when an unknown local server answered the streamed ``payload``, which offered tools
     with ``tool_choice: "auto"``, with an HTTP 200 stream holding no event at all: what
     llama-cpp-python's ``chatml-function-calling`` does ("Automatic streaming tool choice is
-    not supported"). The caller then sends the request once more unstreamed."""
+    not supported"). The caller then sends the request once more unstreamed, and learns
+    ``streams_tool_choice_auto=False`` if that is answered."""
     return (
         bool(payload.get("tools"))
         and payload.get("tool_choice") == "auto"

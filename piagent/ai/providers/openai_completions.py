@@ -31,7 +31,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   explicitly when tools go without a choice) is streamed; False
                                   sends it unstreamed (the llama.cpp family); an unknown local
                                   server that answers it with an empty stream gets it unstreamed
-                                  within the same call and later, see ``docs/servers.md#tool-calls``
+                                  within the same call, and later if that worked, see
+                                  ``docs/servers.md#tool-calls``
 ================================  ==========================================================
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
@@ -251,9 +252,8 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     """
     compat = resolve_compat(model)
     choice = options.tool_choice if options.tool_choice is not None or not context.tools else "auto"
-    streamed = choice != "auto" or compat["streams_tool_choice_auto"]
-    payload: dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": streamed}
-    if streamed and compat["supports_usage_in_streaming"]:
+    payload: dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": True}
+    if compat["supports_usage_in_streaming"]:
         payload["stream_options"] = {"include_usage": True}
     if options.max_tokens:
         payload[compat["max_tokens_field"]] = options.max_tokens
@@ -273,7 +273,12 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
         payload["prompt_cache_key"] = options.session_id
     if options.output_format is not None:
         add_chat_completions_output(payload, options.output_format, compat["structured_output_form"])
-    return payload
+    return payload if choice != "auto" or compat["streams_tool_choice_auto"] else _unstreamed(payload)
+
+
+def _unstreamed(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` as a request whose answer comes whole (``stream_options`` needs a stream)."""
+    return {key: value for key, value in payload.items() if key != "stream_options"} | {"stream": False}
 
 
 # --------------------------------------------------------------------------- response
@@ -462,14 +467,17 @@ def _body(
         yield builder.start()
         complete = yield from (_read_stream if payload["stream"] else _read_whole)(http, state)
     if not complete:
+        ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
         if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
-            raise ProviderStreamError("The stream ended before the response was complete (no finish_reason or [DONE])")
-        # llama-cpp-python's chatml-function-calling (docs/servers.md#tool-calls)
+            raise ProviderStreamError(ended)
+        # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)
+        try:
+            with open_request(model, options, url, _unstreamed(payload), bearer_headers) as http:
+                yield from _read_whole(http, state)
+        except (HttpStatusError, ProviderStreamError) as error:
+            raise ProviderStreamError(f"{ended}; sent again unstreamed: {error}") from None
         logger.info("%s sent nothing for a streamed tool choice; sending it unstreamed from now on", model.base_url)
         learn_compat(model, "streams_tool_choice_auto", False)
-        http, payload = _open(model, context, options, url)
-        with http:
-            yield from _read_whole(http, state)
     yield from state.finish(model)
 
 

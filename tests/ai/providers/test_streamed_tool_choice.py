@@ -208,3 +208,19 @@ def test_an_empty_stream_without_an_automatic_tool_choice_is_an_error(server):
     model = custom_model("m", base_url=server.url + "/v1", register=False)
     _, message = drain(stream(model, Context("Be brief.", [UserMessage("Hi")])))
     assert message.stop_reason == "error" and len(server.requests) == 1
+
+
+def test_an_unstreamed_retry_that_fails_too_is_reported_and_nothing_is_learned(server):
+    """An empty stream from a server that is merely failing: the unstreamed request fails as
+    well, both are named, and the next request is streamed as before."""
+    refuse_streaming(server)
+    server.reply(b'{"error": {"message": "model not loaded"}}', status=400, headers=JSON)
+    model = custom_model("m", base_url=server.url + "/v1", register=False)
+    _, message = ask(model)
+    assert message.stop_reason == "error"
+    assert message.error_message.startswith("The stream ended before the response was complete")
+    assert "sent again unstreamed: HTTP 400: model not loaded" in message.error_message
+    server.reply(chat_text("ok"))
+    _, again = ask(model)
+    assert again.stop_reason == "stop", again.error_message
+    assert streamed(server) == [True, False, True]

@@ -208,5 +208,5 @@ def test_the_command_calls_read_file_with_no_flag_for_the_server(llama_server, c
     needs_function_calling(chat_format)
     done = piagent_command(llama_server, tmp_path, *flags)
     assert "→ read_file(" in done.stdout + done.stderr, done.stderr
-    assert "error" not in done.stderr and "stream ended" not in done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("error:")], done.stderr
     assert done.returncode in (0, 3), done.stderr  # 3: the turn limit, while the model still called tools

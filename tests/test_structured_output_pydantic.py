@@ -21,7 +21,7 @@ from typing_extensions import Literal
 
 from piagent import Agent
 from piagent.ai import custom_model
-from tests.ai.providers.openai_wire import chat_text
+from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
 from tests.support.scripted_server import ScriptedServer
 
 pydantic = pytest.importorskip("pydantic")
@@ -99,6 +99,19 @@ def test_a_pydantic_output_is_what_pydantic_makes_of_the_answer(server, output_t
     expected = output_type.model_validate_json(json.dumps(answer))
     assert result.output == expected
     assert result.output.model_dump() == expected.model_dump()  # no None became "", 0 or False
+
+
+@pytest.mark.parametrize(
+    "output_type, answer", [(Counts, {"count": None, "ratio": None, "flag": None}), (TextOrInt, {"value": 42})]
+)
+def test_a_pydantic_output_given_through_the_output_tool_is_read_alike(server, output_type, answer) -> None:
+    """Tool mode: the answer arrives as the arguments of the forced ``final_answer`` call."""
+    call = tool_delta(0, "call_1", "final_answer", json.dumps(answer))
+    server.reply(chat_stream(call, chunk({}, "tool_calls")))
+    model = custom_model("m", base_url=server.url + "/v1", register=False)
+    result = Agent(model=model, output_mode="tool", output_retries=0).prompt("Answer.", output_type=output_type)
+    assert server.requests[0].json["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}
+    assert result.output == output_type.model_validate_json(json.dumps(answer))
 
 
 @dataclass

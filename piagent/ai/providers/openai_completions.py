@@ -466,6 +466,8 @@ def _body(
     with http:
         yield builder.start()
         complete = yield from (_read_stream if payload["stream"] else _read_whole)(http, state)
+        if not complete:
+            http.discard()
     if not complete:
         ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
         if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):

@@ -224,3 +224,14 @@ def test_an_unstreamed_retry_that_fails_too_is_reported_and_nothing_is_learned(s
     _, again = ask(model)
     assert again.stop_reason == "stop", again.error_message
     assert streamed(server) == [True, False, True]
+
+
+def test_the_unstreamed_request_goes_on_a_new_connection(server):
+    """llama-cpp-python's server closes the connection of the refused stream moments after its
+    end: reusing it would fail the retry (and cost a backoff), so it is not reused."""
+    refuse_streaming(server)
+    server.reply(text_completion("ok"), headers=JSON)
+    _, message = ask(custom_model("m", base_url=server.url + "/v1", register=False))
+    assert message.stop_reason == "stop", message.error_message
+    refused, retried = server.requests
+    assert refused.peer != retried.peer

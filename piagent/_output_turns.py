@@ -150,7 +150,8 @@ class OutputTurns:
         """Validate ``data`` (parsed from ``raw``, the answer's text; None for a tool call's arguments)."""
         schema = self.spec.format.schema
         try:
-            valid = validate_json_value(drop_absent_nulls(data, schema), schema, self.subject, "output", raw)
+            answer = drop_absent_nulls(data, schema)
+            valid = validate_json_value(answer, schema, self.subject, "output", raw, keep_accepted=True)
         except ToolArgumentsError as exc:
             return self._rejected(message, str(exc), call)
         unwrapped = self._unwrapped(valid)

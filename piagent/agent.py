@@ -46,7 +46,7 @@ from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_contin
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .output import output_spec
 from .queues import MessageQueue, to_message
-from .result import RunResult
+from .result import OutputT, RunResult
 from .state import PLACEHOLDER_API, AgentState, check_messages
 from .types import (
     AgentContext,
@@ -184,12 +184,13 @@ class _Run:
         self.in_flight = []
 
 
-class Agent(AgentOptions):
+class Agent(AgentOptions[OutputT]):
     """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
 
     ``Agent(**options)`` takes the keyword arguments of :class:`~piagent.options.AgentOptions`
     (every one optional, every one also a public attribute, validated on assignment). See the
-    module docstring for the thread contract.
+    module docstring for the thread contract. ``Agent(output_type=Invoice)`` is an
+    ``Agent[Invoice]``: its runs return ``RunResult[Invoice]`` (``Agent[Any]`` without one).
     """
 
     def __post_init__(self) -> None:
@@ -270,7 +271,16 @@ class Agent(AgentOptions):
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: Literal[True] = True,
-        output_type: object = None,
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[True] = True,
+        output_type: object,
     ) -> RunResult[Any]: ...
     @overload
     def prompt(
@@ -288,7 +298,16 @@ class Agent(AgentOptions):
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: Literal[False],
-        output_type: object = None,
+        output_type: None = None,
+    ) -> Future[RunResult[OutputT]]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[False],
+        output_type: object,
     ) -> Future[RunResult[Any]]: ...
     @overload
     def prompt(
@@ -325,12 +344,12 @@ class Agent(AgentOptions):
         return self._launch(run, messages, wait)
 
     @overload
-    def continue_(self, *, wait: Literal[True] = True) -> RunResult: ...
+    def continue_(self, *, wait: Literal[True] = True) -> RunResult[OutputT]: ...
     @overload
-    def continue_(self, *, wait: Literal[False]) -> Future[RunResult]: ...
+    def continue_(self, *, wait: Literal[False]) -> Future[RunResult[OutputT]]: ...
     @overload
-    def continue_(self, *, wait: bool) -> Union[RunResult, Future[RunResult]]: ...
-    def continue_(self, *, wait: bool = True) -> Union[RunResult, Future[RunResult]]:
+    def continue_(self, *, wait: bool) -> Union[RunResult[OutputT], Future[RunResult[OutputT]]]: ...
+    def continue_(self, *, wait: bool = True) -> Union[RunResult[Any], Future[RunResult[Any]]]:
         """pi's ``continue()``: run again from the transcript as it is.
 
         With an assistant message last, queued steering messages (else follow-ups) are run as a

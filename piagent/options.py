@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Optional, TypeVar, Union, _SpecialForm
 
 from typing_extensions import Protocol
 
@@ -28,6 +28,7 @@ from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
 from .output import DEFAULT_OUTPUT_RETRIES, check_output_type
+from .result import OutputT
 from .state import PLACEHOLDER_API, THINKING_LEVELS, check_messages, check_tools, resolve_model
 from .types import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -105,8 +106,12 @@ def _budgets(name: str, value: Optional[Mapping[str, int]]) -> Optional[dict[str
     return opt.budgets_or_none(name, value)
 
 
-class AgentOptions(Options):
+class AgentOptions(Options, Generic[OutputT]):
     """The options of an :class:`~piagent.Agent`: keyword arguments and public attributes.
+
+    Generic in the output type: ``output_type=Invoice`` makes an ``AgentOptions[Invoice]``
+    (``Agent[Invoice]``, whose runs return ``RunResult[Invoice]``); without a class there
+    (no output type, a JSON Schema dict, a typing form such as ``Literal[...]``) it is ``Any``.
 
     ``AgentOptions(**kwargs)`` validates a set of options on its own; ``Agent`` is an
     ``AgentOptions`` with a transcript and a run loop, so ``Agent(model=..., tools=...)``
@@ -143,7 +148,8 @@ class AgentOptions(Options):
     )
 
     # -- structured output (docs/structured-output.md) ----------------------------------------
-    output_type: Same[Any] = Option(
+    # _SpecialForm: how type checkers see Literal[...], Optional[int] and other typing forms.
+    output_type: Option[Any, Union[type[OutputT], dict[str, Any], _SpecialForm, None]] = Option(
         default=None, check=check_output_type, doc="The type each run must answer with (None: text)."
     )
     output_mode: Same[OutputMode] = Option(

@@ -43,6 +43,7 @@ A = TypeVar("A")  # the accepted (parameter) type
 Check = Callable[[str, A], T]
 
 TOOL_EXECUTION_MODES = ("parallel", "sequential")
+REPLAY_POLICIES = ("never", "safe")
 CACHE_RETENTIONS = ("none", "short", "long")
 
 

@@ -73,6 +73,18 @@ class OutputTurns:
         self._parser: Optional[IncrementalJsonParser] = None
 
     @property
+    def accepted(self) -> Optional[OutputValue]:
+        """The output the last answer gave, if it was accepted (the run ends with it)."""
+        return self.verdict.output if self.verdict is not None else None
+
+    def take_feedback(self) -> Optional[UserMessage]:
+        """The message telling the model what was wrong with its last answer (native mode), once."""
+        if self.verdict is None or self.verdict.feedback is None:
+            return None
+        feedback, self.verdict.feedback = self.verdict.feedback, None
+        return feedback
+
+    @property
     def subject(self) -> str:
         return f'output "{self.spec.format.name}"'
 

@@ -411,14 +411,18 @@ class Agent(AgentOptions):
         return AgentLoopConfig(**values)
 
     def _prepare_next_turn_hook(self, options: AgentOptions) -> Optional[PrepareNextTurn]:
-        """Installed only if set at run start; then reads the current attribute at each turn.
+        """Installed only if either form is set at run start; then reads the current attributes at
+        each turn, ``prepare_next_turn_with_context`` first (as pi's Agent).
 
-        A hook taking one positional argument is pi's legacy form and gets only the signal.
+        A ``prepare_next_turn`` taking one positional argument is pi's form with the signal only.
         """
-        if options.prepare_next_turn is None:
+        if options.prepare_next_turn is None and options.prepare_next_turn_with_context is None:
             return None
 
         def prepare_next_turn(context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
+            with_context = self.prepare_next_turn_with_context
+            if with_context is not None:
+                return with_context(context, signal)
             hook = self.prepare_next_turn
             if hook is None:
                 return None
@@ -547,6 +551,12 @@ class Agent(AgentOptions):
 
     def has_queued_messages(self) -> bool:
         return not (self._steering_queue.empty() and self._follow_up_queue.empty())
+
+    def peek_queued_messages(self) -> list[AgentMessage]:
+        """The messages the next poll would take, without taking them (pi 1.6): the steering
+        queue's (by ``steering_mode``), else the follow-up queue's (by ``follow_up_mode``)."""
+        steering = self._steering_queue.peek(self.steering_mode)
+        return steering if steering else self._follow_up_queue.peek(self.follow_up_mode)
 
     # -- control ----------------------------------------------------------------------------
 

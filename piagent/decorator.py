@@ -30,19 +30,20 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union, overload
 
-from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_none
+from ._options import REPLAY_POLICIES, TOOL_EXECUTION_MODES, choice, optional_choice, positive_number_or_none
 from .abort import AbortSignal
 from .ai.types import ImageContent, TextContent
 from .arguments import Converter, converter_for
 from .exceptions import InvalidTypeError, InvalidValueError
 from .schema import FunctionSchema, function_schema, jsonable
-from .types import AgentTool, AgentToolResult, ToolExecutionMode, ToolUpdateCallback
+from .types import AgentTool, AgentToolResult, ReplayPolicy, ToolExecutionMode, ToolUpdateCallback
 
 __all__ = ["FunctionTool", "tool", "to_tool_result"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT = (TextContent, ImageContent)
 _check_execution_mode = optional_choice(*TOOL_EXECUTION_MODES)
+_check_replay = choice(*REPLAY_POLICIES)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class FunctionTool(AgentTool):
             self.execution_mode,
             self.timeout,
             self.on_run_thread,
+            self.replay,
         )
         attribute = self.__dict__.get("_attribute")
         if attribute and isinstance(getattr(instance, "__dict__", None), dict):
@@ -96,6 +98,7 @@ def tool(
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -108,6 +111,7 @@ def tool(
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> Union[FunctionTool, Callable[[Callable[..., Any]], FunctionTool]]:
     """Turn a function into an :class:`AgentTool`; use bare (``@tool``) or with options.
 
@@ -118,10 +122,13 @@ def tool(
     aborted and its thread left to finish). ``on_run_thread=True`` runs the tool on the run
     thread instead of a worker (thread-locals, the caller's database transaction): its batches
     run sequentially, and an abort waits for it (docs/architecture.md#the-thread-contract); it
-    cannot be combined with ``timeout``. Raises TypeError/ValueError at decoration time for a
+    cannot be combined with ``timeout``. ``replay="safe"`` says running a call again is harmless
+    (a read-only tool): recovery may redo a call whose outcome was lost; the default
+    ``"never"`` forbids it. Raises TypeError/ValueError at decoration time for a
     hint with no JSON form, ``*args``, an async or generator function, or bad options.
     """
     _check_execution_mode("execution_mode", execution_mode)
+    _check_replay("replay", replay)
     positive_number_or_none("timeout", timeout)
     if not isinstance(on_run_thread, bool):
         raise InvalidTypeError(f"on_run_thread must be a bool, not {type(on_run_thread).__name__}")
@@ -133,7 +140,7 @@ def tool(
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):
             raise InvalidTypeError(f"@tool decorates a function, not {type(function).__name__}")
-        return _build(function, name, description, label, execution_mode, timeout, on_run_thread)
+        return _build(function, name, description, label, execution_mode, timeout, on_run_thread, replay)
 
     if fn is None:
         return decorate
@@ -152,6 +159,7 @@ def _build(
     execution_mode: Optional[ToolExecutionMode],
     timeout: Optional[float],
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> FunctionTool:
     tool_name = name if name is not None else getattr(fn, "__name__", "")
     if not _NAME.match(tool_name):
@@ -179,6 +187,7 @@ def _build(
         execution_mode=execution_mode,
         timeout=timeout,
         on_run_thread=on_run_thread,
+        replay=replay,
         function=fn,
     )
     made.__dict__["_method"] = method

@@ -10,7 +10,7 @@
 
 The loop: an inner loop of turns (model call, then its tool batch) that goes on while there
 are tool results to answer or steering messages waiting, inside an outer loop that goes on
-while follow-up messages are waiting.
+while follow-up messages are waiting or ``finish_turn`` asked for one more request.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import threading
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, cast
 
 from . import instrumentation
-from ._output_turns import OutputTurns, Verdict
+from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
@@ -39,7 +39,16 @@ from .events import (
 )
 from .exceptions import InvalidValueError
 from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
-from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext, TurnUpdate
+from .types import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    PrepareRequestContext,
+    RequestUpdate,
+    ThinkingLevel,
+    TurnContext,
+    TurnUpdate,
+)
 
 __all__ = ["Emit", "agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
 
@@ -208,87 +217,175 @@ def _run(
     signal: AbortSignal,
     stream_fn: Optional[StreamFunction],
 ) -> None:
-    first_turn = True
+    """pi 1.6's ``runLoop``: turns while there are tool results to answer or steering waiting,
+    again while follow-ups wait or ``finish_turn`` asked for one more request.
+
+    A turn: prepare it (``prepare_next_turn``, from the second on), deliver the waiting
+    messages, ``prepare_request``, the model call, the tool batch, ``finish_turn``,
+    ``turn_end``, then the scheduling. A structured output (docs/loop.md#rule-29) takes part
+    through the same steps: its verdict is part of the tool step, an accepted one ends the run
+    as a ``finish_turn`` would, a rejection's feedback is a message prepared for the next turn.
+    """
     output = OutputTurns(config.output, context.tools) if config.output is not None else None
+    last_turn: Optional[TurnContext] = None
+    explicit_continuation = False
     pending = _poll(config.get_steering_messages)
     while True:
         more_tools = True
         while more_tools or pending:
-            if first_turn:
-                first_turn = False
-            else:
+            prepared: list[AgentMessage] = []
+            if last_turn is not None:  # docs/loop.md#rule-32
+                update = _prepare_next_turn(config, output, last_turn, signal)
+                if update is not None:
+                    context = update.context or context
+                    prepared = list(update.messages or [])
+                    config = _updated_config(config, update)
+                if not pending and config.prepare_next_turn is not None:
+                    # preparing may take long: steering queued meanwhile joins this turn (only when
+                    # the poll before found nothing, or one-at-a-time would deliver two)
+                    pending = _poll(config.get_steering_messages)
                 emit(TurnStartEvent())
-            for message in pending:
+            for message in prepared + pending:
                 emit(MessageStartEvent(message))
                 emit(MessageEndEvent(message))
                 context.messages.append(message)
                 new_messages.append(message)
             pending = []
 
+            if config.prepare_request is not None:  # docs/loop.md#rule-31
+                request = PrepareRequestContext(context, _model(config), cast(ThinkingLevel, config.reasoning or "off"))
+                change = config.prepare_request(request, signal)
+                if change is not None:
+                    context = change.context or context
+                    config = _updated_config(config, change)
+
             message = _stream_assistant_response(context, config, signal, emit, stream_fn, output)
             new_messages.append(message)
-            if message.stop_reason in ("error", "aborted"):
+            if message.stop_reason in ("error", "aborted"):  # docs/loop.md#rule-9
+                if config.finish_turn is not None:
+                    config.finish_turn(TurnContext(message, [], context, new_messages), signal)
                 emit(TurnEndEvent(message, []))
                 emit(AgentEndEvent(new_messages))
                 return
 
-            verdict = output.verdict if output is not None else None
-            calls = message.tool_calls
-            results: list[ToolResultMessage] = []
-            more_tools = False
-            if verdict is not None:  # docs/loop.md#rule-29
-                if verdict.output is not None:
-                    calls = []  # the answer ends the run: other calls in it do not run
-                elif verdict.call is not None:
-                    calls = [c for c in calls if c is not verdict.call]
-                _deliver(verdict, context, new_messages, emit)
-                results = list(verdict.results)
-                more_tools = verdict.output is None
-            if calls:
-                batch = BatchContext(context, message, config, signal, emit)
-                if message.stop_reason == "length":
-                    outcome = fail_truncated_tool_calls(batch, calls)
-                else:
-                    outcome = execute_tool_calls(batch, calls)
-                results += outcome.messages
-                more_tools = more_tools or not outcome.terminate
-                context.messages.extend(outcome.messages)
-                new_messages.extend(outcome.messages)
+            results, more_tools = _tool_step(context, new_messages, message, config, emit, signal, output)
+            last_turn = TurnContext(message, results, context, new_messages)
+            decision = _finish_turn(config, output, last_turn, signal)
             emit(TurnEndEvent(message, results))
-            if verdict is not None and verdict.output is not None:
-                emit(AgentEndEvent(new_messages, verdict.output))
+            if decision == "end":  # docs/loop.md#rule-30
+                emit(AgentEndEvent(new_messages, output.accepted if output is not None else None))
                 return
-
-            if config.prepare_next_turn is not None:
-                update = config.prepare_next_turn(TurnContext(message, results, context, new_messages), signal)
-                if update is not None:
-                    context = update.context or context
-                    config = _updated_config(config, update)
-            if config.should_stop_after_turn is not None and config.should_stop_after_turn(
-                TurnContext(message, results, context, new_messages), signal
-            ):
+            if config.should_stop_after_turn is not None and config.should_stop_after_turn(last_turn, signal):
                 emit(AgentEndEvent(new_messages))
                 return
             pending = _poll(config.get_steering_messages)
-            if verdict is not None and verdict.feedback is not None:
-                pending.insert(0, verdict.feedback)
+            explicit_continuation = decision == "continue" and not (more_tools or pending)
 
         pending = _poll(config.get_follow_up_messages)
-        if not pending:
-            break
+        if pending:
+            explicit_continuation = False
+            continue
+        if explicit_continuation:  # nothing else asked for a request: one on the context as it is
+            explicit_continuation = False
+            continue
+        break
     emit(AgentEndEvent(new_messages))
 
 
-def _deliver(verdict: Verdict, context: AgentContext, new_messages: list[AgentMessage], emit: Emit) -> None:
-    """The results a verdict gives the ``final_answer`` call (tool mode), as tool results."""
-    for result in verdict.results:
-        emit(MessageStartEvent(result))
-        emit(MessageEndEvent(result))
-        context.messages.append(result)
-        new_messages.append(result)
+def _model(config: AgentLoopConfig) -> Model:
+    if config.model is None:
+        raise InvalidValueError("AgentLoopConfig.model is required")
+    return config.model
 
 
-def _updated_config(config: AgentLoopConfig, update: TurnUpdate) -> AgentLoopConfig:
+def _tool_step(
+    context: AgentContext,
+    new_messages: list[AgentMessage],
+    message: AssistantMessage,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal,
+    output: Optional[OutputTurns],
+) -> tuple[list[ToolResultMessage], bool]:
+    """Run the message's tool calls; returns their results and whether the model must answer them.
+
+    A structured output's verdict (docs/loop.md#rule-29) comes first: the results it gives the
+    ``final_answer`` call, and, when it rejected the answer, the model must answer again.
+    """
+    calls = message.tool_calls
+    results: list[ToolResultMessage] = []
+    more_tools = False
+    verdict = output.verdict if output is not None else None
+    if verdict is not None:
+        if verdict.output is not None:
+            calls = []  # the answer ends the run: other calls in it do not run
+        elif verdict.call is not None:
+            calls = [c for c in calls if c is not verdict.call]
+        _append(verdict.results, context, new_messages, emit)
+        results = list(verdict.results)
+        more_tools = verdict.output is None
+    if calls:
+        batch = BatchContext(context, message, config, signal, emit)
+        if message.stop_reason == "length":
+            outcome = fail_truncated_tool_calls(batch, calls)
+        else:
+            outcome = execute_tool_calls(batch, calls)
+        results += outcome.messages
+        more_tools = more_tools or not outcome.terminate
+        context.messages.extend(outcome.messages)
+        new_messages.extend(outcome.messages)
+    return results, more_tools
+
+
+def _finish_turn(
+    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
+) -> Optional[str]:
+    """The turn's decision: ``"end"``, ``"continue"`` or None (docs/loop.md#rule-30).
+
+    ``finish_turn`` runs first; an accepted structured output ends the run whatever it said.
+    """
+    decision = config.finish_turn(turn, signal) if config.finish_turn is not None else None
+    action = _action(decision)
+    if output is not None and output.accepted is not None:
+        return "end"
+    return action
+
+
+def _action(decision: object) -> Optional[str]:
+    if decision is None:
+        return None
+    action = decision.get("action") if isinstance(decision, Mapping) else None
+    if action not in ("end", "continue"):
+        raise InvalidValueError(
+            f'finish_turn returned {decision!r}: expected None, {{"action": "end"}} or {{"action": "continue"}}'
+        )
+    return cast(str, action)
+
+
+def _prepare_next_turn(
+    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
+) -> Optional[TurnUpdate]:
+    """``prepare_next_turn``'s update, a rejected output's feedback first among its messages."""
+    feedback = output.take_feedback() if output is not None else None
+    update = config.prepare_next_turn(turn, signal) if config.prepare_next_turn is not None else None
+    if feedback is None:
+        return update
+    if update is None:
+        return TurnUpdate(messages=[feedback])
+    return dataclasses.replace(update, messages=[feedback, *(update.messages or [])])
+
+
+def _append(
+    messages: Sequence[ToolResultMessage], context: AgentContext, new_messages: list[AgentMessage], emit: Emit
+) -> None:
+    for message in messages:
+        emit(MessageStartEvent(message))
+        emit(MessageEndEvent(message))
+        context.messages.append(message)
+        new_messages.append(message)
+
+
+def _updated_config(config: AgentLoopConfig, update: RequestUpdate) -> AgentLoopConfig:
     changes: dict[str, Any] = {}
     if update.model is not None:
         changes["model"] = update.model
@@ -316,9 +413,7 @@ def _stream_assistant_response(
     if config.transform_context is not None:
         messages = config.transform_context(messages, signal)
     llm_context = Context(context.system_prompt, list(config.convert_to_llm(messages)), list(context.tools))
-    model = config.model
-    if model is None:
-        raise InvalidValueError("AgentLoopConfig.model is required")
+    model = _model(config)
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
     if output is not None:

@@ -36,9 +36,11 @@ from .types import (
     AgentTool,
     BeforeToolCall,
     ConvertToLlm,
+    FinishTurn,
     GetApiKey,
     OutputMode,
     PrepareNextTurn,
+    PrepareRequest,
     QueueMode,
     ShouldStopAfterTurn,
     ThinkingLevel,
@@ -174,12 +176,27 @@ class AgentOptions(Options):
     prepare_next_turn: Same[Optional[Union[PrepareNextTurn, LegacyPrepareNextTurn]]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> TurnUpdate | None after each turn; pi's legacy (signal) form works too.",
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; pi's (signal) form works too.",
+    )
+    prepare_next_turn_with_context: Same[Optional[PrepareNextTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; wins over prepare_next_turn.",
     )
     should_stop_after_turn: Same[Optional[ShouldStopAfterTurn]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> bool after each turn; True ends the run.",
+        doc="(TurnContext, signal) -> bool after each good turn's turn_end; True ends the run.",
+    )
+    finish_turn: Same[Optional[FinishTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc='(TurnContext, signal) -> None | {"action": "end"} | {"action": "continue"}, before each turn_end.',
+    )
+    prepare_request: Same[Optional[PrepareRequest]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(PrepareRequestContext, signal) -> RequestUpdate | None, before every model call.",
     )
     on_payload: Same[Optional[OnPayload]] = Option(
         default=None, check=opt.callable_or_none, doc="(payload, model) -> replacement | None, before each request."

@@ -93,6 +93,8 @@ def check_tools(tools: Union[Iterable[AgentTool], AgentTool, None]) -> list[Agen
         name = getattr(tool, "name", None)
         if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
             raise InvalidTypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
+        if getattr(tool, "replay", "never") not in ("never", "safe"):
+            raise InvalidValueError(f"tool {name!r}: replay must be 'never' or 'safe', got {tool.replay!r}")
         if name in seen:
             raise InvalidValueError(f"two tools are named {name!r}; tool names must be unique")
         seen.add(name)

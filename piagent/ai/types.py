@@ -373,6 +373,10 @@ class ToolResultMessage(_ShownInNotebooks):
     details: Any = None
     is_error: bool = False
     timestamp: int = field(default_factory=now_ms)
+    usage: Optional[Usage] = None
+    """What the tool's own model calls cost, if it reported it (not the run's context)."""
+    duration_ms: Optional[int] = None
+    """How long the tool ran, in milliseconds on a monotonic clock; None when it did not run."""
     role: Literal["toolResult"] = field(default="toolResult", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -386,6 +390,10 @@ class ToolResultMessage(_ShownInNotebooks):
         }
         if self.details is not None:
             d["details"] = self.details
+        if self.usage is not None:
+            d["usage"] = self.usage.to_dict()
+        if self.duration_ms is not None:
+            d["durationMs"] = self.duration_ms
         return d
 
     @property
@@ -434,9 +442,18 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             content=_content_list_from(d.get("content") or []),
             details=d.get("details"),
             is_error=bool(d.get("isError", False)),
+            usage=Usage.from_dict(d["usage"]) if isinstance(d.get("usage"), Mapping) else None,
+            duration_ms=_optional_int(d.get("durationMs")),
             **stamp,
         )
     raise InvalidValueError(f"Unknown message role: {role!r}")
+
+
+def _optional_int(value: Any) -> Optional[int]:
+    """An integer field that may be absent; anything but a number reads as absent."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return int(value) if abs(value) < 2**63 else None
 
 
 # --------------------------------------------------------------------------- model, tool, context

@@ -11,6 +11,7 @@ from .agent import Agent
 from .ai.types import (
     AssistantMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -130,6 +131,7 @@ __all__ = [
     "RequestUpdate",
     "RunResult",
     "StreamEndedWithoutResult",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "ToolArgumentsError",

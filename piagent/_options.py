@@ -118,6 +118,12 @@ class Options:
         return values
 
 
+def boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
+
+
 def callable_or_none(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
         raise InvalidTypeError(f"{name} must be callable or None, got {type(value).__name__}")

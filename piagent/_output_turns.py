@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from .ai.json_stream import IncrementalJsonParser
 from .ai.output import drop_absent_nulls, output_mode_for
+from .ai.transcript import current_tools
 from .ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -101,10 +102,11 @@ class OutputTurns:
         description = "Give the final answer: call this once, when done, with the answer as its arguments."
         if self.spec.format.description:
             description += " " + self.spec.format.description
+        # the request's other tools: the context's, or those its system messages declare (pi 1.6)
+        others = list(context.tools or []) or current_tools(context.messages)
         context.tools = list(context.tools or []) + [Tool(OUTPUT_TOOL_NAME, description, self.spec.format.schema)]
         if options.tool_choice is None:
-            only_output = len(context.tools) == 1
-            options.tool_choice = {"name": OUTPUT_TOOL_NAME} if only_output else "required"
+            options.tool_choice = "required" if others else {"name": OUTPUT_TOOL_NAME}
 
     def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
         """The output parsed so far, if ``event`` extended it; else None.

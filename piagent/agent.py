@@ -39,6 +39,7 @@ from typing_extensions import Literal
 from . import _options as opt
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
+from .ai.transcript import initial_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
@@ -203,6 +204,19 @@ class Agent(AgentOptions):
             self.session.attach(
                 self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
             )
+        if self.system_messages and getattr(next(iter(self.messages), None), "role", None) != "system":
+            self._seed_system_message()
+
+    def _seed_system_message(self) -> None:
+        """pi 1.6: the prompt and the tools become the transcript's leading system message (recorded
+        by the session, if any, as every transcript message is)."""
+        leading = initial_system_message(self.system_prompt, self.tools)
+        if leading is None:
+            return
+        self.messages = [leading, *self.messages]
+        record = getattr(self.session, "append_message", None)
+        if callable(record):
+            record(leading)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -342,7 +356,7 @@ class Agent(AgentOptions):
             if self._run is not None:
                 raise AgentBusyError(BUSY_CONTINUE)
             messages = self._state.messages
-            if not messages:
+            if all(getattr(m, "role", None) == "system" for m in messages):  # none, or only the prompt
                 raise InvalidStateError("No messages to continue from")
             prompts: Optional[list[AgentMessage]] = None
             if messages[-1].role != "assistant":
@@ -586,7 +600,11 @@ class Agent(AgentOptions):
         return self._idle.wait(timeout)
 
     def reset(self) -> None:
-        """Forget the transcript, runtime fields and both queues; keep model, tools and options."""
+        """Forget the transcript, runtime fields and both queues; keep model, tools and options.
+
+        A transcript with system messages keeps them, replayed into one (pi 1.6): the prompt
+        and the declared tools stay.
+        """
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_RESET)

@@ -26,7 +26,8 @@ from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.types import AssistantMessage, Context, Model, StreamOptions, ToolResultMessage
+from .ai.transcript import current_tools, has_system_messages, tool_state_changes
+from .ai.types import AssistantMessage, Context, Message, Model, StreamOptions, SystemMessage, ToolResultMessage
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -72,11 +73,12 @@ def run_agent_loop(
     signal = signal or AbortController().signal
 
     def body(emit: Emit) -> list[AgentMessage]:
-        new_messages: list[AgentMessage] = list(prompts)
-        current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
+        initial = _declare_tool_changes(context, list(prompts))
+        new_messages: list[AgentMessage] = list(initial)
+        current = dataclasses.replace(context, messages=list(context.messages) + initial)
         emit(AgentStartEvent())
         emit(TurnStartEvent())
-        for message in prompts:
+        for message in initial:
             emit(MessageStartEvent(message))
             emit(MessageEndEvent(message))
         _run(current, new_messages, config, emit, signal, stream_fn)
@@ -245,7 +247,7 @@ def _run(
                     # the poll before found nothing, or one-at-a-time would deliver two)
                     pending = _poll(config.get_steering_messages)
                 emit(TurnStartEvent())
-            for message in prepared + pending:
+            for message in _declare_tool_changes(context, prepared + pending):
                 emit(MessageStartEvent(message))
                 emit(MessageEndEvent(message))
                 context.messages.append(message)
@@ -385,6 +387,45 @@ def _append(
         new_messages.append(message)
 
 
+def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) -> list[AgentMessage]:
+    """``pending`` with the tools the model may call brought in line with ``context.tools`` (pi 1.6,
+    docs/loop.md#rule-36); the same list when the transcript carries no system message.
+
+    The transcript's system messages declare what the model may call; ``context.tools`` is what
+    runs. A difference becomes ``tools_added``/``tools_removed`` on the last pending system
+    message (its own tool fields are taken as intent and replaced by the difference), or on a
+    new system message before the first pending message that is not one.
+    """
+    if not (has_system_messages(context.messages) or has_system_messages(pending)):
+        return pending
+    index = next((i for i in range(len(pending) - 1, -1, -1) if getattr(pending[i], "role", None) == "system"), -1)
+    own = cast(SystemMessage, pending[index]) if index >= 0 else None
+    baseline = list(pending)
+    if own is not None:
+        baseline[index] = dataclasses.replace(own, tools_added=None, tools_removed=None)
+    added, removed = tool_state_changes(current_tools([*context.messages, *baseline]), context.tools)
+    if own is not None:
+        if not (added or removed or own.tools_added or own.tools_removed):
+            return pending
+        baseline[index] = dataclasses.replace(own, tools_added=added or None, tools_removed=removed or None)
+        return baseline
+    if not (added or removed):
+        return pending
+    update = SystemMessage("", tools_added=added or None, tools_removed=removed or None)
+    first = next((i for i, m in enumerate(pending) if getattr(m, "role", None) != "system"), len(pending))
+    return [*pending[:first], update, *pending[first:]]
+
+
+def _request_context(context: AgentContext, messages: list[Message]) -> Context:
+    """The model call's context. With system messages in the transcript (pi 1.6) they carry the
+    prompt and the tools (the context's prompt leads only when no system message does);
+    without, the context's prompt and tools, as in 0.73.1."""
+    if not has_system_messages(messages):
+        return Context(context.system_prompt, messages, list(context.tools))
+    leading = getattr(messages[0], "role", None) == "system"
+    return Context(None if leading else context.system_prompt, messages, None)
+
+
 def _updated_config(config: AgentLoopConfig, update: RequestUpdate) -> AgentLoopConfig:
     changes: dict[str, Any] = {}
     if update.model is not None:
@@ -412,7 +453,7 @@ def _stream_assistant_response(
     messages = context.messages
     if config.transform_context is not None:
         messages = config.transform_context(messages, signal)
-    llm_context = Context(context.system_prompt, list(config.convert_to_llm(messages)), list(context.tools))
+    llm_context = _request_context(context, list(config.convert_to_llm(messages)))
     model = _model(config)
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)

@@ -135,6 +135,13 @@ class AgentOptions(Options):
     messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
         default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."
     )
+    system_messages: Same[bool] = Option(
+        default=False,
+        check=opt.boolean,
+        doc="Keep the system prompt and tool declarations in the transcript as system messages (pi 1.6): "
+        "the agent starts with a leading one (system_prompt and tools) unless its transcript has one, and "
+        "tool changes between runs are announced to the model (docs/loop.md#rule-36).",
+    )
     session: Same[Optional[AgentSession]] = Option(
         default=None,
         check=_session,

@@ -30,9 +30,10 @@ from collections.abc import Iterable as IterableABC
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .ai.capabilities import THINKING_LEVELS as MODEL_THINKING_LEVELS
+from .ai.transcript import current_system_message, current_system_prompt, has_system_messages
 from .ai.types import Cost, Model
 from .events import AgentEvent
-from .exceptions import InvalidTypeError, InvalidValueError
+from .exceptions import InvalidStateError, InvalidTypeError, InvalidValueError
 from .types import AgentMessage, AgentTool, ThinkingLevel
 
 if TYPE_CHECKING:
@@ -124,10 +125,21 @@ class AgentState:
 
     @property
     def system_prompt(self) -> str:
+        """The system prompt: replayed from the transcript's system messages when it has some
+        (pi 1.6), else the agent's ``system_prompt`` option."""
+        messages = self._options.messages
+        if has_system_messages(messages):
+            return current_system_prompt(messages)
         return self._options.system_prompt
 
     @system_prompt.setter
     def system_prompt(self, value: Optional[str]) -> None:
+        """Set the option; refused when the transcript carries the prompt (system messages)."""
+        if has_system_messages(self._options.messages):
+            raise InvalidStateError(
+                "the transcript carries the system prompt (it has system messages): append a SystemMessage "
+                "with content or sections to change it"
+            )
         self._options.system_prompt = value
 
     @property
@@ -193,8 +205,10 @@ class AgentState:
         self._pending_tool_calls = _NO_IDS
 
     def _clear(self) -> None:
-        """``reset()``: forget the transcript and the runtime fields, keep the configuration."""
-        self._options.messages = []
+        """``reset()``: forget the transcript and the runtime fields, keep the configuration; a
+        transcript with system messages keeps them replayed into one (pi 1.6)."""
+        head = current_system_message(self._options.messages)
+        self._options.messages = [head] if head is not None and has_system_messages(self._options.messages) else []
         self._end_run()
         self._error_message = None
 

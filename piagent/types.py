@@ -277,7 +277,7 @@ class OutputValue:
     data: Any
 
 
-_LLM_ROLES = ("user", "assistant", "toolResult")
+_LLM_ROLES = ("system", "user", "assistant", "toolResult")
 
 ConvertToLlm = Callable[[list[AgentMessage]], list[Message]]
 TransformContext = Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]
@@ -291,7 +291,7 @@ PrepareRequest = Callable[[PrepareRequestContext, AbortSignal], Optional[Request
 
 
 def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
-    """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
+    """The default ``convert_to_llm``: keep system, user, assistant and toolResult messages (same objects)."""
     # duck typing: the role is what tells an LLM message apart, whatever its class
     return [cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES]
 

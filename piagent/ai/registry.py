@@ -5,6 +5,9 @@ A provider is a pair of functions ``(model, context, options) -> AssistantMessag
 (a level) onto the API's own knob. Once called, a provider reports every failure inside the
 stream (an ``error`` event), never by raising; only the dispatchers here raise, for an
 unregistered ``api`` or a model whose ``api`` is not the provider's.
+
+A context whose messages include system messages (pi 1.6) reaches a provider folded: the
+system messages replayed into its system prompt and tools (docs/llm.md#system-messages).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
 from .stream import AssistantMessageEventStream
+from .transcript import collapse_system_messages
 from .types import AssistantMessage, Context, Model, StreamOptions
 
 __all__ = [
@@ -49,7 +53,7 @@ def _checked(api: str, fn: StreamFunction) -> StreamFunction:
     def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
         if model.api != api:
             raise ProviderNotFoundError(f"Mismatched api: {model.api} expected {api}")
-        return fn(model, context, options)
+        return fn(model, collapse_system_messages(context), options)
 
     return call
 

@@ -48,6 +48,7 @@ from .exceptions import (
     StreamEndedWithoutResult,
     ToolArgumentsError,
 )
+from .executors import run_tool_call
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions
 from .result import RunResult
@@ -63,6 +64,7 @@ from .types import (
     BeforeToolCallResult,
     PrepareRequestContext,
     RequestUpdate,
+    ToolCallOutcome,
     TurnContext,
     TurnDecision,
     TurnUpdate,
@@ -136,6 +138,7 @@ __all__ = [
     "ThinkingContent",
     "ToolArgumentsError",
     "ToolCall",
+    "ToolCallOutcome",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
@@ -153,6 +156,7 @@ __all__ = [
     "message_from_dict",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "run_tool_call",
     "tool",
     "uninstrument",
 ]

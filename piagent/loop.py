@@ -247,11 +247,7 @@ def _run(
                     # the poll before found nothing, or one-at-a-time would deliver two)
                     pending = _poll(config.get_steering_messages)
                 emit(TurnStartEvent())
-            for message in _declare_tool_changes(context, prepared + pending):
-                emit(MessageStartEvent(message))
-                emit(MessageEndEvent(message))
-                context.messages.append(message)
-                new_messages.append(message)
+            _append(_declare_tool_changes(context, prepared + pending), context, new_messages, emit)
             pending = []
 
             if config.prepare_request is not None:  # docs/loop.md#rule-31
@@ -378,8 +374,9 @@ def _prepare_next_turn(
 
 
 def _append(
-    messages: Sequence[ToolResultMessage], context: AgentContext, new_messages: list[AgentMessage], emit: Emit
+    messages: Sequence[AgentMessage], context: AgentContext, new_messages: list[AgentMessage], emit: Emit
 ) -> None:
+    """Deliver messages: their ``message_start``/``message_end``, then into the context and the new messages."""
     for message in messages:
         emit(MessageStartEvent(message))
         emit(MessageEndEvent(message))

@@ -56,6 +56,7 @@ __all__ = [
     "RequestUpdate",
     "ShouldStopAfterTurn",
     "ThinkingLevel",
+    "ToolCallOutcome",
     "ToolExecute",
     "ToolExecutionMode",
     "TransformContext",
@@ -154,6 +155,17 @@ class AgentContext:
     system_prompt: str = ""
     messages: list[AgentMessage] = field(default_factory=list)
     tools: list[AgentTool] = field(default_factory=list)
+
+
+@dataclass
+class ToolCallOutcome:
+    """A tool call's final outcome after the hooks (``run_tool_call``): ``duration_ms`` is how
+    long ``execute`` took (monotonic clock), None when the tool did not run."""
+
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+    duration_ms: Optional[int] = None
 
 
 @dataclass

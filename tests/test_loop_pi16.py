@@ -404,3 +404,71 @@ def test_the_agent_passes_finish_turn_and_prepare_request_and_prefers_prepare_ne
     log.clear()
     agent.prompt("again")
     assert "prepare_next_turn (signal only)" in log
+
+
+# =========================================================================== run_tool_call (rule 37)
+
+
+def test_run_tool_call_goes_through_the_hooks_and_emits_nothing() -> None:
+    from piagent import AbortController, BeforeToolCallResult, run_tool_call
+
+    seen: list[str] = []
+
+    def before(ctx: Any, signal: Any) -> Any:
+        seen.append(f"before {ctx.args}")
+        return BeforeToolCallResult(block=True, reason="not that one") if ctx.args["value"] == "no" else None
+
+    def after(ctx: Any, signal: Any) -> Any:
+        seen.append("after")
+        return AfterToolCallResult(details={"checked": True})
+
+    cfg = config(before_tool_call=before, after_tool_call=after)
+    context = tools()
+    message = assistant([call("outer")])
+    ok = run_tool_call(call("inner-1", value="x"), assistant_message=message, context=context, config=cfg)
+    assert (ok.is_error, ok.result.content[0].text, ok.result.details) == (False, "echoed: x", {"checked": True})
+    assert isinstance(ok.duration_ms, int)
+    blocked = run_tool_call(call("inner-2", value="no"), assistant_message=message, context=context, config=cfg)
+    assert (blocked.is_error, blocked.result.content[0].text, blocked.duration_ms) == (True, "not that one", None)
+    missing = run_tool_call(call("inner-3", "nope"), assistant_message=message, context=context, config=cfg, tools=[])
+    assert missing.is_error and missing.result.content[0].text == "Tool nope not found"
+    controller = AbortController()
+    controller.abort()
+    seen.clear()
+    aborted = run_tool_call(
+        call("inner-4", value="x"), assistant_message=message, context=context, config=cfg, signal=controller.signal
+    )
+    assert aborted.is_error and aborted.result.content[0].text == "Operation aborted" and seen == []
+    assert roles(context.messages) == []  # nothing was added
+
+
+def test_a_tool_calling_another_tool_through_run_tool_call_meets_the_agents_hooks() -> None:
+    from piagent import Agent, BeforeToolCallResult, run_tool_call
+
+    blocked: list[str] = []
+
+    def before(ctx: Any, signal: Any) -> Any:
+        if ctx.tool_call.name == "echo" and ctx.args["value"] == "secret":
+            blocked.append(ctx.tool_call.id)
+            return BeforeToolCallResult(block=True, reason="secret values are not echoed")
+        return None
+
+    def script(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        outcomes = [
+            run_tool_call(
+                call(f"{tool_call_id}/{n}", value=value),
+                assistant_message=assistant([]),
+                context=AgentContext("", [], [echo_tool()]),
+                config=config(before_tool_call=before),
+                signal=signal,
+            )
+            for n, value in enumerate(args["value"].split(","))
+        ]
+        return AgentToolResult([TextContent("; ".join(o.result.content[0].text for o in outcomes))])
+
+    runner = AgentTool("script", "Run echo calls", ECHO_SCHEMA, script)
+    stream_fn = ScriptedStream([assistant([call("tool-1", "script", value="a,secret")]), assistant("done")])
+    agent = Agent(model=MODEL, tools=[runner], stream_fn=stream_fn, before_tool_call=before)
+    agent.prompt("go")
+    assert agent.state.messages[2].text == "echoed: a; secret values are not echoed"
+    assert blocked == ["tool-1/1"]

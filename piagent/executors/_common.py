@@ -363,9 +363,9 @@ class Notifications:
         try:
             result, is_error = execute(job, on_update or self.on_update_for(job))
         except BaseException as exc:
-            self._settle(job, error_result(exception_message(exc)), True, _elapsed_ms(started))
+            self._settle(job, error_result(exception_message(exc)), True, elapsed_ms(started))
             raise
-        self._settle(job, result, is_error, _elapsed_ms(started))
+        self._settle(job, result, is_error, elapsed_ms(started))
 
     def _settle(
         self, job: Prepared, result: AgentToolResult, is_error: bool, duration_ms: Optional[int] = None
@@ -386,7 +386,7 @@ class Notifications:
             return None
 
 
-def _elapsed_ms(started: float) -> int:
+def elapsed_ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 

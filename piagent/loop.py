@@ -499,6 +499,7 @@ def _stream_message(
             emit(MessageUpdateEvent(partial.snapshot(), event, partial_output))
     if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
+    final.thinking_level = options.reasoning or "off"  # what was asked, whichever stream answered (pi 1.6)
     if output is not None and final.stop_reason not in ("error", "aborted"):
         output.judge(final)
     if partial is not None:

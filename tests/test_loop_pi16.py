@@ -472,3 +472,15 @@ def test_a_tool_calling_another_tool_through_run_tool_call_meets_the_agents_hook
     agent.prompt("go")
     assert agent.state.messages[2].text == "echoed: a; secret values are not echoed"
     assert blocked == ["tool-1/1"]
+
+
+def test_the_final_answer_records_the_thinking_level_the_loop_asked_for() -> None:
+    from piagent import message_from_dict
+
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="x")]), assistant("done")])
+    updates = iter([TurnUpdate(thinking_level="off")])
+    cfg = config(reasoning="high", prepare_next_turn=lambda t, s: next(updates))
+    _, result = run([user("go")], tools(), cfg, stream_fn)
+    assert [result[1].thinking_level, result[3].thinking_level] == ["high", "off"]
+    assert result[1].to_dict()["thinkingLevel"] == "high"
+    assert message_from_dict(result[1].to_dict()).thinking_level == "high"

@@ -366,6 +366,8 @@ class AssistantMessage(_ShownInNotebooks):
     role: Literal["assistant"] = field(default="assistant", init=False)
     #: With ``stop_reason == "refusal"``: ``{"category": str | None, "explanation": str | None}``.
     refusal: Optional[dict[str, Any]] = None
+    #: The thinking level the agent loop asked this answer for (pi 1.6); None outside the loop.
+    thinking_level: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(
@@ -381,6 +383,7 @@ class AssistantMessage(_ShownInNotebooks):
                 "stopReason": self.stop_reason,
                 "errorMessage": self.error_message,
                 "refusal": self.refusal,
+                "thinkingLevel": self.thinking_level,
                 "timestamp": self.timestamp,
             }
         )
@@ -474,6 +477,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             response_id=d.get("responseId"),
             response_model=d.get("responseModel"),
             refusal=d.get("refusal"),
+            thinking_level=d.get("thinkingLevel") if isinstance(d.get("thinkingLevel"), str) else None,
             **stamp,
         )
     if role == "toolResult":

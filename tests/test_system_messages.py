@@ -195,3 +195,34 @@ def test_sessions_store_system_messages_and_a_resumed_agent_replays_its_prompt(t
     again.prompt("second")
     folded = collapse_system_messages(stream_fn.requests[1].context)
     assert folded.system_prompt == "base\n\n<s/>"
+
+
+@pytest.mark.parametrize("api", ["openai-completions", "openai-responses"])
+def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
+    from tests.ai.providers.openai_wire import responses_text
+
+    model = get_model("openai", "gpt-5.4-mini")
+    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    with ScriptedServer() as server:
+        model.base_url, model.api = server.url + "/v1", api
+        reply = chat_text if api == "openai-completions" else responses_text
+        server.reply(reply("one"))
+        server.reply(reply("two"))
+        agent = Agent(model=model, system_prompt="base", tools=[echo_tool()], system_messages=True)
+        agent.get_api_key = lambda provider: KEY
+        agent.prompt("first")
+        agent.prompt([SystemMessage("Be brief.", {"skills": "<skills/>", "old": None}), user("second")])
+        body = server.requests[1].json
+    update = 'Be brief.\n\nUpdated system prompt section "skills":\n\n<skills/>\n\nRemoved system prompt section "old".'
+    if api == "openai-completions":
+        # a loopback server is not OpenAI: "system" rather than "developer"
+        assert body["messages"][0] == {"role": "system", "content": "base"}
+        assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "system", "user"]
+        assert body["messages"][3]["content"] == update
+        assert [t["function"]["name"] for t in body["tools"]] == ["echo"]
+    else:
+        assert body["instructions"] == "base"
+        roles_sent = [item.get("role", item.get("type")) for item in body["input"]]
+        assert roles_sent[0] == "user" and roles_sent[-2:] == ["developer", "user"]
+        assert body["input"][-2]["content"] == update
+        assert [t["name"] for t in body["tools"]] == ["echo"]

@@ -23,6 +23,8 @@ __all__ = [
     "current_tools",
     "has_system_messages",
     "initial_system_message",
+    "render_system_message_update",
+    "resolve_transcript",
     "system_message_text",
     "to_tool_declaration",
     "tool_state_changes",
@@ -65,6 +67,19 @@ def system_message_text(message: SystemMessage) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
+def render_system_message_update(message: SystemMessage) -> str:
+    """A later system message as text, for an API that takes it in place: its content, then each
+    section change named, so the model can relate it to the prompt (pi-ai 1.6's wording)."""
+    parts = [message.text] if message.text else []
+    for name, value in (message.sections or {}).items():
+        parts.append(
+            f'Removed system prompt section "{name}".'
+            if value is None
+            else f'Updated system prompt section "{name}":\n\n{value}'
+        )
+    return "\n\n".join(parts)
+
+
 def current_system_message(messages: Sequence[Any]) -> Optional[SystemMessage]:
     """Every system message replayed into one: contents joined, sections patched by name, the
     current tools; None when the transcript declares neither a prompt nor a tool."""
@@ -104,6 +119,25 @@ def tool_state_changes(previous: Sequence[Tool], current: Sequence[Tool]) -> tup
     added = [tool for name, tool in after.items() if before.get(name) != tool]
     removed = [name for name, tool in before.items() if after.get(name) != tool]
     return added, removed
+
+
+def resolve_transcript(context: Context, in_place: bool) -> Context:
+    """The request context for a provider: folded (:func:`collapse_system_messages`), or, when the
+    model takes system messages inside the conversation (``in_place``), with only the leading one
+    folded into the system prompt, the later ones left in place for the provider to render
+    (:func:`render_system_message_update`) and the request's tools the transcript's current ones."""
+    if not has_system_messages(context.messages):
+        return context
+    if not in_place:
+        return collapse_system_messages(context)
+    head = initial_system_message(context.system_prompt, context.tools or ())
+    lead: list[Any] = [head] if head is not None else []
+    messages = list(context.messages)
+    if getattr(messages[0], "role", None) == "system":
+        lead.append(messages.pop(0))
+    replayed = current_system_message(lead)
+    prompt = system_message_text(replayed) if replayed is not None else ""
+    return Context(prompt or None, messages, current_tools([*lead, *messages]) or None)
 
 
 def collapse_system_messages(context: Context) -> Context:

@@ -58,6 +58,7 @@ from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
+from ..transcript import render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
@@ -186,6 +187,11 @@ def _messages(model: Model, context: Context, compat: dict[str, Any]) -> list[di
             flush_images()
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.content)})
+        elif role == "system":  # in place: the model accepts it (docs/llm.md#system-messages)
+            text = render_system_message_update(message)
+            if text:
+                developer = model.reasoning and compat["supports_developer_role"]
+                out.append({"role": "developer" if developer else "system", "content": text})
         elif role == "assistant":
             entry = _assistant_entry(message, model, compat)
             if entry is not None:
@@ -431,4 +437,4 @@ def stream_simple_openai_completions(
     return stream_openai_completions(model, context, with_default_max_tokens(model, options))
 
 
-register_api_provider(API, stream_openai_completions, stream_simple_openai_completions)
+register_api_provider(API, stream_openai_completions, stream_simple_openai_completions, system_messages=True)

@@ -39,7 +39,7 @@ from typing_extensions import Literal
 from . import _options as opt
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
-from .ai.transcript import initial_system_message
+from .ai.transcript import initial_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
@@ -204,7 +204,7 @@ class Agent(AgentOptions):
             self.session.attach(
                 self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
             )
-        if self.system_messages and getattr(next(iter(self.messages), None), "role", None) != "system":
+        if self.system_messages and not leads_with_system_message(self.messages):
             self._seed_system_message()
 
     def _seed_system_message(self) -> None:

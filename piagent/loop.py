@@ -26,8 +26,17 @@ from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.transcript import current_tools, has_system_messages, tool_state_changes
-from .ai.types import AssistantMessage, Context, Message, Model, StreamOptions, SystemMessage, ToolResultMessage
+from .ai.transcript import current_tools, has_system_messages, initial_system_message, tool_state_changes
+from .ai.types import (
+    AssistantMessage,
+    Context,
+    Message,
+    Model,
+    StreamOptions,
+    SystemMessage,
+    ToolResultMessage,
+    now_ms,
+)
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -395,6 +404,7 @@ def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) ->
     """
     if not (has_system_messages(context.messages) or has_system_messages(pending)):
         return pending
+    pending = _with_base_prompt(context, pending)
     index = next((i for i in range(len(pending) - 1, -1, -1) if getattr(pending[i], "role", None) == "system"), -1)
     own = cast(SystemMessage, pending[index]) if index >= 0 else None
     baseline = list(pending)
@@ -413,14 +423,23 @@ def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) ->
     return [*pending[:first], update, *pending[first:]]
 
 
+def _with_base_prompt(context: AgentContext, pending: list[AgentMessage]) -> list[AgentMessage]:
+    """``pending`` bringing the transcript's first system messages: the context's own prompt goes
+    ahead of them as a system message, so that the transcript carries it from then on."""
+    head = initial_system_message(context.system_prompt)
+    if has_system_messages(context.messages) or head is None:
+        return pending
+    head.timestamp = now_ms()
+    first = next(i for i, m in enumerate(pending) if getattr(m, "role", None) == "system")
+    return [*pending[:first], head, *pending[first:]]
+
+
 def _request_context(context: AgentContext, messages: list[Message]) -> Context:
     """The model call's context. With system messages in the transcript (pi 1.6) they carry the
-    prompt and the tools (the context's prompt leads only when no system message does);
-    without, the context's prompt and tools, as in 0.73.1."""
+    prompt and the tools; without, the context's prompt and tools, as in 0.73.1."""
     if not has_system_messages(messages):
         return Context(context.system_prompt, messages, list(context.tools))
-    leading = getattr(messages[0], "role", None) == "system"
-    return Context(None if leading else context.system_prompt, messages, None)
+    return Context(None, messages, None)
 
 
 def _updated_config(config: AgentLoopConfig, update: RequestUpdate) -> AgentLoopConfig:

@@ -207,8 +207,9 @@ class AgentState:
     def _clear(self) -> None:
         """``reset()``: forget the transcript and the runtime fields, keep the configuration; a
         transcript with system messages keeps them replayed into one (pi 1.6)."""
-        head = current_system_message(self._options.messages)
-        self._options.messages = [head] if head is not None and has_system_messages(self._options.messages) else []
+        messages = self._options.messages
+        head = current_system_message(messages)
+        self._options.messages = [head] if head is not None and has_system_messages(messages) else []
         self._end_run()
         self._error_message = None
 

@@ -226,3 +226,17 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         assert roles_sent[0] == "user" and roles_sent[-2:] == ["developer", "user"]
         assert body["input"][-2]["content"] == update
         assert [t["name"] for t in body["tools"]] == ["echo"]
+
+
+def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_option() -> None:
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="base", stream_fn=stream_fn)
+    agent.state.system_prompt = "changed"  # assignable while the transcript has no system message
+    agent.prompt([SystemMessage("", {"s": "<s/>"}), user("go")])
+    first = agent.state.messages[0]
+    assert isinstance(first, SystemMessage) and first.text == "changed"
+    assert roles(agent.state.messages) == ["system", "system", "user", "assistant"]
+    assert agent.state.system_prompt == "changed\n\n<s/>"
+    assert collapse_system_messages(stream_fn.requests[0].context).system_prompt == "changed\n\n<s/>"
+    with pytest.raises(InvalidStateError):
+        agent.state.system_prompt = "again"

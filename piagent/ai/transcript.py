@@ -23,6 +23,7 @@ __all__ = [
     "current_tools",
     "has_system_messages",
     "initial_system_message",
+    "leads_with_system_message",
     "render_system_message_update",
     "resolve_transcript",
     "system_message_text",
@@ -46,6 +47,10 @@ def initial_system_message(system_prompt: Optional[str], tools: Sequence[Tool] =
         return None
     added = [to_tool_declaration(t) for t in tools] or None
     return SystemMessage(system_prompt or "", tools_added=added, timestamp=0)
+
+
+def leads_with_system_message(messages: Sequence[Any]) -> bool:
+    return bool(messages) and getattr(messages[0], "role", None) == "system"
 
 
 def current_tools(messages: Sequence[Any]) -> list[Tool]:

@@ -240,3 +240,18 @@ def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_optio
     assert collapse_system_messages(stream_fn.requests[0].context).system_prompt == "changed\n\n<s/>"
     with pytest.raises(InvalidStateError):
         agent.state.system_prompt = "again"
+
+
+def test_structured_output_in_tool_mode_counts_the_tools_the_transcript_declares(faux: Any) -> None:
+    from piagent.testing import faux_message, faux_tool_call
+    from tests.test_structured_output import Invoice
+
+    faux.set_responses([faux_message([faux_tool_call("final_answer", {"number": "A", "total": 1.0})])])
+    agent = Agent(
+        model=faux.get_model(), tools=[echo_tool()], output_type=Invoice, output_mode="tool", system_messages=True
+    )
+    result = agent.prompt("?")
+    assert result.output == Invoice("A", 1.0)
+    request = faux.state.requests[0]
+    assert request.options.tool_choice == "required"  # echo is declared too: not forced to final_answer
+    assert sorted(names(request.context.tools)) == ["echo", "final_answer"]

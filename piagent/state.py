@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from ._options import REPLAY_POLICIES
 from .ai.capabilities import THINKING_LEVELS as MODEL_THINKING_LEVELS
 from .ai.transcript import current_system_message, current_system_prompt, has_system_messages
 from .ai.types import Cost, Model
@@ -94,7 +95,7 @@ def check_tools(tools: Union[Iterable[AgentTool], AgentTool, None]) -> list[Agen
         name = getattr(tool, "name", None)
         if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
             raise InvalidTypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
-        if getattr(tool, "replay", "never") not in ("never", "safe"):
+        if getattr(tool, "replay", "never") not in REPLAY_POLICIES:
             raise InvalidValueError(f"tool {name!r}: replay must be 'never' or 'safe', got {tool.replay!r}")
         if name in seen:
             raise InvalidValueError(f"two tools are named {name!r}; tool names must be unique")
@@ -207,9 +208,8 @@ class AgentState:
     def _clear(self) -> None:
         """``reset()``: forget the transcript and the runtime fields, keep the configuration; a
         transcript with system messages keeps them replayed into one (pi 1.6)."""
-        messages = self._options.messages
-        head = current_system_message(messages)
-        self._options.messages = [head] if head is not None and has_system_messages(messages) else []
+        head = current_system_message(self._options.messages)
+        self._options.messages = [head] if head is not None else []
         self._end_run()
         self._error_message = None
 

@@ -197,15 +197,22 @@ def test_sessions_store_system_messages_and_a_resumed_agent_replays_its_prompt(t
     assert folded.system_prompt == "base\n\n<s/>"
 
 
-@pytest.mark.parametrize("api", ["openai-completions", "openai-responses"])
+@pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
 def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
     from tests.ai.providers.openai_wire import responses_text
+    from tests.ai.providers.sdk_oracle import check_types
 
-    model = get_model("openai", "gpt-5.4-mini")
+    model = (
+        get_model("anthropic", "claude-opus-4-8")
+        if api == "anthropic-messages"
+        else get_model("openai", "gpt-5.4-mini")
+    )
     model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    reply = {"openai-completions": chat_text, "openai-responses": responses_text, "anthropic-messages": anthropic_text}[
+        api
+    ]
     with ScriptedServer() as server:
-        model.base_url, model.api = server.url + "/v1", api
-        reply = chat_text if api == "openai-completions" else responses_text
+        model.base_url, model.api = (server.url if api == "anthropic-messages" else server.url + "/v1"), api
         server.reply(reply("one"))
         server.reply(reply("two"))
         agent = Agent(model=model, system_prompt="base", tools=[echo_tool()], system_messages=True)
@@ -215,16 +222,30 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         body = server.requests[1].json
     update = 'Be brief.\n\nUpdated system prompt section "skills":\n\n<skills/>\n\nRemoved system prompt section "old".'
     if api == "openai-completions":
+        from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+        check_types(CompletionCreateParamsStreaming, body)
         # a loopback server is not OpenAI: "system" rather than "developer"
         assert body["messages"][0] == {"role": "system", "content": "base"}
         assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "system", "user"]
         assert body["messages"][3]["content"] == update
         assert [t["function"]["name"] for t in body["tools"]] == ["echo"]
-    else:
+    elif api == "openai-responses":
+        from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+        check_types(ResponseCreateParamsStreaming, body)
         assert body["instructions"] == "base"
-        roles_sent = [item.get("role", item.get("type")) for item in body["input"]]
-        assert roles_sent[0] == "user" and roles_sent[-2:] == ["developer", "user"]
+        assert [item.get("role", item.get("type")) for item in body["input"]][-2:] == ["developer", "user"]
         assert body["input"][-2]["content"] == update
+        assert [t["name"] for t in body["tools"]] == ["echo"]
+    else:
+        from anthropic.types.message_create_params import MessageCreateParamsStreaming
+
+        check_types(MessageCreateParamsStreaming, body)
+        assert body["system"][0]["text"] == "base"
+        # held back until the next assistant message, or the end: after the user message here
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "system"]
+        assert body["messages"][-1]["content"] == [{"type": "text", "text": update}]
         assert [t["name"] for t in body["tools"]] == ["echo"]
 
 

@@ -26,7 +26,13 @@ from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.transcript import current_tools, has_system_messages, initial_system_message, tool_state_changes
+from .ai.transcript import (
+    collapse_system_messages,
+    current_tools,
+    has_system_messages,
+    initial_system_message,
+    tool_state_changes,
+)
 from .ai.types import (
     AssistantMessage,
     Context,
@@ -481,7 +487,7 @@ def _stream_assistant_response(
     return observer.model_call(
         lambda: _stream_message(model, llm_context, options, context, emit, stream_fn, output),
         model,
-        llm_context,
+        collapse_system_messages(llm_context),  # observers see the prompt and tools system messages give
         options,
     )
 

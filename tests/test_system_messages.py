@@ -276,3 +276,24 @@ def test_structured_output_in_tool_mode_counts_the_tools_the_transcript_declares
     request = faux.state.requests[0]
     assert request.options.tool_choice == "required"  # echo is declared too: not forced to final_answer
     assert sorted(names(request.context.tools)) == ["echo", "final_answer"]
+
+
+def test_traces_show_the_prompt_and_tools_the_system_messages_give(faux: Any) -> None:
+    import json
+
+    pytest.importorskip("opentelemetry.sdk")
+    import piagent
+    from piagent.testing import faux_message
+    from tests.test_otel import Telemetry
+
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, telemetry.meter_provider, capture_content=True)
+    try:
+        faux.set_responses([faux_message("ok")])
+        agent = Agent(model=faux.get_model(), system_prompt="base", tools=[echo_tool()], system_messages=True)
+        agent.prompt([SystemMessage("", {"s": "<s/>"}), user("go")])
+    finally:
+        piagent.uninstrument()
+    (chat,) = [s for s in telemetry.spans if s.name.startswith("chat")]
+    assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "base\n\n<s/>"}]
+    assert [d["name"] for d in json.loads(chat.attributes["gen_ai.tool.definitions"])] == ["echo"]

@@ -484,3 +484,41 @@ def test_the_final_answer_records_the_thinking_level_the_loop_asked_for() -> Non
     assert [result[1].thinking_level, result[3].thinking_level] == ["high", "off"]
     assert result[1].to_dict()["thinkingLevel"] == "high"
     assert message_from_dict(result[1].to_dict()).thinking_level == "high"
+
+
+def test_continue_on_a_system_only_transcript_raises_without_taking_the_queues() -> None:
+    from piagent import Agent, InvalidStateError, SystemMessage
+
+    agent = Agent(model=MODEL, messages=[SystemMessage("base")])
+    agent.follow_up("later")
+    agent.steer("now")
+    with pytest.raises(InvalidStateError, match="No messages to continue from"):
+        agent.continue_()
+    assert agent.steering_queue.qsize() == 1 and agent.follow_up_queue.qsize() == 1
+
+
+def test_continue_from_a_user_tail_retries_it_first_and_runs_a_follow_up_after() -> None:
+    from piagent import Agent
+
+    stream_fn = ScriptedStream([assistant("retried"), assistant("followed")])
+    agent = Agent(model=MODEL, messages=[user("question")], stream_fn=stream_fn)
+    agent.follow_up("and then?")
+    agent.continue_()
+    assert texts(stream_fn.requests[0]) == ["question"]  # the follow-up waited for the answer
+    assert texts(stream_fn.requests[1]) == ["question", "retried", "and then?"]
+
+
+def test_before_tool_call_sees_agent_state_that_already_has_the_assistant_message() -> None:
+    from piagent import Agent
+
+    seen: list[Any] = []
+    agent: Agent
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="x")]), assistant("done")])
+    agent = Agent(
+        model=MODEL,
+        tools=[echo_tool()],
+        stream_fn=stream_fn,
+        before_tool_call=lambda ctx, signal: seen.append(agent.state.messages[-1] is ctx.assistant_message),
+    )
+    agent.prompt("go")
+    assert seen == [True]

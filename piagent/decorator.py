@@ -17,8 +17,10 @@ model. Arguments arrive validated and converted to the hinted types (:mod:`piage
 What the function returns becomes the result: a ``str`` is one text block; an
 ``AgentToolResult`` passes through; a content block, or a non-empty list of content blocks,
 is the content; None is an empty result; anything else with a JSON form (dicts, lists,
-numbers, dataclasses, Enums) becomes JSON text, the data kept in ``details``. A value with
-no JSON form, like any exception the function raises, is an error result the model sees.
+numbers, dataclasses, Enums) becomes JSON text, the data kept in ``details`` and as the
+result's ``structured_content`` (pi 1.6); a return hint that is an object (a dataclass, a
+TypedDict, a pydantic model) gives the tool its ``output_schema``. A value with no JSON form,
+like any exception the function raises, is an error result the model sees.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .abort import AbortSignal
 from .ai.types import ImageContent, TextContent
 from .arguments import Converter, converter_for
 from .exceptions import InvalidTypeError, InvalidValueError
-from .schema import FunctionSchema, function_schema, jsonable
+from .schema import FunctionSchema, function_schema, jsonable, resolve_hints, type_schema
 from .types import AgentTool, AgentToolResult, ReplayPolicy, ToolExecutionMode, ToolUpdateCallback
 
 __all__ = ["FunctionTool", "tool", "to_tool_result"]
@@ -184,6 +186,7 @@ def _build(
         parameters=schema.parameters,
         execute=execute,
         label=label if label is not None else tool_name,
+        output_schema=_output_schema(fn, owner),
         execution_mode=execution_mode,
         timeout=timeout,
         on_run_thread=on_run_thread,
@@ -195,6 +198,21 @@ def _build(
 
 
 _UNBOUND = object()
+
+
+def _output_schema(fn: Callable[..., Any], owner: str) -> Optional[dict[str, Any]]:
+    """The tool's ``output_schema`` (pi 1.6): the JSON Schema of its return hint when that is an
+    object (a dataclass, a TypedDict, a pydantic model, a dict), the structured content of its
+    results; None for text, content blocks, results and hints with no JSON form."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__  # as function_schema
+    hint = resolve_hints(target, owner).get("return")
+    if hint is None or hint is AgentToolResult:
+        return None
+    try:
+        schema = type_schema(hint)
+    except (TypeError, ValueError):
+        return None
+    return schema if schema.get("type") == "object" else None
 
 
 def _is_method(fn: Callable[..., Any]) -> bool:
@@ -282,4 +300,4 @@ def to_tool_result(value: Any, tool_name: str = "tool") -> AgentToolResult:
             f"Tool {tool_name} returned a value of type {type(value).__name__} that cannot be sent to the model "
             f"({exc}); return a str, content blocks, an AgentToolResult or JSON-serialisable data"
         ) from None
-    return AgentToolResult([TextContent(text)], details=data)
+    return AgentToolResult([TextContent(text)], details=data, structured_content=data)

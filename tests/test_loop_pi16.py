@@ -4,6 +4,7 @@ prepare_request, prepare_next_turn's 1.6 timing and messages, and the richer too
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
@@ -522,3 +523,33 @@ def test_before_tool_call_sees_agent_state_that_already_has_the_assistant_messag
     )
     agent.prompt("go")
     assert seen == [True]
+
+
+@dataclass
+class Forecast:
+    city: str
+    celsius: float
+
+
+def test_a_tool_function_returning_data_gives_structured_content_and_its_hint_the_output_schema() -> None:
+    from piagent import Agent, tool
+    from piagent.schema import type_schema
+
+    @tool
+    def forecast(city: str) -> Forecast:
+        """Tomorrow's forecast."""
+        return Forecast(city, 21.5)
+
+    @tool
+    def shout(text: str) -> str:
+        """Upper-case text."""
+        return text.upper()
+
+    assert forecast.output_schema == type_schema(Forecast) and shout.output_schema is None
+    stream_fn = ScriptedStream([assistant([call("tool-1", "forecast", city="Oslo")]), assistant("done")])
+    agent = Agent(model=MODEL, tools=[forecast, shout], stream_fn=stream_fn)
+    ends: list[Any] = []
+    agent.subscribe(lambda event: ends.append(event) if event.type == "tool_execution_end" else None)
+    agent.prompt("go")
+    assert ends[0].result.structured_content == {"city": "Oslo", "celsius": 21.5}
+    assert agent.state.messages[2].text == '{"city": "Oslo", "celsius": 21.5}'  # the model still sees JSON text

@@ -300,3 +300,19 @@ def test_traces_show_the_prompt_and_tools_the_system_messages_give(faux: Any) ->
     (chat,) = [s for s in telemetry.spans if s.name.startswith("chat")]
     assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "base\n\n<s/>"}]
     assert [d["name"] for d in json.loads(chat.attributes["gen_ai.tool.definitions"])] == ["echo"]
+
+
+def test_a_compaction_carries_the_replayed_system_message_ahead_of_its_summary(tmp_path: Path) -> None:
+    session = JsonlSession(tmp_path / "s.jsonl")
+    session.append_message(SystemMessage("base", {"s": "<s/>"}))
+    session.append_message(user("old question"))
+    kept = session.append_message(SystemMessage("", {"s": "<t/>"}))
+    session.append_message(user("kept question"))
+    head = SystemMessage("base", {"s": "<t/>"}, timestamp=7)
+    session.append_entry(
+        "compaction", summary="talked", firstKeptEntryId=kept, tokensBefore=10, systemMessage=head.to_dict()
+    )
+    messages = JsonlSession(tmp_path / "s.jsonl").messages()
+    assert messages[0] == head  # the recorded system message leads, the kept one is left out
+    assert [getattr(m, "role", None) for m in messages] == ["system", "compactionSummary", "user"]
+    assert current_system_prompt(messages) == "base\n\n<t/>"

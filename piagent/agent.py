@@ -39,7 +39,7 @@ from typing_extensions import Literal
 from . import _options as opt
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
-from .ai.transcript import initial_system_message, leads_with_system_message
+from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
@@ -356,7 +356,7 @@ class Agent(AgentOptions):
             if self._run is not None:
                 raise AgentBusyError(BUSY_CONTINUE)
             messages = self._state.messages
-            if all(getattr(m, "role", None) == "system" for m in messages):  # none, or only the prompt
+            if all(is_system_message(m) for m in messages):  # none, or only the prompt
                 raise InvalidStateError("No messages to continue from")
             prompts: Optional[list[AgentMessage]] = None
             if messages[-1].role != "assistant":

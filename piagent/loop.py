@@ -31,6 +31,7 @@ from .ai.transcript import (
     current_tools,
     has_system_messages,
     initial_system_message,
+    is_system_message,
     tool_state_changes,
 )
 from .ai.types import (
@@ -411,7 +412,7 @@ def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) ->
     if not (has_system_messages(context.messages) or has_system_messages(pending)):
         return pending
     pending = _with_base_prompt(context, pending)
-    index = next((i for i in range(len(pending) - 1, -1, -1) if getattr(pending[i], "role", None) == "system"), -1)
+    index = next((i for i in range(len(pending) - 1, -1, -1) if is_system_message(pending[i])), -1)
     own = cast(SystemMessage, pending[index]) if index >= 0 else None
     baseline = list(pending)
     if own is not None:
@@ -425,7 +426,7 @@ def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) ->
     if not (added or removed):
         return pending
     update = SystemMessage("", tools_added=added or None, tools_removed=removed or None)
-    first = next((i for i, m in enumerate(pending) if getattr(m, "role", None) != "system"), len(pending))
+    first = next((i for i, m in enumerate(pending) if not is_system_message(m)), len(pending))
     return [*pending[:first], update, *pending[first:]]
 
 
@@ -436,7 +437,7 @@ def _with_base_prompt(context: AgentContext, pending: list[AgentMessage]) -> lis
     if has_system_messages(context.messages) or head is None:
         return pending
     head.timestamp = now_ms()
-    first = next(i for i, m in enumerate(pending) if getattr(m, "role", None) == "system")
+    first = next(i for i, m in enumerate(pending) if is_system_message(m))
     return [*pending[:first], head, *pending[first:]]
 
 

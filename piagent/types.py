@@ -20,6 +20,7 @@ from .ai.types import (
     Model,
     OutputFormat,
     StreamOptions,
+    SystemMessage,
     Tool,
     ToolCall,
     ToolChoice,
@@ -289,7 +290,7 @@ class OutputValue:
     data: Any
 
 
-_LLM_ROLES = ("system", "user", "assistant", "toolResult")
+_LLM_ROLES = ("user", "assistant", "toolResult")
 
 ConvertToLlm = Callable[[list[AgentMessage]], list[Message]]
 TransformContext = Callable[[list[AgentMessage], AbortSignal], list[AgentMessage]]
@@ -303,9 +304,15 @@ PrepareRequest = Callable[[PrepareRequestContext, AbortSignal], Optional[Request
 
 
 def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
-    """The default ``convert_to_llm``: keep system, user, assistant and toolResult messages (same objects)."""
+    """The default ``convert_to_llm``: keep system, user, assistant and toolResult messages (same objects).
+
+    A system message is a :class:`SystemMessage`: an application message whose role is "system"
+    stays out, as in 0.73.1.
+    """
     # duck typing: the role is what tells an LLM message apart, whatever its class
-    return [cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES]
+    return [
+        cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES or isinstance(m, SystemMessage)
+    ]
 
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000

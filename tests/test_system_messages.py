@@ -316,3 +316,16 @@ def test_a_compaction_carries_the_replayed_system_message_ahead_of_its_summary(t
     assert messages[0] == head  # the recorded system message leads, the kept one is left out
     assert [getattr(m, "role", None) for m in messages] == ["system", "compactionSummary", "user"]
     assert current_system_prompt(messages) == "base\n\n<t/>"
+
+
+def test_an_application_message_with_role_system_is_not_a_system_message() -> None:
+    from tests.support.loop import Custom
+
+    note = Custom("system", "a note for the UI")
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="base", tools=[echo_tool()], messages=[note], stream_fn=stream_fn)
+    agent.prompt("go")
+    request = stream_fn.requests[0].context
+    assert request.system_prompt == "base" and names(request.tools) == ["echo"]  # as in 0.73.1
+    assert roles(request.messages) == ["user"]  # the note stays out, as before
+    assert agent.state.system_prompt == "base"

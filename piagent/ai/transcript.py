@@ -23,6 +23,7 @@ __all__ = [
     "current_tools",
     "has_system_messages",
     "initial_system_message",
+    "is_system_message",
     "leads_with_system_message",
     "render_system_message_update",
     "resolve_transcript",
@@ -32,8 +33,13 @@ __all__ = [
 ]
 
 
+def is_system_message(message: Any) -> bool:
+    """A :class:`SystemMessage` (an application message with role "system" is not one)."""
+    return isinstance(message, SystemMessage)
+
+
 def has_system_messages(messages: Sequence[Any]) -> bool:
-    return any(getattr(m, "role", None) == "system" for m in messages)
+    return any(isinstance(m, SystemMessage) for m in messages)
 
 
 def to_tool_declaration(tool: Tool) -> Tool:
@@ -50,14 +56,14 @@ def initial_system_message(system_prompt: Optional[str], tools: Sequence[Tool] =
 
 
 def leads_with_system_message(messages: Sequence[Any]) -> bool:
-    return bool(messages) and getattr(messages[0], "role", None) == "system"
+    return bool(messages) and isinstance(messages[0], SystemMessage)
 
 
 def current_tools(messages: Sequence[Any]) -> list[Tool]:
     """The tools declared after applying every system message's changes, in order."""
     tools: dict[str, Tool] = {}
     for message in messages:
-        if getattr(message, "role", None) != "system":
+        if not isinstance(message, SystemMessage):
             continue
         for name in message.tools_removed or ():
             tools.pop(name, None)
@@ -92,7 +98,7 @@ def current_system_message(messages: Sequence[Any]) -> Optional[SystemMessage]:
     sections: dict[str, Optional[str]] = {}
     timestamp: Optional[int] = None
     for message in messages:
-        if getattr(message, "role", None) != "system":
+        if not isinstance(message, SystemMessage):
             continue
         if timestamp is None:
             timestamp = message.timestamp
@@ -138,7 +144,7 @@ def resolve_transcript(context: Context, in_place: bool) -> Context:
     head = initial_system_message(context.system_prompt, context.tools or ())
     lead: list[Any] = [head] if head is not None else []
     messages = list(context.messages)
-    if getattr(messages[0], "role", None) == "system":
+    if isinstance(messages[0], SystemMessage):
         lead.append(messages.pop(0))
     replayed = current_system_message(lead)
     prompt = system_message_text(replayed) if replayed is not None else ""
@@ -154,7 +160,7 @@ def collapse_system_messages(context: Context) -> Context:
         return context
     head = initial_system_message(context.system_prompt, context.tools or ())
     replayed = current_system_message([head, *context.messages] if head is not None else context.messages)
-    others = [m for m in context.messages if getattr(m, "role", None) != "system"]
+    others: list[Any] = [m for m in context.messages if not isinstance(m, SystemMessage)]
     if replayed is None:
         return Context(None, others, None)
     return Context(system_message_text(replayed) or None, others, list(replayed.tools_added or []) or None)

@@ -48,7 +48,7 @@ from ..capabilities import (
 from ..output import add_anthropic_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
-from ..transcript import render_system_message_update
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import transform_messages
 from ..types import (
     AssistantMessage,
@@ -175,7 +175,7 @@ def convert_messages(messages: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "system":
+        if is_system_message(message):
             text = render_system_message_update(message)
             if text:
                 held.append({"role": "system", "content": [{"type": "text", "text": text}]})

@@ -58,7 +58,7 @@ from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
-from ..transcript import render_system_message_update
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
@@ -187,7 +187,7 @@ def _messages(model: Model, context: Context, compat: dict[str, Any]) -> list[di
             flush_images()
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.content)})
-        elif role == "system":  # in place: the model accepts it (docs/llm.md#system-messages)
+        elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
             text = render_system_message_update(message)
             if text:
                 developer = model.reasoning and compat["supports_developer_role"]

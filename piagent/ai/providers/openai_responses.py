@@ -38,7 +38,7 @@ from ..json_stream import parse_streaming_json
 from ..output import add_responses_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
-from ..transcript import render_system_message_update
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import (
     AssistantMessage,
@@ -171,7 +171,7 @@ def _input(model: Model, context: Context) -> list[dict[str, Any]]:
             flush_images()
         if role == "user":
             out.append(_user_item(message.content))
-        elif role == "system":  # in place: the model accepts it (docs/llm.md#system-messages)
+        elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
             text = render_system_message_update(message)
             if text:
                 out.append({"role": "developer" if model.reasoning else "system", "content": text})

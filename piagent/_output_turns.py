@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from .ai.json_stream import IncrementalJsonParser
 from .ai.output import drop_absent_nulls, output_mode_for
+from .ai.transcript import current_tools
 from .ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -73,6 +74,18 @@ class OutputTurns:
         self._parser: Optional[IncrementalJsonParser] = None
 
     @property
+    def accepted(self) -> Optional[OutputValue]:
+        """The output the last answer gave, if it was accepted (the run ends with it)."""
+        return self.verdict.output if self.verdict is not None else None
+
+    def take_feedback(self) -> Optional[UserMessage]:
+        """The message telling the model what was wrong with its last answer (native mode), once."""
+        if self.verdict is None or self.verdict.feedback is None:
+            return None
+        feedback, self.verdict.feedback = self.verdict.feedback, None
+        return feedback
+
+    @property
     def subject(self) -> str:
         return f'output "{self.spec.format.name}"'
 
@@ -89,10 +102,11 @@ class OutputTurns:
         description = "Give the final answer: call this once, when done, with the answer as its arguments."
         if self.spec.format.description:
             description += " " + self.spec.format.description
+        # the request's other tools: the context's, or those its system messages declare (pi 1.6)
+        others = list(context.tools or []) or current_tools(context.messages)
         context.tools = list(context.tools or []) + [Tool(OUTPUT_TOOL_NAME, description, self.spec.format.schema)]
         if options.tool_choice is None:
-            only_output = len(context.tools) == 1
-            options.tool_choice = {"name": OUTPUT_TOOL_NAME} if only_output else "required"
+            options.tool_choice = "required" if others else {"name": OUTPUT_TOOL_NAME}
 
     def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
         """The output parsed so far, if ``event`` extended it; else None.

@@ -37,9 +37,11 @@ from .types import (
     AgentTool,
     BeforeToolCall,
     ConvertToLlm,
+    FinishTurn,
     GetApiKey,
     OutputMode,
     PrepareNextTurn,
+    PrepareRequest,
     QueueMode,
     ShouldStopAfterTurn,
     ThinkingLevel,
@@ -139,6 +141,13 @@ class AgentOptions(Options, Generic[OutputT]):
     messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
         default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."
     )
+    system_messages: Same[bool] = Option(
+        default=False,
+        check=opt.boolean,
+        doc="Keep the system prompt and tool declarations in the transcript as system messages (pi 1.6): "
+        "the agent starts with a leading one (system_prompt and tools) unless its transcript has one, and "
+        "tool changes between runs are announced to the model (docs/loop.md#rule-36).",
+    )
     session: Same[Optional[AgentSession]] = Option(
         default=None,
         check=_session,
@@ -181,12 +190,27 @@ class AgentOptions(Options, Generic[OutputT]):
     prepare_next_turn: Same[Optional[Union[PrepareNextTurn, LegacyPrepareNextTurn]]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> TurnUpdate | None after each turn; pi's legacy (signal) form works too.",
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; pi's (signal) form works too.",
+    )
+    prepare_next_turn_with_context: Same[Optional[PrepareNextTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; wins over prepare_next_turn.",
     )
     should_stop_after_turn: Same[Optional[ShouldStopAfterTurn]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> bool after each turn; True ends the run.",
+        doc="(TurnContext, signal) -> bool after each good turn's turn_end; True ends the run.",
+    )
+    finish_turn: Same[Optional[FinishTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc='(TurnContext, signal) -> None | {"action": "end"} | {"action": "continue"}, before each turn_end.',
+    )
+    prepare_request: Same[Optional[PrepareRequest]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(PrepareRequestContext, signal) -> RequestUpdate | None, before every model call.",
     )
     on_payload: Same[Optional[OnPayload]] = Option(
         default=None, check=opt.callable_or_none, doc="(payload, model) -> replacement | None, before each request."

@@ -28,6 +28,7 @@ from .registry import (
     unregister_api_provider,
 )
 from .stream import AssistantMessageEventStream, EventStream
+from .transcript import current_system_message, current_system_prompt, current_tools
 from .types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -39,6 +40,7 @@ from .types import (
     Model,
     OutputFormat,
     StreamOptions,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     Tool,
@@ -68,6 +70,7 @@ __all__ = [
     "OutputFormat",
     "StreamFunction",
     "StreamOptions",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "Tool",
@@ -78,6 +81,9 @@ __all__ = [
     "complete",
     "complete_simple",
     "content_from_dict",
+    "current_system_message",
+    "current_system_prompt",
+    "current_tools",
     "custom_model",
     "get_api_provider",
     "get_api_providers",

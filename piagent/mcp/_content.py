@@ -3,7 +3,8 @@
 Mapping (docs/mcp.md#results): text → text; image → image; audio → a text note (the model
 APIs take no audio in tool results) with the data kept in ``details``; an embedded resource →
 its text (or an image when it is one, else a note); a resource link → a text line naming it.
-``details`` is the raw MCP result (``structuredContent`` included).
+``details`` is the raw MCP result; its ``structuredContent`` is also the result's
+``structured_content``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,26 @@ class MCPTool(AgentTool):
     output_schema: Optional[dict] = None
     definition: dict = field(default_factory=dict)
     client: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.execute = _with_structured_content(self.execute)
+
+
+def _with_structured_content(execute: Any) -> Any:
+    """``execute`` whose results carry the server's ``structuredContent`` (kept in ``details``, the
+    raw MCP result) as ``structured_content``: for programs and UIs, not sent to the model."""
+    if getattr(execute, "_fills_structured_content", False):
+        return execute  # dataclasses.replace() runs __post_init__ again
+
+    def execute_with_structured_content(*args: Any) -> Any:
+        result = execute(*args)
+        details = getattr(result, "details", None)
+        if isinstance(details, dict) and "structuredContent" in details and result.structured_content is None:
+            result.structured_content = details["structuredContent"]
+        return result
+
+    execute_with_structured_content._fills_structured_content = True  # type: ignore[attr-defined]
+    return execute_with_structured_content
 
 
 def _size(data: str) -> int:

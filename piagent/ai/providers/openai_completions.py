@@ -38,6 +38,10 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   ``docs/servers.md#tool-calls``
 ================================  ==========================================================
 
+``supports_mid_convo_system_messages`` (default False) sends a transcript's later system
+messages in place instead of folding them into the system prompt (pi 1.6,
+``docs/llm.md#system-messages``).
+
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
 get ``reasoning_effort`` (``"none"`` for off where the model has it), ``toggle`` models
 (DeepSeek) get ``thinking: {"type": "enabled"|"disabled"}`` plus ``reasoning_effort``. A
@@ -69,6 +73,7 @@ from ..capabilities import Capabilities, allowed_temperature, warn_once
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
@@ -203,6 +208,11 @@ def _messages(model: Model, context: Context, compat: dict[str, Any]) -> list[di
             flush_images()
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.content)})
+        elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
+            text = render_system_message_update(message)
+            if text:
+                developer = model.reasoning and compat["supports_developer_role"]
+                out.append({"role": "developer" if developer else "system", "content": text})
         elif role == "assistant":
             entry = _assistant_entry(message, model, compat)
             if entry is not None:
@@ -505,4 +515,4 @@ def stream_simple_openai_completions(
     return stream_openai_completions(model, context, with_default_max_tokens(model, options))
 
 
-register_api_provider(API, stream_openai_completions, stream_simple_openai_completions)
+register_api_provider(API, stream_openai_completions, stream_simple_openai_completions, system_messages=True)

@@ -21,6 +21,7 @@ import pytest
 from piagent import AbortController, AbortedError
 from piagent.mcp import MCPClient, MCPConnectionError, MCPProtocolError, MCPTimeoutError
 
+from .support.mcp_http_server import INITIALIZE, MethodServer, json_answer
 from .support.waits import WAIT
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
@@ -48,11 +49,11 @@ def outcome_within(fn: Callable[[], Any], timeout: float = WAIT) -> Any:
     return box[0]
 
 
-def run_client(code: str, timeout: float = 60) -> dict:
-    """Run ``code`` in a fresh interpreter (``HOSTILE`` defined); it prints one JSON object last."""
+def run_client(*code: str, timeout: float = 60) -> dict:
+    """Run the ``code`` parts in a fresh interpreter (``HOSTILE`` defined); they print one JSON object last."""
     prelude = f"import json, sys, threading\nHOSTILE = {HOSTILE!r}\n"
     done = subprocess.run(
-        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        [sys.executable, "-c", prelude + "".join(textwrap.dedent(part) for part in code)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -154,3 +155,141 @@ def test_a_long_stderr_line_is_logged_cut_to_its_bound(caplog: pytest.LogCapture
     assert len(lines) == 1
     assert len(lines[0]) < MAX_STDERR_LINE_BYTES + 100
     assert f"[{size - MAX_STDERR_LINE_BYTES:,} more bytes cut]" in lines[0]
+
+
+# -- Streamable HTTP ----------------------------------------------------------------------------
+
+
+def http_client(server: MethodServer, **options: Any) -> MCPClient:
+    return MCPClient.http(server.url, headers={"X-API-Key": "k-secret-123"}, protocol="2025-11-25", **options)
+
+
+def text_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def test_a_redirect_to_another_host_gets_no_header_no_session_id_and_no_body() -> None:
+    with MethodServer({}) as elsewhere:
+        moved = lambda message: (307, {"Location": elsewhere.url}, b"")  # noqa: E731 - a route in one line
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": moved}
+        with MethodServer(routes) as server, http_client(server) as client:
+            error = outcome_within(lambda: client.call_tool("echo", {"text": "the conversation"}))
+        assert isinstance(error, MCPConnectionError)
+        assert "redirected to another origin" in str(error)
+        assert elsewhere.methods == []
+
+
+def test_a_same_origin_307_is_followed_with_its_body() -> None:
+    redirects = iter([True])
+
+    def call(message: dict) -> Any:
+        if next(redirects, False):
+            return 307, {"Location": "/mcp/v2"}, b""
+        return json_answer(text_result(message["params"]["arguments"]["text"]))(message)
+
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        assert c.call_tool("echo", {"text": "sent twice"})["content"][0]["text"] == "sent twice"
+        assert server.methods.count("tools/call") == 2
+
+
+def _over_the_bound() -> bytes:
+    from piagent.mcp._connection import MAX_MESSAGE_BYTES
+
+    return b"x" * (MAX_MESSAGE_BYTES + 1024)
+
+
+def _answer_of(text: bytes) -> bytes:
+    return b'{"jsonrpc": "2.0", "id": %d, "result": {"content": [{"type": "text", "text": "' + text + b'"}]}}'
+
+
+def _json_body(message: dict) -> bytes:
+    return _answer_of(_over_the_bound()) % message["id"]
+
+
+def _gzip(body: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(body, compresslevel=1)
+
+
+JSON = {"Content-Type": "application/json"}
+SSE = {"Content-Type": "text/event-stream"}
+OVERSIZED_ANSWERS = {
+    "a JSON body": lambda m: (200, JSON, _json_body(m)),
+    "a gzip bomb": lambda m: (200, {**JSON, "Content-Encoding": "gzip"}, _gzip(_json_body(m))),
+    "a long SSE line": lambda m: (200, SSE, b"data: " + _json_body(m) + b"\n\n"),
+    "SSE data never dispatched": lambda m: (
+        200,
+        SSE,
+        (b"data: " + b"x" * 1024 + b"\n") * (len(_over_the_bound()) // 1024),
+    ),
+    "an SSE gzip bomb": lambda m: (200, {**SSE, "Content-Encoding": "gzip"}, _gzip(b"data: " + _json_body(m))),
+}
+
+
+@pytest.mark.parametrize("shape", list(OVERSIZED_ANSWERS))
+def test_an_answer_over_the_message_bound_fails_the_call_at_once(shape: str) -> None:
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": OVERSIZED_ANSWERS[shape]}
+    with MethodServer(routes) as server, http_client(server, timeout=None) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}), timeout=4 * WAIT)
+        assert isinstance(error, MCPConnectionError)
+        assert "larger than 67,108,864 bytes" in str(error)
+
+
+def test_a_deeply_nested_http_answer_fails_the_call_instead_of_killing_its_reader() -> None:
+    nested = lambda m: (200, JSON, _answer_of(b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "y": "') % m["id"])  # noqa: E731
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": nested}
+    with MethodServer(routes) as server, http_client(server, timeout=None) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}))
+        assert isinstance(error, MCPProtocolError)
+        assert "nested too deeply" in str(error)
+
+
+SILENT_SERVER = """
+from piagent.mcp import MCPClient, MCPTimeoutError
+sys.path.insert(0, "tests")
+from support.mcp_http_server import INITIALIZE, SILENT, MethodServer, json_answer
+from support.waits import wait_until
+
+def client_threads():
+    return [t.name for t in threading.enumerate() if t.name.startswith("mcp")]
+"""
+
+
+def test_calls_to_a_server_that_never_answers_leave_no_thread_and_close_returns() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            client = MCPClient.http(server.url, protocol="2025-11-25")
+            for _ in range(30):
+                try:
+                    client.call_tool("echo", {}, timeout=0.05)
+                except MCPTimeoutError:
+                    pass
+            client.close()
+            wait_until(lambda: not client_threads(), timeout=5)
+            print(json.dumps({"left": client_threads()}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}
+
+
+def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        routes = {"initialize": SILENT, "server/discover": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            try:
+                MCPClient.http(server.url, connect_timeout=0.5, discover_timeout=0.2)
+            except MCPTimeoutError:
+                pass
+            wait_until(lambda: not client_threads(), timeout=5)
+            print(json.dumps({"left": client_threads()}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}

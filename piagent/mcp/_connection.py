@@ -166,7 +166,8 @@ class Connection:
             self.garbage(f"a message of {len(data):,} bytes nested too deeply to parse")
             return
         try:
-            self.deliver(message)
+            for one in message if isinstance(message, list) else [message]:  # a list: a JSON-RPC batch
+                self.deliver(one)
         except RecursionError:  # parsed, but too deep for what routing does with it
             self.garbage(f"a message of {len(data):,} bytes nested too deeply to handle")
 

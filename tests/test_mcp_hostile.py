@@ -20,9 +20,11 @@ import pytest
 
 from piagent import AbortController, AbortedError
 from piagent.mcp import MCPClient, MCPConnectionError, MCPProtocolError, MCPTimeoutError
+from piagent.testing import faux_message
 
 from .support.mcp_http_server import INITIALIZE, MethodServer, json_answer
 from .support.waits import WAIT
+from .test_cli import run_cli
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -293,3 +295,33 @@ def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
         timeout=60,
     )
     assert result == {"left": []}
+
+
+# -- tool names ----------------------------------------------------------------------------------
+
+
+def test_a_server_tool_named_like_a_built_in_tool_is_a_usage_error_naming_it(faux: Any) -> None:
+    server = f"{sys.executable} {HOSTILE} read_file"
+    run = run_cli(faux, "--tools", "read_file", "--mcp", server, "Read it.")
+    assert run["code"] == 2
+    assert "read_file" in run["err"] and "built-in" in run["err"] and "Traceback" not in run["err"]
+
+
+def test_a_server_tool_named_final_answer_is_left_out_and_schema_runs_work(faux: Any, tmp_path: Any) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
+    faux.set_responses([faux_message('{"city": "Paris"}')])
+    run = run_cli(faux, "--mcp", f"{sys.executable} {HOSTILE} final_answer", "--schema", str(schema), "Where?")
+    assert run["code"] == 0, run["err"]
+    assert json.loads(run["out"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("name", ["evil\x1b]52;c;aGk=\x07", "new\nline", "", "x" * 129, "with space"])
+def test_a_tool_name_outside_mcps_rule_is_left_out_with_an_escaped_warning(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="piagent.mcp"), hostile(name) as client:
+        assert [tool.name for tool in client.tools()] == ["echo"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp"]
+    assert any(repr(name)[:40] in w for w in warnings)
+    assert not any("\x1b" in w or "\x07" in w for w in warnings)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import atexit
 import logging
+import re
 import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
+from .._output_turns import OUTPUT_TOOL_NAME
 from ..abort import AbortSignal
 from ..ai.types import TextContent
 from ..types import AgentContext, AgentToolResult, TurnContext, TurnUpdate
@@ -71,6 +73,8 @@ MAX_INPUT_ROUNDS = 8
 """How many input-required rounds one stateless request may take before it fails."""
 MAX_LIST_PAGES = 100
 """A ``tools/list`` with more pages than this fails (a server cycling cursors cannot loop us)."""
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""MCP's rule for a tool name (2025-11-25); a tool whose name (prefix included) breaks it is left out."""
 
 Root = Mapping[str, Any]
 """A root: ``{"uri": "file:///...", "name": "..."}`` (a plain path string is accepted too)."""
@@ -509,11 +513,15 @@ class MCPClient:
         return self._tools_expire is not None and time.monotonic() >= self._tools_expire
 
     def tools(self) -> list[MCPTool]:
-        """The server's tools as :class:`AgentTool`s (listed again only when :meth:`tools_changed`)."""
+        """The server's tools as :class:`AgentTool`s (listed again only when :meth:`tools_changed`).
+
+        A tool whose name (``prefix`` included) breaks MCP's rule (:data:`TOOL_NAME`) or is
+        ``final_answer`` (structured output's tool) is left out with a warning.
+        """
         with self._lock:
             if self.tools_changed():
                 self._tools_stale = False
-                self._tools = [self._agent_tool(d) for d in self.list_tools()]
+                self._tools = [self._agent_tool(d) for d in self.list_tools() if _usable_name(self.prefix + d["name"])]
             assert self._tools is not None
             return list(self._tools)
 
@@ -622,6 +630,17 @@ def _valid_header_annotations(definition: dict) -> bool:
     if problem is not None:
         logger.warning("MCP tool %r left out: %s", definition["name"], problem)
     return problem is None
+
+
+def _usable_name(name: str) -> bool:
+    """False (with a warning quoting it escaped) for a name outside :data:`TOOL_NAME` or piagent's own."""
+    if not TOOL_NAME.fullmatch(name):
+        logger.warning("MCP tool %.80r left out: a tool name is 1 to 128 of A-Z, a-z, 0-9, '_', '-' and '.'", name)
+        return False
+    if name == OUTPUT_TOOL_NAME:
+        logger.warning("MCP tool %r left out: structured output uses that name (a prefix= keeps it)", name)
+        return False
+    return True
 
 
 def _supported(exc: MCPRemoteError) -> Optional[list[str]]:

@@ -11,7 +11,7 @@ import piagent.mcp
 from piagent import ImageContent
 from piagent.ai.providers._sse import SseFields, iter_sse
 from piagent.mcp import MCPToolError
-from piagent.mcp._content import content_from_result
+from piagent.mcp._content import OutputCheck, content_from_result
 from piagent.mcp._errors import MCPProtocolError
 from piagent.mcp._protocol import fill_elicitation_defaults, header_value, param_headers, x_mcp_header_problem
 
@@ -123,11 +123,25 @@ def test_audio_and_blob_resources_become_notes_and_image_blobs_images() -> None:
 
 
 def test_structured_content_is_checked_against_the_output_schema() -> None:
-    schema = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
-    assert content_from_result({"structuredContent": {"total": 3}}, schema, True)[0].text == '{"total": 3}'
+    check = OutputCheck({"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]})
+    assert content_from_result({"structuredContent": {"total": 3}}, check, True)[0].text == '{"total": 3}'
     with pytest.raises(MCPProtocolError, match="outputSchema"):
-        content_from_result({"structuredContent": {"total": "3"}}, schema, True)
-    assert content_from_result({"structuredContent": {"total": "3"}}, schema, False) == []  # before 2025-06-18
+        content_from_result({"structuredContent": {"total": "3"}}, check, True)
+    assert content_from_result({"structuredContent": {"total": "3"}}, check, False) == []  # before 2025-06-18
+
+
+def test_an_output_schema_is_compiled_once_for_all_the_calls_of_its_tool() -> None:
+    check = OutputCheck({"type": "object", "properties": {"n": {"type": "integer"}}})
+    content_from_result({"structuredContent": {"n": 1}}, check, True)
+    validator = check.validator
+    for n in range(3):
+        content_from_result({"structuredContent": {"n": n}}, check, True)
+    assert check.validator is validator
+
+
+def test_an_invalid_output_schema_fails_the_call_naming_it() -> None:
+    with pytest.raises(MCPProtocolError, match="not a valid JSON Schema"):
+        content_from_result({"structuredContent": {}}, OutputCheck({"type": 7}), True)
 
 
 def test_is_error_raises_with_the_servers_text() -> None:

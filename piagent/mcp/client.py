@@ -25,7 +25,7 @@ from ..abort import AbortSignal
 from ..ai.types import TextContent
 from ..types import AgentContext, AgentToolResult, TurnContext, TurnUpdate
 from ._connection import Connection, not_supported
-from ._content import MCPTool, content_from_result
+from ._content import MCPTool, OutputCheck, content_from_result
 from ._errors import (
     MCPConnectionError,
     MCPError,
@@ -530,6 +530,7 @@ class MCPClient:
         schema = definition.get("inputSchema")
         annotations = _dict(definition.get("annotations"))
         output_schema = definition.get("outputSchema") if isinstance(definition.get("outputSchema"), dict) else None
+        output_check = None if output_schema is None else OutputCheck(output_schema)  # compiled once, per tool
 
         def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
             def progress(params: dict) -> None:
@@ -539,7 +540,7 @@ class MCPClient:
 
             result = self.call_tool(name, args, signal=signal, on_progress=progress)
             structured = at_least(self.protocol_version or HANDSHAKE_VERSIONS[0], "2025-06-18")
-            content = content_from_result(result, output_schema, structured)
+            content = content_from_result(result, output_check, structured)
             return AgentToolResult(content, details=result)
 
         return MCPTool(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -325,3 +326,14 @@ def test_a_tool_name_outside_mcps_rule_is_left_out_with_an_escaped_warning(
     warnings = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp"]
     assert any(repr(name)[:40] in w for w in warnings)
     assert not any("\x1b" in w or "\x07" in w for w in warnings)
+
+
+# -- connecting ----------------------------------------------------------------------------------
+
+
+def test_auto_against_a_silent_server_is_bounded_by_connect_timeout_in_all() -> None:
+    silent = [sys.executable, "-c", "import sys\nfor line in sys.stdin: pass"]
+    with pytest.raises(MCPTimeoutError) as raised:
+        MCPClient.stdio(silent[0], silent[1:], connect_timeout=1.0, discover_timeout=0.6)
+    waited = re.search(r"initialize: no answer within ([\d.]+) s", str(raised.value))
+    assert waited is not None and float(waited.group(1)) <= 0.4  # what the probe left of connect_timeout

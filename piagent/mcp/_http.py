@@ -283,15 +283,15 @@ class HttpTransport:
 
     # -- the standalone GET stream (handshake era) --------------------------------------------
 
-    def listen(self) -> None:
+    def listen(self, wait: float = LISTEN_WAIT) -> None:
         """Open the GET stream for server-initiated messages; 405 means the server has none.
 
-        Returns once the server answered the GET (at most ``LISTEN_WAIT`` seconds): a server
+        Returns once the server answered the GET (at most ``wait`` seconds): a server
         may send requests unrelated to any POST only there, so it must be open before calls.
         """
         opened = threading.Event()
         self._spawn(self._listen, opened)
-        opened.wait(LISTEN_WAIT)
+        opened.wait(wait)
 
     def _listen(self, opened: threading.Event) -> None:
         try:

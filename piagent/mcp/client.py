@@ -34,7 +34,7 @@ from ._errors import (
     MCPTimeoutError,
     UnsupportedProtocolVersionError,
 )
-from ._http import HttpTransport, SessionExpiredError, StreamBrokenError
+from ._http import LISTEN_WAIT, HttpTransport, SessionExpiredError, StreamBrokenError
 from ._protocol import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
@@ -66,7 +66,7 @@ server_log = logging.getLogger("piagent.mcp.server")
 DEFAULT_TIMEOUT = 300.0
 """Seconds any one request may take (a tool call included) before it is cancelled."""
 CONNECT_TIMEOUT = 30.0
-"""Seconds the handshake (or discovery) may take, server start-up included."""
+"""Seconds connecting may take in all: server start-up, the ``server/discover`` probe and the handshake."""
 DISCOVER_TIMEOUT = 10.0
 """Seconds ``protocol="auto"`` waits for ``server/discover`` before treating the server as handshake-era."""
 MAX_INPUT_ROUNDS = 8
@@ -159,6 +159,7 @@ class MCPClient:
         self._subscription_id: Any = None
         self._input_schemas: Optional[dict[str, Any]] = None  # by tool name, from the last listing
         self._closed = False
+        self._connect_deadline = 0.0  # monotonic; connecting (probe included) must end by then
         self._connect()
         _open_clients.add(self)
 
@@ -208,6 +209,7 @@ class MCPClient:
         connection = Connection(transport, self._on_notification, self._on_request)
         self._connection = connection
         self._transport = transport
+        self._connect_deadline = time.monotonic() + self.connect_timeout
         try:
             if self.requested_protocol in HANDSHAKE_VERSIONS:
                 self._initialize(self.requested_protocol)
@@ -223,6 +225,10 @@ class MCPClient:
         logger.info(
             "MCP server %s speaks %s", self.server_info.get("name", transport.describe()), self.protocol_version
         )
+
+    def _connect_left(self) -> float:
+        """Seconds left of ``connect_timeout`` for this connection's handshake (or discovery)."""
+        return max(0.0, self._connect_deadline - time.monotonic())
 
     def _auto(self) -> None:
         version = LATEST_STATELESS_VERSION
@@ -260,7 +266,8 @@ class MCPClient:
         self.protocol_version = version
         assert self._connection is not None
         self._connection.cancel_by_notification = not isinstance(self._transport, HttpTransport)
-        result = self._rpc("server/discover", {}, timeout=self.discover_timeout if probing else self.connect_timeout)
+        left = self._connect_left()
+        result = self._rpc("server/discover", {}, timeout=min(self.discover_timeout, left) if probing else left)
         supported = result.get("supportedVersions")
         mutual = [v for v in STATELESS_VERSIONS if isinstance(supported, list) and v in supported]
         if not mutual:
@@ -289,7 +296,7 @@ class MCPClient:
             "capabilities": self._capabilities(offered),
             "clientInfo": self.client_info,
         }
-        result = self._connection.request("initialize", params, timeout=self.connect_timeout)
+        result = self._connection.request("initialize", params, timeout=self._connect_left())
         version = result.get("protocolVersion")
         if version not in HANDSHAKE_VERSIONS:
             raise UnsupportedProtocolVersionError(
@@ -304,7 +311,7 @@ class MCPClient:
             self._transport.protocol_header = version
         self._connection.notify("notifications/initialized")
         if isinstance(self._transport, HttpTransport):
-            self._transport.listen()
+            self._transport.listen(min(self._connect_left(), LISTEN_WAIT))
 
     def _capabilities(self, version: str) -> dict:
         capabilities: dict = {}
@@ -407,6 +414,7 @@ class MCPClient:
                     assert isinstance(self._transport, HttpTransport)
                     self._transport.session_id = None
                     self._transport.protocol_header = None
+                    self._connect_deadline = time.monotonic() + self.connect_timeout
                     self._initialize(LATEST_HANDSHAKE_VERSION)
                     self._tools_stale = True
             except StreamBrokenError:

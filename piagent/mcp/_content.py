@@ -98,6 +98,8 @@ class OutputCheck:
         """Raise :class:`MCPProtocolError` unless ``value`` matches the schema."""
         import jsonschema
 
+        if self.validator.is_valid(value):  # the usual case, and the cheapest test
+            return
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         if error is not None:
             raise MCPProtocolError(f"structuredContent does not match the tool's outputSchema: {error.message}")

@@ -118,7 +118,7 @@ class HttpTransport:
         thread.start()
 
     def _headers(self, extra: Optional[dict] = None, accept: str = "application/json, text/event-stream") -> dict:
-        headers = {**self._custom, "Accept": accept}
+        headers = {**self._custom, "Accept": accept, "Accept-Encoding": "gzip, deflate"}  # what _Inflater undoes
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_header is not None:

@@ -298,6 +298,34 @@ def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
     assert result == {"left": []}
 
 
+def test_a_ping_flood_over_http_is_answered_on_a_bounded_number_of_threads() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        from piagent.mcp._connection import ANSWER_THREADS
+        from piagent.mcp._http import POST_THREADS
+        seen = []
+
+        def flood(message):
+            pings = b"".join(b'data: {"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\\n\\n' % n for n in range(3000))
+            answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}}).encode()
+            return 200, {"Content-Type": "text/event-stream"}, pings + b"data: " + answer + b"\\n\\n"
+
+        def answered(message):
+            seen.append(len(client_threads()))
+            return 202, {}, b""
+
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": flood, "(response)": answered}
+        with MethodServer(routes) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25") as client:
+                client.call_tool("echo", {})
+                wait_until(lambda: len(seen) >= 64, timeout=10)
+            print(json.dumps({"peak": max(seen), "bound": ANSWER_THREADS + POST_THREADS + 2}))
+        """,
+    )
+    assert result["peak"] <= result["bound"]  # + the call's exchange and the GET stream
+
+
 # -- tool names ----------------------------------------------------------------------------------
 
 

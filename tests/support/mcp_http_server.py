@@ -9,11 +9,12 @@ request, never answer until the server stops). Requests with no route get 202 (n
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Callable, Union
+
+from .scripted_server import QuietHandler
 
 Answer = tuple[int, dict, bytes]
 SILENT = object()
@@ -42,16 +43,7 @@ class MethodServer:
         self._stop = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def handle(self) -> None:
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    super().handle()
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 message = json.loads(body) if body else {}

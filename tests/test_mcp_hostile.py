@@ -160,6 +160,21 @@ def test_a_long_stderr_line_is_logged_cut_to_its_bound(caplog: pytest.LogCapture
     assert f"[{size - MAX_STDERR_LINE_BYTES:,} more bytes cut]" in lines[0]
 
 
+def test_a_64_mib_stderr_line_keeps_the_clients_memory_bounded() -> None:
+    result = run_client(
+        """
+        import resource
+        from piagent.mcp import MCPClient
+        with MCPClient.stdio(sys.executable, [HOSTILE], protocol="2025-11-25") as client:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            client.call_tool("stderr_line", {"size": 64 * 2**20})
+        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(json.dumps({"grown_mib": grown_mib}))
+        """
+    )
+    assert result["grown_mib"] < 16, result
+
+
 # -- Streamable HTTP ----------------------------------------------------------------------------
 
 
@@ -237,6 +252,31 @@ def test_an_answer_over_the_message_bound_fails_the_call_at_once(shape: str) -> 
         error = outcome_within(lambda: client.call_tool("echo", {}), timeout=4 * WAIT)
         assert isinstance(error, MCPConnectionError)
         assert "larger than 67,108,864 bytes" in str(error)
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+def test_a_gzip_bomb_inflating_past_the_bound_keeps_the_clients_memory_bounded(content_type: str) -> None:
+    result = run_client(
+        SILENT_SERVER,
+        f"""
+        import resource, zlib
+        from piagent.mcp import MCPConnectionError
+        packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        bomb = packer.compress(b"data: ") + b"".join(packer.compress(b"x" * 2**20) for _ in range(512)) + packer.flush()
+        headers = {{"Content-Type": "{content_type}", "Content-Encoding": "gzip"}}
+        routes = {{"initialize": json_answer(INITIALIZE), "tools/call": lambda message: (200, headers, bomb)}}
+        with MethodServer(routes) as server, MCPClient.http(server.url, protocol="2025-11-25") as client:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            try:
+                client.call_tool("echo", {{}})
+            except MCPConnectionError as exc:
+                error = str(exc)
+            grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(json.dumps({{"error": error, "grown_mib": grown_mib}}))
+        """,
+    )
+    assert "larger than 67,108,864 bytes" in result["error"]
+    assert result["grown_mib"] < 256, result  # the answer inflates to 512 MiB
 
 
 def test_a_deeply_nested_http_answer_fails_the_call_instead_of_killing_its_reader() -> None:

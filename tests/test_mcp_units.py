@@ -147,3 +147,9 @@ def test_an_invalid_output_schema_fails_the_call_naming_it() -> None:
 def test_is_error_raises_with_the_servers_text() -> None:
     with pytest.raises(MCPToolError, match="disk full"):
         content_from_result({"isError": True, "content": [{"type": "text", "text": "disk full"}]}, None, True)
+
+
+def test_an_event_id_in_its_own_chunk_counts_when_the_next_chunk_ends_the_event() -> None:
+    fields = SseFields()
+    events = iter_sse([b"id: 5\n", b'data: {"a": 1}\n\n'], fields=fields)
+    assert next(events) == (None, b'{"a": 1}') and fields.last_id == "5"

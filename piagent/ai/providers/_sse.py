@@ -57,6 +57,7 @@ def iter_sse(
         if (
             not tail
             and not data
+            and event_id is None
             and chunk.startswith(b"data: ")
             and chunk.find(b"\n") == len(chunk) - 2
             and chunk.endswith(b"\n\n")

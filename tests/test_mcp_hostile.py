@@ -405,3 +405,22 @@ def test_auto_against_a_silent_server_is_bounded_by_connect_timeout_in_all() -> 
         MCPClient.stdio(silent[0], silent[1:], connect_timeout=1.0, discover_timeout=0.6)
     waited = re.search(r"initialize: no answer within ([\d.]+) s", str(raised.value))
     assert waited is not None and float(waited.group(1)) <= 0.4  # what the probe left of connect_timeout
+
+
+def test_a_huge_retry_interval_leaves_no_thread_once_its_call_timed_out() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        from piagent.mcp import MCPTimeoutError
+        cut_short = lambda m: (200, {"Content-Type": "text/event-stream"}, b"id: 1\\nretry: 999999999\\ndata: \\n\\n")
+        with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": cut_short}) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25") as client:
+                try:
+                    client.call_tool("echo", {}, timeout=0.2)
+                except MCPTimeoutError:
+                    pass
+                wait_until(lambda: not client_threads(), timeout=5)
+                print(json.dumps({"left": client_threads()}))
+        """,
+    )
+    assert result == {"left": []}

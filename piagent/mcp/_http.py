@@ -59,6 +59,8 @@ POST_THREADS = 4
 """Threads that send notifications and answers (nobody waits for them)."""
 MAX_QUEUED_POSTS = 64
 """Notifications and answers waiting or being sent; more are dropped with a warning."""
+RESUME_CHECK = 0.5
+"""Seconds between two looks at whether a request waiting to resume its stream is still wanted."""
 MAX_REDIRECTS = 5
 """Same-origin 307/308 redirects followed per request; any other redirect is refused."""
 ERROR_BODY_BYTES = 65_536
@@ -264,7 +266,7 @@ class HttpTransport:
     def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
         """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
         for _ in range(MAX_RESUMES):
-            if self._closing.wait(retry / 1000.0) or self._answered(request_id):
+            if not self._pause(retry, request_id):
                 return
             try:
                 response = self._request("GET", self._headers({"Last-Event-ID": last_id}, accept="text/event-stream"))
@@ -280,6 +282,19 @@ class HttpTransport:
             if self._answered(request_id):
                 return
         self._sink.fail(request_id, StreamBrokenError(f"the MCP response stream broke {MAX_RESUMES + 1} times"))
+
+    def _pause(self, retry_ms: int, request_id: Any) -> bool:
+        """Wait the server's ``retry`` interval before resuming; False once the request no longer
+        needs it (answered, timed out, aborted) or the client closes. The request is looked at
+        every ``RESUME_CHECK`` seconds, so a huge interval keeps no thread past its request."""
+        deadline = time.monotonic() + retry_ms / 1000.0
+        while not self._answered(request_id):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            if self._closing.wait(min(left, RESUME_CHECK)):
+                return False
+        return False
 
     # -- the standalone GET stream (handshake era) --------------------------------------------
 

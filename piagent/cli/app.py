@@ -167,9 +167,13 @@ def build_agent(
     if tools is None:
         tools = check_options(args, cwd)
     servers = connect_mcp_servers(args)
-    tools = tools + [tool for server in servers for tool in server.tools()]
+    served = [tool for server in servers for tool in server.tools()]
     choice = _tool_choice(args.tool_choice)
     try:
+        clash = sorted({t.name for t in served} & {t.name for t in tools})
+        if clash:
+            raise SetupError(f"an MCP server offers a tool with the name of a built-in tool: {', '.join(clash)}")
+        tools = tools + served
         _check_choice_name(choice, tools)
     except SetupError:
         for server in servers:

@@ -15,6 +15,7 @@ from typing import IO, Any, Optional
 from ..output import check_output_type
 from ..result import RunResult
 from .config import SetupError
+from .render import json_line
 
 __all__ = ["add_arguments", "output_schema", "print_output", "wants_output"]
 
@@ -61,5 +62,5 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
 def print_output(result: RunResult, out: IO[str]) -> None:
     """The validated JSON of ``result`` on one line (nothing if it has none)."""
     if result.structured is not None:
-        out.write(json.dumps(result.structured.data, ensure_ascii=False) + "\n")
+        out.write(json_line(result.structured.data) + "\n")
         out.flush()

@@ -20,6 +20,7 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
+from ._nesting import MAX_SCHEMA_DEPTH, check_depth
 from .ai.types import OutputFormat
 from .arguments import converter_for
 from .exceptions import InvalidTypeError, InvalidValueError
@@ -70,6 +71,7 @@ def _checked_schema(schema: dict[str, Any]) -> dict[str, Any]:
     from jsonschema import Draft202012Validator, SchemaError
     from jsonschema.validators import validator_for
 
+    check_depth(schema, "the output_type schema", MAX_SCHEMA_DEPTH)  # jsonschema would hit RecursionError
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:

@@ -9,9 +9,12 @@ validated JSON, on one line. A run that ends without a valid output exits with s
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from typing import IO, Any, Optional
 
+from .._files import open_regular, read_bounded
+from .._nesting import MAX_SCHEMA_DEPTH, loads
+from ..exceptions import InvalidValueError
 from ..output import check_output_type
 from ..result import RunResult
 from .config import SetupError
@@ -21,6 +24,8 @@ __all__ = ["add_arguments", "output_schema", "print_output", "wants_output"]
 
 ANY_JSON: dict[str, Any] = {}
 """The schema of ``--output-json``: any JSON value."""
+MAX_SCHEMA_BYTES = 1024 * 1024
+"""The largest ``--schema`` file read."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,10 +49,15 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
     if not args.schema:
         return None
     try:
-        with open(args.schema, encoding="utf-8") as file:
-            schema = json.load(file)
+        fd = open_regular(args.schema)
+        try:
+            schema = loads(read_bounded(fd, MAX_SCHEMA_BYTES, args.schema), "the schema", MAX_SCHEMA_DEPTH)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise SetupError(f"--schema {args.schema}: {exc.strerror or exc}") from None
+    except InvalidValueError as exc:
+        raise SetupError(f"--schema {args.schema}: {exc}") from None
     except ValueError as exc:
         raise SetupError(f"--schema {args.schema}: not JSON ({exc})") from None
     if not isinstance(schema, dict):

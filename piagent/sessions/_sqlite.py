@@ -9,7 +9,6 @@ so appends from many threads and processes are serialised by SQLite's write lock
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -17,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..exceptions import InvalidValueError, SessionBusyError, SessionError
-from ._format import dumps
+from ._format import dumps, parse_lines
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
 from ._session import Session
 
@@ -65,8 +64,7 @@ class SqliteStore:
             rows = self._db.execute(
                 "SELECT entry FROM piagent_session_entries WHERE session_id = ? ORDER BY position", (self.session_id,)
             ).fetchall()
-        loads = json.loads
-        return [loads(row[0])] + [loads(entry) for (entry,) in rows]
+        return parse_lines([row[0]] + [entry for (entry,) in rows], repr(self))
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
         with self._lock, self._transaction():

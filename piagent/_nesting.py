@@ -49,11 +49,13 @@ def may_be_deeper(text: Union[str, bytes], limit: int) -> bool:
     return text.count("[") + text.count("{") > limit
 
 
-def loads(data: Union[str, bytes], what: str, limit: int, error: type[Exception] = InvalidValueError) -> Any:
-    """``json.loads(data)``, refusing nesting deeper than ``limit`` (``error`` naming ``what``);
-    ValueError for what is not JSON, as ``json.loads`` raises it."""
+def loads(
+    data: Union[str, bytes], what: str, limit: int, error: type[Exception] = InvalidValueError, **options: Any
+) -> Any:
+    """``json.loads(data, **options)``, refusing nesting deeper than ``limit`` (``error`` naming
+    ``what``); ValueError for what is not JSON, as ``json.loads`` raises it."""
     try:
-        value = json.loads(data)
+        value = json.loads(data, **options)
     except RecursionError:
         raise error(f"{what} is nested deeper than {limit} levels") from None
     if may_be_deeper(data, limit):

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._nesting import loads
 from .ai.arguments_check import MAX_ARGUMENT_DEPTH
 from .ai.json_stream import IncrementalJsonParser
+from .ai.nesting import loads
 from .ai.output import drop_absent_nulls, output_mode_for
 from .ai.types import (
     AssistantMessage,
@@ -157,7 +157,7 @@ class OutputTurns:
                 parse_constant=_not_json,
                 parse_float=_finite,
             )
-        except InvalidValueError as exc:  # nested too deep
+        except InvalidValueError as exc:  # nested too deep, NaN, a number out of range
             self.verdict = self._reject(message, message.text, str(exc))
             return
         except ValueError as exc:
@@ -215,13 +215,13 @@ def _quoted(raw: str) -> str:
 
 
 def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not a JSON number")
+    raise InvalidValueError(f"the answer is not JSON ({constant} is not a JSON number)")
 
 
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is out of range")
+        raise InvalidValueError(f"the answer is not JSON (the number {text[:40]} is out of range)")
     return value
 
 

@@ -13,7 +13,7 @@ import os
 from typing import IO, Any, Optional
 
 from .._files import open_regular, read_bounded
-from .._nesting import MAX_SCHEMA_DEPTH, loads
+from ..ai.nesting import MAX_SCHEMA_DEPTH, loads
 from ..exceptions import InvalidValueError
 from ..output import check_output_type
 from ..result import RunResult

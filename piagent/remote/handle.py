@@ -10,7 +10,7 @@ from typing import Any, Optional, Union
 
 import redis
 
-from .._nesting import MAX_RECORD_DEPTH, loads
+from ..ai.nesting import MAX_RECORD_DEPTH, loads
 from ..exceptions import InvalidTypeError, InvalidValueError
 from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
 from ._scripts import ABORT, DECIDE

@@ -405,7 +405,7 @@ def _message(fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
         return None
     timestamp = fields.get("timestamp") or "0"
     if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 16):
-        raise ValueError(f"a {fields['kind']} entry's timestamp must be milliseconds, got {timestamp[:40]!r}")
+        raise InvalidValueError(f"a {fields['kind']} entry's timestamp must be milliseconds, got {timestamp[:40]!r}")
     return UserMessage([TextContent(fields.get("text", ""))], timestamp=int(timestamp))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Optional
 
 from .._files import open_regular
-from .._nesting import MAX_RECORD_DEPTH, loads
+from ..ai.nesting import MAX_RECORD_DEPTH, loads
 from ..exceptions import InvalidValueError
 from ._format import iso_to_ms, new_session_id, now_iso
 from ._jsonl import MAX_SESSION_BYTES

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
-from .._nesting import MAX_RECORD_DEPTH, check_depth, loads, may_be_deeper
+from ..ai.nesting import MAX_RECORD_DEPTH, check_depth, loads, may_be_deeper
 from ..exceptions import SessionFormatError
 
 __all__ = [

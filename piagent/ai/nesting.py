@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Union
 
-from .exceptions import InvalidValueError
+from ..exceptions import InvalidValueError
 
 __all__ = ["MAX_RECORD_DEPTH", "MAX_SCHEMA_DEPTH", "check_depth", "loads", "may_be_deeper"]
 

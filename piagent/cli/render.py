@@ -367,9 +367,9 @@ class JsonRenderer:
         self.full = full
 
     def __call__(self, event: Any) -> None:
-        data = event.to_dict()
-        if event.type == "message_update" and not self.full:
-            data.pop("message", None)
+        # an update without its partial message is not even built: building it at every delta
+        # would take time growing with the square of the answer's length
+        data = event.to_dict(with_message=self.full) if event.type == "message_update" else event.to_dict()
         self.console.write_out(json_line(data) + "\n")
 
     def close(self) -> None:

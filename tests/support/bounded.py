@@ -33,17 +33,3 @@ def run_bounded(code: str, memory_mb: int = 256, timeout: float = 20.0, **env: s
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         return subprocess.CompletedProcess(exc.cmd, -9, out, f"timed out after {timeout:g} s")
-
-
-def peak_rss_mb(code: str, timeout: float = 60.0) -> float:
-    """The peak resident memory (MiB) of ``python -c code`` run to its end, which must succeed."""
-    probe = textwrap.dedent(code) + "\nimport resource as _r; print('PEAK', _r.getrusage(_r.RUSAGE_SELF).ru_maxrss)\n"
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout.rsplit("PEAK", 1)[1]) / 1024

@@ -10,16 +10,23 @@ streams it parses the partial output; when the answer is complete it judges it:
   user message, or as the error result of its ``final_answer`` call) and answers again, at
   most ``retries`` times; then the answer is marked failed (``stop_reason`` "error", the
   frame with the raw output in ``error_message``), which ends the run.
+
+The frame quotes at most :data:`MAX_QUOTED_CHARS` characters of the rejected answer (its
+start), so that a huge answer is not sent back whole with every retry. JSON with a number
+out of range (``1e999999``) or ``NaN``/``Infinity`` is not JSON: it is rejected.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .ai.arguments_check import MAX_ARGUMENT_DEPTH
 from .ai.json_stream import IncrementalJsonParser
+from .ai.nesting import loads
 from .ai.output import drop_absent_nulls, output_mode_for
 from .ai.transcript import current_tools
 from .ai.types import (
@@ -34,11 +41,14 @@ from .ai.types import (
     ToolResultMessage,
     UserMessage,
 )
-from .ai.validation import validate_json_value
+from .ai.validation import MAX_ERROR_CHARS, validate_json_value
 from .exceptions import InvalidValueError, ToolArgumentsError
 from .types import AgentTool, OutputSpec, OutputValue
 
-__all__ = ["OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+__all__ = ["MAX_QUOTED_CHARS", "OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+
+#: Characters of a rejected answer quoted back to the model (and kept in ``error_message``).
+MAX_QUOTED_CHARS = 2_000
 
 OUTPUT_TOOL_NAME = "final_answer"
 _FENCED = re.compile(r"\A```[A-Za-z]*\s*\n(.*)\n\s*```\Z", re.DOTALL)
@@ -154,7 +164,16 @@ class OutputTurns:
         text = message.text.strip()
         fenced = _FENCED.match(text)
         try:
-            data = json.loads(fenced.group(1) if fenced else text)
+            data = loads(
+                fenced.group(1) if fenced else text,
+                "the answer",
+                MAX_ARGUMENT_DEPTH,
+                parse_constant=_not_json,
+                parse_float=_finite,
+            )
+        except InvalidValueError as exc:  # nested too deep, NaN, a number out of range
+            self.verdict = self._reject(message, message.text, str(exc))
+            return
         except ValueError as exc:
             self.verdict = self._reject(message, message.text, f"the answer is not JSON ({exc})")
             return
@@ -163,18 +182,17 @@ class OutputTurns:
     def _check(self, message: AssistantMessage, data: Any, raw: Optional[str], call: Optional[ToolCall]) -> Verdict:
         """Validate ``data`` (parsed from ``raw``, the answer's text; None for a tool call's arguments)."""
         schema = self.spec.format.schema
+        shown = _quoted(raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False, default=repr))
         try:
             answer = drop_absent_nulls(data, schema)
-            valid = validate_json_value(answer, schema, self.subject, "output", raw, keep_accepted=True)
+            valid = validate_json_value(answer, schema, self.subject, "output", shown, keep_accepted=True)
         except ToolArgumentsError as exc:
             return self._rejected(message, str(exc), call)
         unwrapped = self._unwrapped(valid)
         try:
             value = self.spec.convert(unwrapped)
         except (TypeError, ValueError) as exc:
-            shown = raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False)
-            frame = self._frame(f"root: {exc}", shown)
-            return self._rejected(message, frame, call)
+            return self._rejected(message, self._frame(f"root: {exc}", shown), call)
         verdict = Verdict(output=OutputValue(value, unwrapped), call=call)
         if call is not None:
             verdict.results = [_result(call, _ACCEPTED, False)]
@@ -182,10 +200,11 @@ class OutputTurns:
         return verdict
 
     def _reject(self, message: AssistantMessage, raw: str, problem: str) -> Verdict:
-        return self._rejected(message, self._frame(f"root: {problem}", raw), None)
+        return self._rejected(message, self._frame(f"root: {problem}", _quoted(raw)), None)
 
-    def _frame(self, line: str, raw: str) -> str:
-        return f"Validation failed for {self.subject}:\n  - {line}\n\nReceived output:\n{raw}"
+    def _frame(self, line: str, shown: str) -> str:
+        line = line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS] + "..."
+        return f"Validation failed for {self.subject}:\n  - {line}\n\nReceived output:\n{shown}"
 
     def _rejected(self, message: AssistantMessage, frame: str, call: Optional[ToolCall]) -> Verdict:
         self.rejected += 1
@@ -201,6 +220,24 @@ class OutputTurns:
         if self.spec.wrapped:
             return value.get("value") if isinstance(value, dict) else None
         return value
+
+
+def _quoted(raw: str) -> str:
+    """``raw`` as quoted in a frame: its first :data:`MAX_QUOTED_CHARS` characters."""
+    if len(raw) <= MAX_QUOTED_CHARS:
+        return raw
+    return f"{raw[:MAX_QUOTED_CHARS]}\n[... {len(raw) - MAX_QUOTED_CHARS:,} more characters not shown]"
+
+
+def _not_json(constant: str) -> Any:
+    raise InvalidValueError(f"the answer is not JSON ({constant} is not a JSON number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidValueError(f"the answer is not JSON (the number {text[:40]} is out of range)")
+    return value
 
 
 def _result(call: ToolCall, text: str, is_error: bool) -> ToolResultMessage:

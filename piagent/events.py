@@ -123,10 +123,14 @@ class MessageUpdateEvent:
     partial_output: Any = None
     type: Literal["message_update"] = field(default="message_update", init=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        event = self.assistant_message_event.to_dict()
-        event.pop("partial", None)  # the same message is written once, as "message"
-        d = {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
+    def to_dict(self, with_message: bool = True) -> dict[str, Any]:
+        """pi's form; ``with_message=False`` leaves out the partial message (then the size, and
+        the time to build it, do not grow with the answer)."""
+        event = self.assistant_message_event.to_dict(with_partial=False)  # written once, as "message"
+        d: dict[str, Any] = {"type": self.type}
+        if with_message:
+            d["message"] = self.message.to_dict()
+        d["assistantMessageEvent"] = event
         if self.partial_output is not None:
             d["partialOutput"] = self.partial_output
         return d

@@ -726,7 +726,8 @@ class AssistantMessageEvent:
             raise InvalidValueError(f"a {self.type!r} event has no content index")
         return self.content_index
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, with_partial: bool = True) -> dict[str, Any]:
+        """pi's camelCase form; ``with_partial=False`` leaves out ``partial``, the message so far."""
         d: dict[str, Any] = {"type": self.type}
         if self.content_index is not None:
             d["contentIndex"] = self.content_index
@@ -742,6 +743,6 @@ class AssistantMessageEvent:
             d["message"] = self.message.to_dict()
         if self.error is not None:
             d["error"] = self.error.to_dict()
-        if self.partial is not None:
+        if self.partial is not None and with_partial:
             d["partial"] = self.partial.to_dict()
         return d

@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from ..exceptions import ToolArgumentsError
+from .alternatives import alternatives_problem
 from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
@@ -162,8 +163,7 @@ class _Compiled:
         from jsonschema import Draft202012Validator
         from jsonschema.validators import validator_for
 
-        for pattern in schema_patterns(schema):
-            problem = slow_pattern_problem(pattern)
+        for problem in (*map(slow_pattern_problem, schema_patterns(schema)), alternatives_problem(schema)):
             if problem is not None:
                 raise ToolArgumentsError(f"The tool's parameter schema is refused: {problem}. Fix the schema.")
         self.schema = schema

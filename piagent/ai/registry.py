@@ -105,7 +105,7 @@ def _ensure_builtin_providers() -> None:
     with _builtin_lock:
         if _builtin_loaded:
             return
-        from . import providers  # noqa: F401  (registers on import)
+        from . import providers  # noqa: F401 -- imported to register the built-in providers
 
         _builtin_loaded = True
 

@@ -328,6 +328,17 @@ def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -
         assert sent["model"] == "m1" and sent["messages"][-1]["content"] == [{"type": "text", "text": "Say hello"}]
 
 
+def test_thinking_asked_of_a_model_that_does_not_think_is_said_once_not_ignored_silently() -> None:
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hi."))
+        process = cli_process("--base-url", f"{server.url}/v1", "--model", "m1", "--thinking", "high", "Hello")
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0, err
+    assert out == "Hi.\n"
+    assert err.count("local:m1 does not think: --thinking high is ignored") == 1, err
+    assert "reasoning_effort" not in server.requests[0].json
+
+
 def test_ctrl_c_aborts_the_run_and_exits_130() -> None:
     if sys.platform == "win32":
         pytest.skip("SIGINT to a child process is POSIX")

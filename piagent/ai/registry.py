@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
+from .capabilities import warn_if_thinking_ignored
 from .stream import AssistantMessageEventStream
 from .types import AssistantMessage, Context, Model, StreamOptions
 
@@ -135,8 +136,11 @@ def complete(
 def stream_simple(
     model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
 ) -> AssistantMessageEventStream:
-    """Stream a response, mapping ``reasoning`` (a level or None) onto the provider's knob."""
-    return get_api_provider(model.api).stream_simple(model, context, _options(options, kwargs))
+    """Stream a response, mapping ``reasoning`` (a level or None) onto the provider's knob; a
+    level asked of a model that cannot think is left out, with a one-time warning."""
+    chosen = _options(options, kwargs)
+    warn_if_thinking_ignored(model, chosen.reasoning)
+    return get_api_provider(model.api).stream_simple(model, context, chosen)
 
 
 def complete_simple(

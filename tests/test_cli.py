@@ -22,7 +22,7 @@ from piagent import AbortController
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
-from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
+from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, describe_model, resolve_model
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
@@ -295,6 +295,13 @@ def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:
     )
     plain = resolve_model("my-model", base_url="http://127.0.0.1:8080/v1/", environ={})
     assert (plain.provider, plain.id, plain.base_url) == ("local", "my-model", "http://127.0.0.1:8080/v1")
+
+
+def test_verbose_says_an_embedded_model_runs_in_process_and_from_which_file(tmp_path: Any) -> None:
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    described = describe_model(resolve_model(f"local:{gguf}", environ={}))
+    assert described == f"model local:tiny.gguf run in process by llama-cpp-python ({gguf})"
 
 
 # --------------------------------------------------------------------------- real processes

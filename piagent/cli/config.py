@@ -153,7 +153,15 @@ def parse_compat(items: Optional[Sequence[str]]) -> dict[str, Any]:
 
 def describe_model(model: Model) -> str:
     """One line naming the model, its API and where it is served (for ``-v``)."""
-    where = model.base_url or "(in process)"
+    if model.api == "llama-cpp":
+        from ..ai.providers.llama_cpp import gguf_path
+
+        try:
+            gguf = gguf_path(model)
+        except FileNotFoundError as exc:
+            gguf = str(exc)
+        return f"model {model.provider}:{model.id} run in process by llama-cpp-python ({gguf})"
+    where = model.base_url
     line = f"model {model.provider}:{model.id} via {model.api} at {where}"
     if model.api == "openai-completions":
         from ..ai.providers._servers import detect_server

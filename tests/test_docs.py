@@ -140,3 +140,14 @@ def test_the_commands_the_readme_lists_are_each_listed_once() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("    piagent ")]
     assert sorted(c for c in set(commands) if commands.count(c) > 1) == []
+
+
+PACKAGE_INSTALL = re.compile(r"pip install (-e )?'?piagent\[")
+
+
+def test_install_commands_name_the_checkout_piagent_is_installed_from() -> None:
+    """piagent is not on a package index: ``pip install 'piagent[x]'`` fails; the checkout's form works."""
+    texts = [*markdown_files(), ROOT / "examples" / "notebook.ipynb", *sorted((ROOT / "examples").rglob("*.py"))]
+    texts += [path for path in sorted(PACKAGE.rglob("*.py")) if path.name != "_extras.py"]  # it has the fallback
+    wrong = [f"{path.relative_to(ROOT)}" for path in texts if PACKAGE_INSTALL.search(path.read_text(encoding="utf-8"))]
+    assert wrong == []

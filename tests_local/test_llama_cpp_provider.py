@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from piagent.abort import AbortController
 from piagent.ai import Context, Tool, UserMessage, stream_simple
 from piagent.ai.providers import llama_cpp
+from piagent.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 
 WAIT = 120
 WEATHER = Tool(
@@ -116,3 +118,56 @@ def test_a_consumer_that_stops_at_done_does_not_hold_the_model(local_model, gguf
     loaded = llama_cpp._load(gguf, local_model.context_window)
     assert loaded.lock.acquire(timeout=WAIT)
     loaded.lock.release()
+
+
+CALCULATOR = Tool(
+    "calculator",
+    "Evaluate an arithmetic expression.",
+    {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
+)
+MARKUP = ("<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>")
+
+
+def after_a_calculator_result(expression: str, result: str) -> Context:
+    """The turn after a call and its result, where the model opens a ``<tool_call>`` of its own."""
+    call = ToolCall(id="call_1", name="calculator", arguments={"expression": expression})
+    return Context(
+        None,
+        [
+            UserMessage(f"What is {expression}?"),
+            AssistantMessage(content=[call], stop_reason="toolUse"),
+            ToolResultMessage(tool_call_id="call_1", tool_name="calculator", content=[TextContent(result)]),
+        ],
+        [CALCULATOR],
+    )
+
+
+def test_a_call_the_model_opens_on_its_own_is_written_under_the_grammar_never_as_text(local_model):
+    events = stream_simple(local_model, after_a_calculator_result("17 * 23", "391"))  # tool_choice auto
+    kinds = [e.type for e in events]
+    final = events.result(timeout=WAIT)
+    assert final.stop_reason == "toolUse" and "toolcall_delta" in kinds
+    assert not any(tag in final.text for tag in MARKUP)
+    (call,) = final.tool_calls
+    assert call.name == "calculator" and isinstance(call.arguments["expression"], str)
+    assert not any(tag in call.arguments["expression"] for tag in MARKUP)
+
+
+def test_arguments_cut_short_by_markup_end_as_an_error_naming_the_tool_not_as_a_call(local_model):
+    final = stream_simple(
+        local_model, ask("What is 17 * 23?", [CALCULATOR]), tool_choice={"name": "calculator"}
+    ).result(timeout=WAIT)
+    if final.stop_reason == "toolUse":  # a well-formed call: its arguments are the schema's, without markup
+        assert not any(tag in json.dumps(final.tool_calls[0].arguments) for tag in MARKUP)
+    else:
+        assert final.stop_reason == "error"
+        assert "inside the arguments of its calculator call" in (final.error_message or "")
+
+
+def test_string_values_under_the_grammar_are_json_strings_without_raw_control_characters():
+    from llama_cpp import llama_grammar
+
+    upstream = llama_grammar.json_schema_to_gbnf(json.dumps(CALCULATOR.parameters))
+    assert llama_cpp._LOOSE_STRING_CHAR in upstream  # the rule the provider replaces is still llama-cpp-python's
+    grammar = llama_cpp._schema_grammar(CALCULATOR.parameters, "tool calculator")
+    assert llama_cpp._JSON_STRING_CHAR.split(" |")[0] in grammar._grammar

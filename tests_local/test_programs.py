@@ -81,3 +81,21 @@ def test_the_django_command_answers_from_the_database_with_the_embedded_model(tm
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("searching the catalogue: {'query': ") and "\nfound:\n" in done.stderr
     assert done.stdout.strip()  # the model's answer (a 135M model's choice of query and words varies)
+
+
+def test_piagent_never_prints_template_markup_for_a_tool_call_of_the_embedded_model(tmp_path: Path) -> None:
+    done = run([sys.executable, "-m", "piagent", "--tools", "calculator", "--tool-choice", "calculator",
+                "What is 17 * 23?"], cwd=tmp_path)  # fmt: skip
+    for tag in ("<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>"):
+        assert tag not in done.stdout and tag not in done.stderr
+    if done.returncode == 0:  # a well-formed call, executed, then the answer
+        assert done.stderr.startswith('→ calculator({"expression": ')
+    else:  # arguments the small model cut short with markup: said, never run or printed as the answer
+        assert done.returncode == 1 and "inside the arguments of its calculator call" in done.stderr
+
+
+def test_piagent_verbose_says_the_embedded_model_runs_in_process_from_its_gguf_file(tmp_path: Path) -> None:
+    done = run([sys.executable, "-m", "piagent", "-v", "--max-tokens", "8", "Hi"], cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stderr
+    assert "piagent: model local:smollm2-135m run in process by llama-cpp-python (" in done.stderr
+    assert ".gguf)" in done.stderr and "(in process)" not in done.stderr

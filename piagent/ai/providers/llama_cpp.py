@@ -9,10 +9,14 @@ The catalogue's ``local:smollm2-135m`` is SmolLM2-135M-Instruct, whose GGUF ship
 * One ``Llama`` instance per GGUF path, shared by every thread; a lock lets one response
   generate at a time (waiting for it can be aborted). The lock is released before the
   final event, so a consumer that stops reading at ``done`` never blocks the next call.
-* ``tool_choice``: ``None``/``"auto"`` lets the model answer with text or a
-  ``<tool_call>`` block; ``"none"`` hides the tools; ``"required"`` and ``{"name": ...}``
-  force a call, its name and arguments constrained by a grammar built from the JSON Schema
-  (small models only call tools reliably this way).
+* Tool calls are written under grammars, as structured output is: the tool's name (one of
+  the tools) and then arguments of its JSON Schema, so a call is always well-formed JSON of
+  that schema. ``tool_choice`` ``None``/``"auto"`` lets the model answer with text or open a
+  ``<tool_call>`` block, whose content is then generated under those grammars; ``"none"``
+  hides the tools; ``"required"`` and ``{"name": ...}`` force a call (small models only call
+  tools reliably this way). Template markup (``<tool_call>``, ``<|im_end|>``...) never
+  reaches the answer's text; arguments the model cuts short with markup (a model too small
+  for the tool) end the response as an error naming the tool, never as a call.
 * ``output_format`` (structured output): the answer is generated under a grammar built from
   its JSON Schema, so it is always a JSON value of that schema; the schema is also shown in
   the system prompt. Such a call answers directly (it calls no tool unless ``tool_choice``
@@ -31,11 +35,11 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any, Optional
 
 from ..._extras import install_command
-from ...exceptions import AbortedRequest, InvalidValueError
+from ...exceptions import AbortedRequest, InvalidValueError, ProviderStreamError
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
 from ..types import AssistantMessageEvent, Context, Model, OutputFormat, StopReason, StreamOptions, Tool
@@ -55,6 +59,8 @@ DEFAULT_CONTEXT = 8192
 DEFAULT_MAX_TOKENS = 512
 REPEAT_PENALTY = 1.1
 _LOCK_POLL = 0.05
+#: ChatML and tool-call markup: generation stops there (it never belongs to an answer or arguments).
+_MARKUP = [_chatml.END, _chatml.START, _chatml.TOOL_CALL_CLOSE]
 
 
 def is_available() -> bool:
@@ -164,11 +170,18 @@ def _forced_tools(context: Context, tool_choice: Any) -> Optional[list[Tool]]:
     )
 
 
+#: llama-cpp-python's rule for a character of a JSON string admits raw control characters
+#: (a raw newline), which JSON forbids; the grammars here use JSON's own rule.
+_LOOSE_STRING_CHAR = 'char ::= [^"\\\\] |'
+_JSON_STRING_CHAR = 'char ::= [^"\\\\\\x00-\\x1f] |'
+
+
 def _schema_grammar(schema: dict[str, Any], what: str) -> Any:
     from llama_cpp import LlamaGrammar, llama_grammar
 
     try:
-        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(schema))
+        return LlamaGrammar.from_string(gbnf.replace(_LOOSE_STRING_CHAR, _JSON_STRING_CHAR), verbose=False)
     except Exception:  # a schema llama.cpp cannot translate: any JSON value
         logger.info("%s: schema not translatable to a grammar; using plain JSON", what)
         return LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
@@ -206,7 +219,7 @@ class _Generation:
 
     def chunks(
         self, prompt: str, stop: list[str], grammar: Any = None, max_tokens: Optional[int] = None
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Token texts of one completion; stops early (setting ``aborted``) on abort.
 
         Grammar-constrained output (JSON) repeats its quotes and braces by nature, so it is
@@ -235,10 +248,12 @@ class _Generation:
         finally:
             completion.close()
 
-    def text(self, prompt: str, tools_shown: bool) -> Iterator[AssistantMessageEvent]:
-        """Free generation; a ``<tool_call>`` block in it becomes a tool call."""
-        stop = [_chatml.END, _chatml.START] + ([_chatml.TOOL_CALL_CLOSE] if tools_shown else [])
-        splitter = _chatml.ToolCallSplitter() if tools_shown else None
+    def text(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
+        """Free generation, until the model opens a ``<tool_call>`` block: then the call is
+        written by :meth:`call` among ``tools`` (the text before it stays the answer's). With
+        no tools shown, an opened block ends the answer. Markup never reaches the text."""
+        splitter = _chatml.ToolCallSplitter()
+        written: list[str] = []
         index: Optional[int] = None
 
         def show(text: str) -> Iterator[AssistantMessageEvent]:
@@ -247,26 +262,31 @@ class _Generation:
                 start = self.builder.text_start()
                 index = start.block_index
                 yield start
+            written.append(text)
             yield self.builder.text_delta(index, text)
 
-        for piece in self.chunks(prompt, stop):
-            shown = splitter.feed(piece) if splitter is not None else piece
-            if shown:
-                yield from show(shown)
-        tail = splitter.flush() if splitter is not None else ""
-        call = _chatml.parse_tool_call(splitter.call_text) if splitter is not None and splitter.in_call else None
-        if splitter is not None and splitter.in_call and call is None:
-            tail += _chatml.TOOL_CALL_OPEN + splitter.call_text  # not a valid call: show it as text
+        pieces = self.chunks(prompt, _MARKUP)
+        try:
+            for piece in pieces:
+                shown = splitter.feed(piece)
+                if shown:
+                    yield from show(shown)
+                if splitter.in_call:
+                    break
+        finally:
+            pieces.close()  # frees the model for the call's own generation
+        tail = splitter.flush()
         if tail:
             yield from show(tail)
         if index is not None:
             yield self.builder.text_end(index)
-        if call is not None and not self.aborted:
-            name, arguments = call
-            yield from self._emit_call(name, [json.dumps(arguments)], arguments)
+        if splitter.in_call and tools and not self.aborted:
+            yield from self.call(prompt + "".join(written), tools)
 
-    def forced_call(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
-        """A tool call whose name (if several tools) and arguments are grammar-constrained."""
+    def call(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
+        """A tool call at the end of ``prompt``, under grammars: its name among ``tools`` (when
+        several), then arguments of that tool's schema. Raises if the model cuts the arguments
+        short with template markup (the JSON is then incomplete)."""
         if len(tools) == 1:
             tool = tools[0]
         else:
@@ -275,9 +295,23 @@ class _Generation:
                 return
             tool = next((t for t in tools if picked.rstrip('"') == t.name), tools[0])
         prompt += _chatml.forced_call_prefix(tool.name)
-        yield from self._emit_call(
-            tool.name, self.chunks(prompt, [_chatml.END], _schema_grammar(tool.parameters, f"tool {tool.name}"))
-        )
+        grammar = _schema_grammar(tool.parameters, f"tool {tool.name}")
+        arguments: list[str] = []
+        stop = _MARKUP + [_chatml.TOOL_CALL_OPEN]
+        for event in self._emit_call(tool.name, self.chunks(prompt, stop, grammar)):
+            if event.type == "toolcall_delta":
+                arguments.append(event.delta or "")
+            yield event
+        if self.aborted or self.finish_reason == "length":
+            return
+        try:
+            json.loads("".join(arguments))
+        except ValueError:
+            raise ProviderStreamError(
+                f"The model wrote template markup inside the arguments of its {tool.name} call (a model "
+                f"too small for this tool)",
+                "".join(arguments).encode("utf-8"),
+            ) from None
 
     def structured(self, prompt: str, output: OutputFormat) -> Iterator[AssistantMessageEvent]:
         """A text answer constrained by the grammar of ``output``'s schema."""
@@ -289,16 +323,14 @@ class _Generation:
             yield self.builder.text_delta(index, piece)
         yield self.builder.text_end(index)
 
-    def _emit_call(
-        self, name: str, deltas: Iterable[str], arguments: Optional[dict[str, Any]] = None
-    ) -> Iterator[AssistantMessageEvent]:
-        """A tool call from its argument deltas; ``arguments`` (if given) overrides their parse."""
+    def _emit_call(self, name: str, deltas: Iterable[str]) -> Iterator[AssistantMessageEvent]:
+        """A tool call from its argument deltas."""
         start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
         index = start.block_index
         yield start
         for delta in deltas:
             yield self.builder.toolcall_delta(index, delta)
-        yield self.builder.toolcall_end(index, arguments)
+        yield self.builder.toolcall_end(index)
 
 
 def _stop_reason(generation: _Generation, builder: MessageBuilder) -> StopReason:
@@ -330,11 +362,11 @@ def _body(
         builder.message.usage.input = len(loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
         yield builder.start()
         if forced:
-            yield from generation.forced_call(prompt, forced)
+            yield from generation.call(prompt, forced)
         elif output is not None:
             yield from generation.structured(prompt, output)
         else:
-            yield from generation.text(prompt, tools_shown)
+            yield from generation.text(prompt, list(context.tools or []) if tools_shown else [])
         builder.message.usage.output = generation.output_tokens
         builder.message.usage.compute_cost(model)
         if generation.aborted:

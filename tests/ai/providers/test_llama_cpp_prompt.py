@@ -74,22 +74,6 @@ def test_a_forced_call_prompt_continues_the_tool_call_json():
     assert _chatml.forced_call_prefix("get_weather") == '<tool_call>\n{"name": "get_weather", "arguments": '
 
 
-@pytest.mark.parametrize(
-    "block, expected",
-    [
-        ('{"name": "f", "arguments": {"x": 1}}', ("f", {"x": 1})),
-        ('\n[{"name": "f", "arguments": {}}]\n', ("f", {})),
-        ('{"name": "f", "arguments": "{\\"x\\": 2}"}', ("f", {"x": 2})),
-        ('{"name": "f", "parameters": {"y": true}}', ("f", {"y": True})),
-        ('{"name": "f", "arguments": [1]}', None),
-        ('{"arguments": {}}', None),
-        ("not json", None),
-    ],
-)
-def test_tool_call_blocks_parse_or_are_rejected(block, expected):
-    assert _chatml.parse_tool_call(block) == expected
-
-
 def feed_all(splitter, pieces):
     return "".join(splitter.feed(p) for p in pieces) + splitter.flush()
 
@@ -100,20 +84,19 @@ def test_splitter_passes_plain_text_through_even_with_angle_brackets():
     assert not splitter.in_call
 
 
-def test_splitter_holds_back_only_a_possible_tag_start():
+def test_splitter_holds_back_only_a_possible_tag_start_and_nothing_after_the_tag():
     splitter = _chatml.ToolCallSplitter()
     assert splitter.feed("Let me check <tool") == "Let me check "
     assert splitter.feed("_call>") == ""
+    assert splitter.in_call
     assert splitter.feed('\n{"name": "f", "arguments": {}}\n</tool_call>') == ""
-    assert splitter.in_call and splitter.closed
-    assert _chatml.parse_tool_call(splitter.call_text) == ("f", {})
+    assert splitter.flush() == ""
 
 
-def test_splitter_keeps_the_call_text_when_the_tag_is_never_closed():
+def test_splitter_returns_the_text_before_a_tag_that_arrives_in_one_piece():
     splitter = _chatml.ToolCallSplitter()
-    assert feed_all(splitter, ["<tool_call>", '{"name": "f",', ' "arguments": {}}']) == ""
-    assert splitter.in_call and not splitter.closed
-    assert _chatml.parse_tool_call(splitter.call_text) == ("f", {})
+    assert feed_all(splitter, ["Sure. <tool_call>", '{"name": "f",']) == "Sure. "
+    assert splitter.in_call
 
 
 def test_tool_choice_forces_a_named_tool_or_any_tool():

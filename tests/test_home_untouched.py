@@ -5,15 +5,17 @@ keeps its sessions there; and a run that changes the real ``~/.piagent`` fails a
 from __future__ import annotations
 
 import os
-import pwd
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.ai.providers.openai_wire import chat_text
 from tests.support.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
+pwd = pytest.importorskip("pwd")  # the user's real home, from the password database (POSIX)
 
 
 def test_a_test_runs_with_a_temporary_home_and_no_inherited_sessions_directory(tmp_path: Path) -> None:

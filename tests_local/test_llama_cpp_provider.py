@@ -153,15 +153,13 @@ def test_a_call_the_model_opens_on_its_own_is_written_under_the_grammar_never_as
     assert not any(tag in call.arguments["expression"] for tag in MARKUP)
 
 
-def test_arguments_cut_short_by_markup_end_as_an_error_naming_the_tool_not_as_a_call(local_model):
+def test_a_forced_call_is_the_question_s_expression_in_well_formed_json_of_the_tool_schema(local_model):
     final = stream_simple(
         local_model, ask("What is 17 * 23?", [CALCULATOR]), tool_choice={"name": "calculator"}
     ).result(timeout=WAIT)
-    if final.stop_reason == "toolUse":  # a well-formed call: its arguments are the schema's, without markup
-        assert not any(tag in json.dumps(final.tool_calls[0].arguments) for tag in MARKUP)
-    else:
-        assert final.stop_reason == "error"
-        assert "inside the arguments of its calculator call" in (final.error_message or "")
+    assert final.stop_reason == "toolUse", final.error_message
+    (call,) = final.tool_calls
+    assert call.arguments == {"expression": "17 * 23"}
 
 
 def test_string_values_under_the_grammar_are_json_strings_without_raw_control_characters():
@@ -171,3 +169,12 @@ def test_string_values_under_the_grammar_are_json_strings_without_raw_control_ch
     assert llama_cpp._LOOSE_STRING_CHAR in upstream  # the rule the provider replaces is still llama-cpp-python's
     grammar = llama_cpp._schema_grammar(CALCULATOR.parameters, "tool calculator")
     assert llama_cpp._JSON_STRING_CHAR.split(" |")[0] in grammar._grammar
+
+
+def test_tool_arguments_are_compact_json_then_anything_which_is_never_read():
+    from llama_cpp import llama_grammar
+
+    upstream = llama_grammar.json_schema_to_gbnf(json.dumps(CALCULATOR.parameters))
+    assert llama_cpp._OPTIONAL_SPACE in upstream  # the rule the provider replaces is still llama-cpp-python's
+    grammar = llama_cpp._arguments_grammar(CALCULATOR.parameters, "tool calculator")._grammar
+    assert llama_cpp._OPTIONAL_SPACE not in grammar and 'root ::= " " piagent-arguments [^\\x00]*' in grammar

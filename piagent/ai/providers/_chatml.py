@@ -104,9 +104,11 @@ def render_prompt(context: Context, show_tools: bool = True) -> str:
 
 
 def forced_call_prefix(name: Optional[str] = None) -> str:
-    """The text a forced tool call starts with: up to the tool name, or its arguments with ``name``."""
+    """The text a forced tool call starts with: up to the tool name, or its arguments with ``name``
+    (it never ends with a space: the tokenizer joins a space to the word after it, so a prompt
+    ending with one starts the model off a token it never saw)."""
     head = TOOL_CALL_OPEN + '\n{"name": "'
-    return head if name is None else head + name + '", "arguments": '
+    return head if name is None else head + name + '", "arguments":'
 
 
 class ToolCallSplitter:

@@ -12,7 +12,7 @@ import pytest
 
 from piagent.ai.models import get_model
 from piagent.ai.providers import _chatml
-from piagent.ai.providers.llama_cpp import _forced_tools, gguf_path
+from piagent.ai.providers.llama_cpp import _forced_tools, _json_value, gguf_path
 from piagent.ai.types import (
     AssistantMessage,
     Context,
@@ -71,7 +71,7 @@ def test_images_become_a_placeholder_in_user_text():
 
 def test_a_forced_call_prompt_continues_the_tool_call_json():
     assert _chatml.forced_call_prefix() == '<tool_call>\n{"name": "'
-    assert _chatml.forced_call_prefix("get_weather") == '<tool_call>\n{"name": "get_weather", "arguments": '
+    assert _chatml.forced_call_prefix("get_weather") == '<tool_call>\n{"name": "get_weather", "arguments":'
 
 
 def feed_all(splitter, pieces):
@@ -142,3 +142,16 @@ def test_gguf_path_from_base_url_or_a_clear_error(tmp_path):
         gguf_path(Model("tiny", api="llama-cpp", base_url=str(tmp_path / "missing.gguf")))
     with pytest.raises(FileNotFoundError, match="set its base_url"):
         gguf_path(Model("unknown", api="llama-cpp"))
+
+
+def test_tool_arguments_are_read_up_to_the_end_of_their_json_value_and_the_generation_closed():
+    closed = []
+
+    def pieces():
+        try:
+            yield from [' {"', "expression", '":"', "17 * 23", '"},', ' "description": "']
+        finally:
+            closed.append(True)
+
+    assert "".join(_json_value(pieces())) == '{"expression":"17 * 23"}'
+    assert closed == [True]

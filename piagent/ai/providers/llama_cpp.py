@@ -352,12 +352,13 @@ class _Generation:
         yield from self._emit_call(tool.name, _json_value(self.chunks(prompt, [], grammar)))
 
     def structured(self, prompt: str, output: OutputFormat) -> Iterator[AssistantMessageEvent]:
-        """A text answer constrained by the grammar of ``output``'s schema."""
+        """A text answer constrained by the grammar of ``output``'s schema; no stop string cuts
+        it (the grammar admits the end-of-turn token only once the value is complete)."""
         grammar = _schema_grammar(output.schema, f"output {output.name}")
         start = self.builder.text_start()
         index = start.block_index
         yield start
-        for piece in self.chunks(prompt, [_chatml.END], grammar):
+        for piece in self.chunks(prompt, [], grammar):
             yield self.builder.text_delta(index, piece)
         yield self.builder.text_end(index)
 

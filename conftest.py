@@ -3,21 +3,23 @@ tests never touch the user's home.
 
 Each test runs with ``HOME`` (and ``USERPROFILE``) set to a temporary directory and no inherited
 ``PIAGENT_SESSIONS_DIR``, so whatever piagent, or a process a test starts, keeps under ``~``
-lands there. As a guard, a run that changed the real ``~/.piagent`` for one of its own working
-directories (the repository or pytest's temporary directories) fails at its end.
+lands there. As a guard, a run that wrote into the real ``~/.piagent/sessions`` for the
+repository or for this run's own temporary directory fails at its end. Only those directories are
+watched: another process using piagent meanwhile (elsewhere in /tmp, say) never fails the run.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from piagent.sessions._directory import session_dir
+
 ROOT = Path(__file__).resolve().parent
-REAL_PIAGENT_DIR = Path(os.path.expanduser("~")) / ".piagent"  # read at import, before any test
+REAL_SESSIONS_DIR = Path(os.path.expanduser("~")) / ".piagent" / "sessions"  # read at import, before any test
+_watched: list[Path] = [ROOT]  # and, once known, this run's temporary directory
 
 
 @pytest.fixture(autouse=True)
@@ -28,18 +30,29 @@ def _a_temporary_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.delenv("PIAGENT_SESSIONS_DIR", raising=False)
 
 
-def _ours(path: Path) -> bool:
-    """True for a file under a session directory named after the repository or a temporary directory."""
-    encoded = [re.sub(r"[/\\:]", "-", str(where).lstrip("/\\")) for where in (ROOT, tempfile.gettempdir())]
-    return any(f"--{prefix}" in part for part in path.parts for prefix in encoded)
+@pytest.fixture(autouse=True, scope="session")
+def _this_run_s_temporary_directory_is_watched(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _watched.append(tmp_path_factory.getbasetemp())
+
+
+def _watched_directory(name: str) -> bool:
+    """True for the session directory of a watched directory or of a directory under it."""
+    for where in _watched:
+        own = os.path.basename(session_dir(str(where), {}))  # "--path-of-where--"
+        if name == own or name.startswith(own[:-1]):
+            return True
+    return False
 
 
 def _snapshot() -> dict[Path, tuple[int, int]]:
+    directories = REAL_SESSIONS_DIR.iterdir() if REAL_SESSIONS_DIR.is_dir() else ()
     found = {}
-    for path in REAL_PIAGENT_DIR.rglob("*") if REAL_PIAGENT_DIR.is_dir() else ():
-        if path.is_file() and _ours(path):
-            stat = path.stat()
-            found[path] = (stat.st_mtime_ns, stat.st_size)
+    for directory in directories:
+        if directory.is_dir() and _watched_directory(directory.name):
+            for path in directory.rglob("*"):
+                if path.is_file():
+                    stat = path.stat()
+                    found[path] = (stat.st_mtime_ns, stat.st_size)
     return found
 
 

@@ -340,12 +340,17 @@ def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -
 def test_thinking_asked_of_a_model_that_does_not_think_is_said_once_not_ignored_silently() -> None:
     with ScriptedServer() as server:
         server.reply(chat_text("Hi."))
-        process = cli_process("--base-url", f"{server.url}/v1", "--model", "m1", "--thinking", "high", "Hello")
-        out, err = process.communicate(timeout=WAIT)
-    assert process.returncode == 0, err
-    assert out == "Hi.\n"
-    assert err.count("local:m1 does not think: --thinking high is ignored") == 1, err
-    assert "reasoning_effort" not in server.requests[0].json
+        server.reply(chat_text("Hi."))
+        for verbose in ([], ["-v"]):
+            process = cli_process(
+                *verbose, "--base-url", f"{server.url}/v1", "--model", "m1", "--thinking", "high", "Hi"
+            )
+            out, err = process.communicate(timeout=WAIT)
+            assert process.returncode == 0, err
+            assert out == "Hi.\n"
+            said = [line for line in err.splitlines() if "does not think" in line]  # once, with or without -v
+            assert len(said) == 1 and said[0].startswith("piagent: local:m1 does not think:") and "high" in said[0], err
+    assert all("reasoning_effort" not in request.json for request in server.requests)
 
 
 def test_ctrl_c_aborts_the_run_and_exits_130() -> None:

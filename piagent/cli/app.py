@@ -303,7 +303,7 @@ def main(
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
     log.info("%s", describe_model(chosen))
-    if args.thinking not in (None, "off") and not thinks(chosen):
+    if args.thinking not in (None, "off") and not thinks(chosen) and not args.verbose:  # -v: the library's warning
         console.note(f"piagent: {chosen.provider}:{chosen.id} does not think: --thinking {args.thinking} is ignored")
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")

@@ -60,7 +60,7 @@ DEFAULT_CONTEXT = 8192
 DEFAULT_MAX_TOKENS = 512
 REPEAT_PENALTY = 1.1
 _LOCK_POLL = 0.05
-#: ChatML and tool-call markup: generation stops there (it never belongs to an answer or arguments).
+#: ChatML and tool-call markup: free generation stops there (it never belongs to an answer).
 _MARKUP = [_chatml.END, _chatml.START, _chatml.TOOL_CALL_CLOSE]
 
 

@@ -28,7 +28,7 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import catalogue_families as hand  # noqa: E402
+import catalogue_families as hand  # noqa: E402 -- importable once scripts/ is on the path
 
 OUT = ROOT / "piagent" / "ai" / "catalogue.json"
 README = ROOT / "README.md"

@@ -25,6 +25,7 @@ from typing import IO, Any, Callable, Optional, Union
 
 from .. import __version__
 from ..agent import Agent
+from ..ai.capabilities import thinks
 from ..ai.types import Model
 from ..exceptions import SessionError
 from ..state import THINKING_LEVELS
@@ -309,6 +310,8 @@ def main(
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
     log.info("%s", describe_model(chosen))
+    if args.thinking not in (None, "off") and not thinks(chosen) and not args.verbose:  # -v: the library's warning
+        console.note(f"piagent: {chosen.provider}:{chosen.id} does not think: --thinking {args.thinking} is ignored")
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON

@@ -6,6 +6,7 @@ tmux renders the terminal, so the assertions are on the screen itself, not on th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -189,5 +190,32 @@ def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(s
             timeout=WAIT,
         ).stdout
         assert "owned" not in title
+    finally:
+        screen.close()
+
+
+def test_a_log_line_quoting_a_hostile_session_file_cannot_retitle_the_terminal(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Log lines (warnings, and everything ``-v`` prints: an MCP server's stderr...) quote
+    untrusted text too: on a terminal their control characters are shown, not obeyed."""
+    path = tmp_path / "hostile.jsonl"
+    JsonlSession(path).append_message(UserMessage("Capital of France?"))
+    entry = json.loads(path.read_text().splitlines()[-1])
+    entry["id"] = "x\x1b]2;owned\x07"  # OSC 2: sets the window title; twice, so it is logged
+    with open(path, "a") as file:
+        file.write(json.dumps(entry) + "\n" + json.dumps(entry) + "\n")
+    server.reply(chat_text("Paris."))
+    screen = piagent_screen(server, "--session", str(path), "And?")
+    try:
+        shown = screen.wait_for(lambda s: "EXIT=" in s, "the run's end")
+        title = subprocess.run(
+            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        ).stdout
+        assert "owned" not in title
+        assert "entry id x\\x1b]2;owned\\x07 appears twice" in shown.replace("\n", "")
     finally:
         screen.close()

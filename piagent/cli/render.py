@@ -10,13 +10,15 @@ goes through :class:`Console`, which serialises them.
 
 Text from the model, tools and servers is untrusted: on a terminal it goes through
 :func:`terminal_safe` (an escape sequence could set the clipboard, the window title or clear
-the screen). Piped output carries it as it came; ``--json`` escapes every control character.
+the screen), and so do log lines on a terminal (:class:`TerminalSafeFormatter`).
+Piped output carries it as it came; ``--json`` escapes every control character.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +30,7 @@ __all__ = [
     "Console",
     "ConsoleRenderer",
     "JsonRenderer",
+    "TerminalSafeFormatter",
     "is_terminal",
     "json_line",
     "summarize_args",
@@ -51,6 +54,13 @@ def terminal_safe(text: str) -> str:
     a title change, a screen clear), no carriage return overwriting a line. ``\\r\\n`` is a newline.
     """
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """A log format for a terminal: the whole line (message, traceback) :func:`terminal_safe`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
 
 
 def json_line(value: Any) -> str:

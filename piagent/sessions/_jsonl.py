@@ -193,14 +193,14 @@ class JsonlStore:
 
     def _mend_tail(self, fd: int, size: int) -> int:
         """Cut off a torn last line (or end a whole one with its newline); returns the new size."""
-        start = max(0, size - 65536)
-        while True:
-            chunk = os.pread(fd, size - start, start)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0 or start == 0:
+        line_start, end = 0, size
+        while end > 0:  # back from the end, 64 KiB at a time, each byte read once
+            start = max(0, end - 65536)
+            cut = os.pread(fd, end - start, start).rfind(b"\n")
+            if cut >= 0:
+                line_start = start + cut + 1
                 break
-            start = max(0, start - 65536)
-        line_start = start + cut + 1 if cut >= 0 else 0
+            end = start
         tail = os.pread(fd, size - line_start, line_start)
         if _whole_json(tail):
             _write_all(fd, b"\n")

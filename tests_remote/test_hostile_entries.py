@@ -127,3 +127,13 @@ def test_a_bad_delivery_index_of_a_pending_entry_does_not_stop_attach(
     with attach(agent, redis_server.url, run_id):
         run_pending(agent)
     assert user_texts(agent) == ["pending"]
+
+
+def test_an_events_entry_without_a_string_type_is_skipped(redis_server: RedisServer) -> None:
+    """Every event ``events()`` yields has its ``type``: consumers dispatch on it."""
+    keys, handle = RunKeys("hostile-typeless"), RunHandle(redis_server.url, "hostile-typeless")
+    raw(redis_server).xadd(keys.events, {"event": '{"type": "before"}'})
+    for fields in ({"event": "{}"}, {"other": "field"}, {"event": '{"type": 5}'}, {"event": '{"type": null}'}):
+        raw(redis_server).xadd(keys.events, fields)
+    raw(redis_server).xadd(keys.events, {"event": '{"type": "after"}'})
+    assert [e["type"] for e in handle.events(timeout=0.2)] == ["before", "after"]

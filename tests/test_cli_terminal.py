@@ -50,6 +50,15 @@ class Screen:
         )
         return done.stdout
 
+    def title(self) -> str:
+        """The terminal's title (an escape sequence that got through could set it)."""
+        return subprocess.run(
+            [*self.tmux, "display-message", "-p", "-t", self.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        ).stdout
+
     def lines(self) -> list[str]:
         return [line.rstrip() for line in self.text().splitlines()]
 
@@ -183,13 +192,7 @@ def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(s
         assert "EXIT=0" in shown
         assert "kept line" in shown  # not cleared away
         assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
-        title = subprocess.run(
-            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
-            capture_output=True,
-            text=True,
-            timeout=WAIT,
-        ).stdout
-        assert "owned" not in title
+        assert "owned" not in screen.title()
     finally:
         screen.close()
 
@@ -209,13 +212,7 @@ def test_a_log_line_quoting_a_hostile_session_file_cannot_retitle_the_terminal(
     screen = piagent_screen(server, "--session", str(path), "And?")
     try:
         shown = screen.wait_for(lambda s: "EXIT=" in s, "the run's end")
-        title = subprocess.run(
-            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
-            capture_output=True,
-            text=True,
-            timeout=WAIT,
-        ).stdout
-        assert "owned" not in title
+        assert "owned" not in screen.title()
         assert "entry id x\\x1b]2;owned\\x07 appears twice" in shown.replace("\n", "")
     finally:
         screen.close()

@@ -99,7 +99,13 @@ def run_command(
     def run(command: Annotated[str, "The shell command line to run."], signal: AbortSignal) -> str:
         """Run a shell command and return its combined stdout and stderr."""
         environment = command_environment(inherit=inherited) if env is None else env
-        return _run(command, directory, environment, timeout, max_output_bytes, max_processes, signal)
+        signal.throw_if_aborted()
+        cgroup = PidsCgroup.create(max_processes * THREADS_PER_PROCESS)
+        try:
+            return _run(command, cgroup, directory, environment, timeout, max_output_bytes, max_processes, signal)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
 
     return run
 
@@ -163,24 +169,6 @@ class _Tail:
 
 
 def _run(
-    command: str,
-    cwd: Optional[str],
-    env: dict[str, str],
-    timeout: float,
-    limit: int,
-    max_processes: int,
-    signal: AbortSignal,
-) -> str:
-    signal.throw_if_aborted()
-    cgroup = PidsCgroup.create(max_processes * THREADS_PER_PROCESS)
-    try:
-        return _run_in(command, cgroup, cwd, env, timeout, limit, max_processes, signal)
-    finally:
-        if cgroup is not None:
-            cgroup.remove()
-
-
-def _run_in(
     command: str,
     cgroup: Optional[PidsCgroup],
     cwd: Optional[str],

@@ -35,14 +35,15 @@ _REMOVE_WAIT = 0.2
 
 
 class PidsCgroup:
-    """A cgroup of at most ``limit`` processes (see the module docstring)."""
+    """A cgroup of at most ``limit`` tasks: the pids controller counts threads as well as
+    processes (see the module docstring)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
     @classmethod
     def create(cls, limit: int) -> Optional[PidsCgroup]:
-        """A new cgroup bounded to ``limit`` processes, or None where none can be made."""
+        """A new cgroup bounded to ``limit`` tasks, or None where none can be made."""
         parent = _own_pids_cgroup()
         if parent is None:
             return None

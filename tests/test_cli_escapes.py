@@ -100,3 +100,25 @@ def test_list_sessions_on_a_terminal_shows_escape_sequences_in_names_and_prompts
     assert main(["--list-sessions"], stdout=out, stderr=Terminal()) == 0
     assert "hi\\x1b]0;owned\\x07" in out.getvalue() and "[n\\x1b[2J\\x1b[H]" in out.getvalue()
     assert not RAW_CONTROL.search(out.getvalue())
+
+
+BIDI = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "txt.exe" shows as "exe.txt"
+
+
+def test_bidi_overrides_and_isolates_are_shown_on_a_terminal_and_escaped_in_json(faux: Any) -> None:
+    """Explicit directional formatting (U+202A-U+202E, U+2066-U+2069) reorders what follows
+    it on screen, disguising a command (Trojan Source): shown as ``\\uXXXX``; the marks an RTL
+    text needs (U+200E, U+200F) and zero-width joiners are kept."""
+    command = f"rm -rf ~ #{BIDI}\u2066 harmless\u2069"
+    assert terminal_safe(f"{command} \u200f\u200d") == "rm -rf ~ #\\u202e\\u2066 harmless\\u2069 \u200f\u200d"
+    faux.set_responses(
+        [faux_message([faux_tool_call("calculator", {"expression": command})]), faux_message(f"done{BIDI}")]
+    )
+    out, err = Terminal(), Terminal()
+    assert run(faux, "--tools", "calculator", "go", out=out, err=err) == 0
+    assert "\\u202e\\u2066 harmless\\u2069" in err.getvalue() and "done\\u202e" in out.getvalue()
+    assert BIDI not in out.getvalue() + err.getvalue()
+    faux.set_responses([faux_message(f"done{BIDI}")])
+    out = Terminal()
+    assert run(faux, "--json", "go", out=out, err=Terminal()) == 0
+    assert BIDI not in out.getvalue() and "done\\u202e" in out.getvalue()

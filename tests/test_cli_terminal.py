@@ -6,6 +6,7 @@ tmux renders the terminal, so the assertions are on the screen itself, not on th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -48,6 +49,15 @@ class Screen:
             [*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, timeout=WAIT
         )
         return done.stdout
+
+    def title(self) -> str:
+        """The terminal's title (an escape sequence that got through could set it)."""
+        return subprocess.run(
+            [*self.tmux, "display-message", "-p", "-t", self.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        ).stdout
 
     def lines(self) -> list[str]:
         return [line.rstrip() for line in self.text().splitlines()]
@@ -182,12 +192,27 @@ def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(s
         assert "EXIT=0" in shown
         assert "kept line" in shown  # not cleared away
         assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
-        title = subprocess.run(
-            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
-            capture_output=True,
-            text=True,
-            timeout=WAIT,
-        ).stdout
-        assert "owned" not in title
+        assert "owned" not in screen.title()
+    finally:
+        screen.close()
+
+
+def test_a_log_line_quoting_a_hostile_session_file_cannot_retitle_the_terminal(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Log lines (warnings, and everything ``-v`` prints: an MCP server's stderr...) quote
+    untrusted text too: on a terminal their control characters are shown, not obeyed."""
+    path = tmp_path / "hostile.jsonl"
+    JsonlSession(path).append_message(UserMessage("Capital of France?"))
+    entry = json.loads(path.read_text().splitlines()[-1])
+    entry["id"] = "x\x1b]2;owned\x07"  # OSC 2: sets the window title; twice, so it is logged
+    with open(path, "a") as file:
+        file.write(json.dumps(entry) + "\n" + json.dumps(entry) + "\n")
+    server.reply(chat_text("Paris."))
+    screen = piagent_screen(server, "--session", str(path), "And?")
+    try:
+        shown = screen.wait_for(lambda s: "EXIT=" in s, "the run's end")
+        assert "owned" not in screen.title()
+        assert "entry id x\\x1b]2;owned\\x07 appears twice" in shown.replace("\n", "")
     finally:
         screen.close()

@@ -682,3 +682,28 @@ def test_the_http_request_of_a_model_call_is_traced_under_its_chat_span(otel) ->
     requests_spans = [span for span in otel.spans if span.name == "POST"]
     assert len(requests_spans) == 2  # the 503 and the retry
     assert all(span.parent is not None and span.parent.span_id == chat.context.span_id for span in requests_spans)
+
+
+def test_an_exception_out_of_a_run_keeps_its_message_out_of_the_spans(otel, faux) -> None:
+    """An exception's text can quote the prompt: without content capture, the spans record
+    its type (``error.type``, the exception event's ``exception.type``), not its message."""
+
+    def convert(messages: Any) -> Any:
+        raise ValueError(f"cannot convert PRIVATE {messages[-1].content}")
+
+    result = Agent(model=faux.get_model(), convert_to_llm=convert).prompt("my secret prompt")
+    assert "PRIVATE" in (result.error_message or "")
+    (run,) = otel.named("invoke_agent")
+    assert run.status.status_code == StatusCode.ERROR and run.attributes["error.type"] == "ValueError"
+    assert [event.attributes["exception.type"] for event in run.events if event.name == "exception"] == ["ValueError"]
+    assert "PRIVATE" not in otel.dump() and "secret prompt" not in otel.dump()
+
+
+def test_with_content_captured_an_exception_event_keeps_its_message(otel_with_content, faux) -> None:
+    def convert(messages: Any) -> Any:
+        raise ValueError("cannot convert PRIVATE")
+
+    Agent(model=faux.get_model(), convert_to_llm=convert).prompt("hi")
+    (run,) = otel_with_content.named("invoke_agent")
+    (event,) = [event for event in run.events if event.name == "exception"]
+    assert event.attributes["exception.message"] == "cannot convert PRIVATE"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,19 +13,11 @@ import redis
 
 from piagent import Agent, tool
 from piagent.remote import Approval, RunHandle, attach, run_pending
-from piagent.remote._keys import RunKeys
+from piagent.remote._keys import CONSUMER, GROUP, RunKeys
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 from tests.support.waits import wait_until
 
 from .redis_server import RedisServer
-
-
-@pytest.fixture
-def faux() -> Iterator[Any]:
-    provider = register_faux_provider()
-    provider.set_responses([lambda context, *_: faux_message(f"answer {len(context.messages)}")] * 50)
-    yield provider
-    provider.unregister()
 
 
 def raw(redis_server: RedisServer) -> redis.Redis:
@@ -106,3 +97,34 @@ def test_only_an_explicit_boolean_true_approves_a_call(redis_server: RedisServer
     assert not ran.is_set()
     (result,) = [m for m in agent.state.messages if m.role == "toolResult"]
     assert result.is_error and result.content[0].text == "Denied: the decision was malformed"
+
+
+@pytest.mark.parametrize("index", ["\u00b2", "\u0661", "-1", "1e3", "9" * 40, ""])
+def test_a_bad_delivery_index_of_a_pending_entry_does_not_stop_attach(
+    redis_server: RedisServer, faux: Any, index: str
+) -> None:
+    """A crashed worker leaves its entry pending with the index it was delivered at; whatever
+    is written there instead, the next attach() works (the entry is delivered, or was)."""
+    run_id = f"hostile-index-{ord(index[0]) if index else 0}"
+    keys, client = RunKeys(run_id), raw(redis_server)
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, run_id):
+        pass  # creates the run's consumer group
+    RunHandle(redis_server.url, run_id).follow_up("pending")
+    (entry,) = [
+        entry_id for _, entries in client.xreadgroup(GROUP, CONSUMER, {keys.control: ">"}) for entry_id, _ in entries
+    ]
+    client.hset(keys.delivering, entry, index)  # the crashed worker's note, overwritten
+    with attach(agent, redis_server.url, run_id):
+        run_pending(agent)
+    assert user_texts(agent) == ["pending"]
+
+
+def test_an_events_entry_without_a_string_type_is_skipped(redis_server: RedisServer) -> None:
+    """Every event ``events()`` yields has its ``type``: consumers dispatch on it."""
+    keys, handle = RunKeys("hostile-typeless"), RunHandle(redis_server.url, "hostile-typeless")
+    raw(redis_server).xadd(keys.events, {"event": '{"type": "before"}'})
+    for fields in ({"event": "{}"}, {"other": "field"}, {"event": '{"type": 5}'}, {"event": '{"type": null}'}):
+        raw(redis_server).xadd(keys.events, fields)
+    raw(redis_server).xadd(keys.events, {"event": '{"type": "after"}'})
+    assert [e["type"] for e in handle.events(timeout=0.2)] == ["before", "after"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,14 +14,6 @@ from piagent.testing import faux_message, register_faux_provider
 from tests.support.waits import wait_until
 
 from .redis_server import RedisServer
-
-
-@pytest.fixture
-def faux() -> Iterator[Any]:
-    provider = register_faux_provider()
-    provider.set_responses([lambda context, *_: faux_message(f"answer {len(context.messages)}")] * 50)
-    yield provider
-    provider.unregister()
 
 
 def user_texts(agent: Agent) -> list[str]:

@@ -43,7 +43,7 @@ from .config import (
     resolve_model,
 )
 from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
-from .render import Console, ConsoleRenderer, JsonRenderer, is_terminal, usage_line
+from .render import Console, ConsoleRenderer, JsonRenderer, TerminalSafeFormatter, is_terminal, usage_line
 from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
 __all__ = ["DEFAULT_MAX_TURNS", "build_agent", "build_parser", "end_status", "main", "run_once"]
@@ -54,6 +54,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_MAX_TURNS = 20
 
 log = logging.getLogger("piagent.cli")
+_LOG_FORMAT = logging.Formatter("piagent: %(message)s")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,9 +283,9 @@ def main(
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
-    )
+    handler = logging.StreamHandler(err)  # log lines quote untrusted text too (an MCP server's stderr...)
+    handler.setFormatter(TerminalSafeFormatter("piagent: %(message)s") if is_terminal(err) else _LOG_FORMAT)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, handlers=[handler])
     # a damaged session file (a torn last line...) is worth a word without -v (docs/sessions.md#damaged-files)
     logging.getLogger("piagent.sessions").setLevel(logging.INFO if args.verbose else logging.WARNING)
     console = Console(out, err)

@@ -10,13 +10,15 @@ goes through :class:`Console`, which serialises them.
 
 Text from the model, tools and servers is untrusted: on a terminal it goes through
 :func:`terminal_safe` (an escape sequence could set the clipboard, the window title or clear
-the screen). Piped output carries it as it came; ``--json`` escapes every control character.
+the screen), and so do log lines on a terminal (:class:`TerminalSafeFormatter`).
+Piped output carries it as it came; ``--json`` escapes every control character.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +30,7 @@ __all__ = [
     "Console",
     "ConsoleRenderer",
     "JsonRenderer",
+    "TerminalSafeFormatter",
     "is_terminal",
     "json_line",
     "summarize_args",
@@ -39,23 +42,41 @@ __all__ = [
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.1
 SUMMARY_WIDTH = 100
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters but newline and tab: C0, DEL and C1 (``\\x9b`` is an 8-bit CSI)."""
-_JSON_UNESCAPED_CONTROL = re.compile("[\x7f-\x9f]")
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+"""Explicit directional embeddings, overrides and isolates: they reorder what follows them on
+screen (Trojan Source). The marks right-to-left text needs (U+200E, U+200F, U+061C) and the
+zero-width characters scripts and emoji need are kept."""
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+"""Control characters but newline and tab (C0, DEL and C1: ``\\x9b`` is an 8-bit CSI), and :data:`_BIDI`."""
+_JSON_UNESCAPED_CONTROL = re.compile(f"[\x7f-\x9f{_BIDI}]")
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with every control character but newline and tab shown as ``\\xHH``.
+    """``text`` with every control character but newline and tab shown as ``\\xHH``, and every
+    bidi override, embedding or isolate as ``\\uHHHH``.
 
     Nothing in it can then drive a terminal: no escape sequence (OSC 52 writing the clipboard,
-    a title change, a screen clear), no carriage return overwriting a line. ``\\r\\n`` is a newline.
+    a title change, a screen clear), no carriage return overwriting a line, no text shown in
+    another order than it has. ``\\r\\n`` is a newline.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+    return _CONTROL.sub(_escaped, text.replace("\r\n", "\n"))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """A log format for a terminal: the whole line (message, traceback) :func:`terminal_safe`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
 
 
 def json_line(value: Any) -> str:
-    """``value`` as one line of JSON with every control character escaped (DEL and C1 too, which
-    ``json.dumps`` leaves as they are): safe to show on a terminal, equal once parsed."""
+    """``value`` as one line of JSON with every control character escaped (DEL, C1 and bidi
+    overrides too, which ``json.dumps`` leaves as they are): safe to show on a terminal, equal once parsed."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     return _JSON_UNESCAPED_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

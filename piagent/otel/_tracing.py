@@ -160,6 +160,18 @@ class OpenTelemetryInstrumentation(Instrumentation):
         is captured, else None: the status then has no description, ``error.type`` says what failed."""
         return text if self.capture_content else None
 
+    def _fail(self, span: Span, error: str, description: Optional[str], exc: Optional[BaseException] = None) -> None:
+        """Mark ``span`` failed; ``exc`` is recorded whole (message, stack trace) only if content
+        is captured, else as its type alone (its text can quote the prompt)."""
+        span.set_attribute(c.ERROR_TYPE, error)
+        span.set_status(Status(StatusCode.ERROR, description or None))
+        if exc is not None and self.capture_content:
+            span.record_exception(exc)
+        elif exc is not None:
+            kind = type(exc)
+            name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            span.add_event("exception", {"exception.type": name})
+
     def _end_run(
         self, run: _Run, error: Optional[str], description: Optional[str], exc: Optional[BaseException] = None
     ) -> None:
@@ -170,7 +182,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             self._end_tool(run, tool, c.ABORTED if error is None else error)
         metric = run.metric
         if error is not None:
-            _fail(span, error, description, exc)
+            self._fail(span, error, description, exc)
             metric = {**metric, c.ERROR_TYPE: error}
         span.end()
         self._run_duration.record(time.monotonic() - run.started, metric)
@@ -219,7 +231,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             message = body()
         except BaseException as exc:
             raised = c.error_type(exc)
-            _fail(span, raised, str(exc) or type(exc).__name__, exc)
+            self._fail(span, raised, self._content(str(exc) or type(exc).__name__), exc)
             span.end()
             self._call_duration.record(time.monotonic() - started, {**metric, c.ERROR_TYPE: raised})
             raise
@@ -279,7 +291,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             if run is not None:
                 run.error_type = error
         if error is not None:
-            _fail(span, error, self._content(message.error_message))
+            self._fail(span, error, self._content(message.error_message))
         return error
 
     def model_call_failed(self, error: BaseException) -> None:
@@ -351,19 +363,12 @@ class OpenTelemetryInstrumentation(Instrumentation):
         span = tool.span
         metric = tool.metric
         if error is not None:
-            _fail(span, error, self._content(c.tool_result_text(event.result.content) if event else None))
+            self._fail(span, error, self._content(c.tool_result_text(event.result.content) if event else None))
             metric = {**metric, c.ERROR_TYPE: error}
         elif self.capture_content and event is not None:
             span.set_attribute(c.TOOL_CALL_RESULT, c.tool_result_text(event.result.content))
         span.end()
         self._tool_duration.record(time.monotonic() - tool.started, metric)
-
-
-def _fail(span: Span, error: str, description: Optional[str], exc: Optional[BaseException] = None) -> None:
-    span.set_attribute(c.ERROR_TYPE, error)
-    span.set_status(Status(StatusCode.ERROR, description or None))
-    if exc is not None:
-        span.record_exception(exc)
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list) -> Histogram:

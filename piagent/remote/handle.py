@@ -126,7 +126,8 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                event = _json_object((fields or {}).get("event") or "{}", f"event {entry_id} of run {self.run_id!r}")
+                what = f"event {entry_id} of run {self.run_id!r}"
+                event = _json_object((fields or {}).get("event") or "{}", what, typed=True)
                 if event is None:
                     continue
                 event["eventId"] = entry_id
@@ -153,9 +154,10 @@ class RunHandle:
         return f"<RunHandle run_id={self.run_id!r}>"
 
 
-def _json_object(text: Any, what: str) -> Optional[dict[str, Any]]:
-    """``text`` as a JSON object, or None with a warning (anyone who can write the run's keys
-    can write anything there: one bad entry is skipped, never the end of the reader)."""
+def _json_object(text: Any, what: str, typed: bool = False) -> Optional[dict[str, Any]]:
+    """``text`` as a JSON object (with a string ``type`` if ``typed``), or None with a warning
+    (anyone who can write the run's keys can write anything there: one bad entry is skipped,
+    never the end of the reader)."""
     try:
         value = loads(str(text), what, MAX_RECORD_DEPTH)
     except ValueError as exc:
@@ -163,5 +165,8 @@ def _json_object(text: Any, what: str) -> Optional[dict[str, Any]]:
         return None
     if not isinstance(value, dict):
         logger.warning("skipped %s: not a JSON object", what)
+        return None
+    if typed and not isinstance(value.get("type"), str):
+        logger.warning("skipped %s: it has no type", what)
         return None
     return value

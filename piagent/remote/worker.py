@@ -172,11 +172,11 @@ class Attachment:
 
     def _reached_transcript(self, entry_id: str, message: UserMessage) -> bool:
         """Did the crashed worker's session append this message (its index was noted at message_start)?"""
-        index = self._redis.hget(self.keys.delivering, entry_id)
+        index = _natural(self._redis.hget(self.keys.delivering, entry_id))
         messages = self.agent.state.messages
-        if index is None or not str(index).isdigit() or int(index) >= len(messages):
+        if index is None or index >= len(messages):
             return False
-        delivered = messages[int(index)]
+        delivered = messages[index]
         return isinstance(delivered, UserMessage) and delivered.to_dict() == message.to_dict()
 
     # -- the reader thread --------------------------------------------------------------------
@@ -403,10 +403,19 @@ def _message(fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
     ValueError for one whose timestamp is not a count of milliseconds."""
     if not fields or fields.get("kind") not in ("steer", "follow_up"):
         return None
-    timestamp = fields.get("timestamp") or "0"
-    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 16):
-        raise InvalidValueError(f"a {fields['kind']} entry's timestamp must be milliseconds, got {timestamp[:40]!r}")
-    return UserMessage([TextContent(fields.get("text", ""))], timestamp=int(timestamp))
+    timestamp = _natural(fields.get("timestamp") or "0")
+    if timestamp is None:
+        got = str(fields.get("timestamp"))[:40]
+        raise InvalidValueError(f"a {fields['kind']} entry's timestamp must be milliseconds, got {got!r}")
+    return UserMessage([TextContent(fields.get("text", ""))], timestamp=timestamp)
+
+
+def _natural(text: Any) -> Optional[int]:
+    """``text`` as a whole number of at most 16 ASCII digits, else None (``int()`` takes other
+    scripts' digits and raises on some characters ``str.isdigit`` accepts, such as ``²``)."""
+    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 16:
+        return int(text)
+    return None
 
 
 def _lost(run_id: str, exc: BaseException) -> RemoteError:

@@ -193,14 +193,14 @@ class JsonlStore:
 
     def _mend_tail(self, fd: int, size: int) -> int:
         """Cut off a torn last line (or end a whole one with its newline); returns the new size."""
-        start = max(0, size - 65536)
-        while True:
-            chunk = os.pread(fd, size - start, start)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0 or start == 0:
+        line_start, end = 0, size
+        while end > 0:  # back from the end, 64 KiB at a time, each byte read once
+            start = max(0, end - 65536)
+            cut = os.pread(fd, end - start, start).rfind(b"\n")
+            if cut >= 0:
+                line_start = start + cut + 1
                 break
-            start = max(0, start - 65536)
-        line_start = start + cut + 1 if cut >= 0 else 0
+            end = start
         tail = os.pread(fd, size - line_start, line_start)
         if _whole_json(tail):
             _write_all(fd, b"\n")
@@ -211,11 +211,7 @@ class JsonlStore:
 
     def _migrate_if_old(self, fd: int, size: int) -> bool:
         """Rewrite a version 1 or 2 file as version 3 (atomically); True if it did."""
-        end, first = 0, b""
-        while b"\n" not in first and end < size:  # the header line, however long
-            end = min(size, end + 65536)
-            first = os.pread(fd, end, 0)
-        if parse_lines([first.split(b"\n", 1)[0]], self.path)[0].get("version") == CURRENT_VERSION:
+        if parse_lines([_first_line(fd, size)], self.path)[0].get("version") == CURRENT_VERSION:
             return False
         os.lseek(fd, 0, os.SEEK_SET)
         lines = [line for line in _split(_read_session_file(fd, self.path), self.path) if line.strip()]
@@ -253,6 +249,22 @@ def _migrated_line(line: bytes, record: Record) -> bytes:
             ids = f',"id":{json.dumps(record["id"])},"parentId":{json.dumps(record["parentId"])}}}'
             return line.strip()[:-1] + ids.encode("utf-8")
     return dumps(record).encode("utf-8")
+
+
+def _first_line(fd: int, size: int) -> bytes:
+    """The file's first line (without its newline), however long, each byte read once."""
+    parts: list[bytes] = []
+    end = 0
+    while end < size:
+        chunk = os.pread(fd, min(65536, size - end), end)
+        if not chunk:
+            break
+        end += len(chunk)
+        line, newline, _ = chunk.partition(b"\n")
+        parts.append(line)
+        if newline:
+            break
+    return b"".join(parts)
 
 
 def _open_session_file(path: str, flags: int) -> int:

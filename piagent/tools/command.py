@@ -8,11 +8,14 @@ output open is no longer read (it is not killed: piagent cannot find it). Output
 stderr interleaved) keeps its last ``max_output_bytes`` bytes, with a note saying what was cut.
 A non-zero exit status is an error result that carries the output and the status.
 
-Processes: on Linux the command's session is counted every :data:`_COUNT_EVERY` seconds (from
-``/proc``); once more than ``max_processes`` are found, every process of the session is killed
-with SIGKILL and the call is an error. This holds for root too (``RLIMIT_NPROC`` does not: it
-is per user and root ignores it). Between two counts a fork bomb can go past the bound;
-processes that left the session (``setsid``) are neither counted nor killed.
+Processes: on Linux the command's processes are counted every :data:`_COUNT_EVERY` seconds;
+once more than ``max_processes`` are found, every one is killed with SIGKILL and the call is
+an error. This holds for root too (``RLIMIT_NPROC`` does not: it is per user and root ignores
+it). Where a pids cgroup can be made (:mod:`._pids`) the command runs in one of its own: its
+members are counted, ``setsid`` included, and the kernel refuses a fork past
+:data:`THREADS_PER_PROCESS` threads per allowed process. Elsewhere the command's session is
+counted from ``/proc``: between two counts a fork bomb can go past the bound, and processes
+that left the session (``setsid``) are neither counted nor killed.
 
 The command's environment is an allowlist (:func:`command_environment`): ``PATH``, ``HOME``,
 the locale and a few others, plus the variables named in ``inherit`` (README "Limits and
@@ -36,8 +39,9 @@ from ..abort import AbortSignal
 from ..decorator import tool
 from ..exceptions import InvalidValueError
 from ..types import AgentTool
+from ._pids import PidsCgroup
 
-__all__ = ["ALLOWED_VARIABLES", "command_environment", "run_command"]
+__all__ = ["ALLOWED_VARIABLES", "THREADS_PER_PROCESS", "command_environment", "run_command"]
 
 _CHUNK = 65536
 _DRAIN_AFTER_EXIT = 2.0
@@ -50,6 +54,9 @@ _COUNT_EVERY = 0.05
 ALLOWED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
 """The variables a command inherits by default, with every ``LC_*`` locale variable."""
 _LOCALE = re.compile(r"LC_[A-Z]+\Z")
+THREADS_PER_PROCESS = 16
+"""Where the kernel bounds a command (a pids cgroup, which counts threads), it may run this many
+threads per process of ``max_processes``: 1,024 by default, enough for a JVM or a parallel build."""
 
 
 def command_environment(environ: Optional[Mapping[str, str]] = None, inherit: Iterable[str] = ()) -> dict[str, str]:
@@ -92,7 +99,13 @@ def run_command(
     def run(command: Annotated[str, "The shell command line to run."], signal: AbortSignal) -> str:
         """Run a shell command and return its combined stdout and stderr."""
         environment = command_environment(inherit=inherited) if env is None else env
-        return _run(command, directory, environment, timeout, max_output_bytes, max_processes, signal)
+        signal.throw_if_aborted()
+        cgroup = PidsCgroup.create(max_processes * THREADS_PER_PROCESS)
+        try:
+            return _run(command, cgroup, directory, environment, timeout, max_output_bytes, max_processes, signal)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
 
     return run
 
@@ -157,6 +170,7 @@ class _Tail:
 
 def _run(
     command: str,
+    cgroup: Optional[PidsCgroup],
     cwd: Optional[str],
     env: dict[str, str],
     timeout: float,
@@ -164,10 +178,9 @@ def _run(
     max_processes: int,
     signal: AbortSignal,
 ) -> str:
-    signal.throw_if_aborted()
     process = subprocess.Popen(
-        command,
-        shell=True,
+        command if cgroup is None else cgroup.wrap(command),
+        shell=cgroup is None,
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -177,9 +190,10 @@ def _run(
     )
     assert process.stdout is not None
     output = _Tail(process.stdout, limit)
+    bound = _Bound(process, cgroup, max_processes)
     remove_listener = signal.add_listener(lambda: _kill_group(process))
     try:
-        ended = _watch(process, lambda seconds: _exited(process, seconds), timeout, max_processes)
+        ended = bound.watch(lambda seconds: _exited(process, seconds), timeout)
         timed_out, too_many = ended is None, ended is True
         if timed_out:
             _kill_group(process)
@@ -188,7 +202,7 @@ def _run(
         remove_listener()
     remove_wake = signal.add_listener(output.wake.set)  # an abort ends this wait at once
     drain = _DRAIN_AFTER_KILL if timed_out or too_many or signal.aborted else _DRAIN_AFTER_EXIT
-    too_many = _watch(process, output.wake.wait, drain, max_processes) is True or too_many
+    too_many = bound.watch(output.wake.wait, drain) is True or too_many
     remove_wake()
     if output.thread.is_alive():  # background processes still hold the pipe open
         _kill_group(process)
@@ -219,24 +233,45 @@ def _exited(process: subprocess.Popen[bytes], seconds: float) -> bool:
     return True
 
 
-def _watch(
-    process: subprocess.Popen[bytes], done: Callable[[float], bool], seconds: float, max_processes: int
-) -> Optional[bool]:
-    """Wait up to ``seconds`` for ``done`` (called with how long it may wait), counting the
-    command's processes meanwhile: False when done, True when there were more than
-    ``max_processes`` (all killed then), None when the time ran out."""
-    deadline = time.monotonic() + seconds
-    counting = os.path.isdir("/proc")
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        if done(min(left, _COUNT_EVERY) if counting else left):
-            return False
-        if counting and len(_session_members(process.pid)) > max_processes:
-            _kill_session(process)
-            process.wait()
-            return True
+class _Bound:
+    """The command's process bound, checked every :data:`_COUNT_EVERY` seconds: where it has a
+    pids cgroup, the processes listed in it (the kernel refuses a fork past
+    :data:`THREADS_PER_PROCESS` times the bound in threads, and ``pids.events`` says so), else
+    the processes of its session counted from ``/proc``."""
+
+    def __init__(self, process: subprocess.Popen[bytes], cgroup: Optional[PidsCgroup], max_processes: int) -> None:
+        self.process = process
+        self.cgroup = cgroup
+        self.max_processes = max_processes
+        self.checking = cgroup is not None or os.path.isdir("/proc")
+
+    def exceeded(self) -> bool:
+        if self.cgroup is None:
+            return len(_session_members(self.process.pid)) > self.max_processes
+        return self.cgroup.refused_a_fork() or len(self.cgroup.members()) > self.max_processes
+
+    def kill(self) -> None:
+        if self.cgroup is not None:
+            _kill_group(self.process)
+            self.cgroup.kill()
+        else:
+            _kill_session(self.process)
+
+    def watch(self, done: Callable[[float], bool], seconds: float) -> Optional[bool]:
+        """Wait up to ``seconds`` for ``done`` (called with how long it may wait), checking the
+        bound meanwhile: False when done, True when it was exceeded (every process of the
+        command killed then), None when the time ran out."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if done(min(left, _COUNT_EVERY) if self.checking else left):
+                return False
+            if self.checking and self.exceeded():
+                self.kill()
+                self.process.wait()
+                return True
 
 
 def _session_members(session: int) -> list[int]:

@@ -217,6 +217,72 @@ def test_alternatives_that_multiply_little_are_accepted():
     assert alternatives_problem(nested_alternatives(7)) is not None
 
 
+def alternatives_behind_references(levels: int) -> dict[str, Any]:
+    """Two references to the next level, ``levels`` deep: 2**levels paths no anyOf shows inline."""
+    defs: dict[str, Any] = {f"L{i}": {"anyOf": [{"$ref": f"#/$defs/L{i + 1}"}] * 2} for i in range(levels)}
+    defs[f"L{levels}"] = {"type": "string"}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/L0"}}, "$defs": defs}
+
+
+def test_alternatives_nested_behind_references_are_refused_too():
+    """16 levels of two $refs each took 20 s of validating one argument: the count followed no $ref."""
+    text, ran, agent, server = run_attack(json.dumps({"x": 5}), alternatives_behind_references(16))
+    assert text.startswith("The tool's parameter schema is refused: its anyOf/oneOf alternatives nest into more than")
+    assert ran == []
+    server.close()
+    assert alternatives_problem(alternatives_behind_references(6)) is None  # 64 paths
+
+
+def test_realistic_pydantic_models_are_far_from_the_alternatives_bound():
+    """Unions of models (references), Optionals, discriminated unions, recursive models: the
+    bound refuses none of them (the largest here has 9 paths)."""
+    pydantic = pytest.importorskip("pydantic")
+    from typing import Literal, Optional, Union
+
+    class A(pydantic.BaseModel):
+        a: int
+
+    class B(pydantic.BaseModel):
+        b: str
+
+    class C(pydantic.BaseModel):
+        c: Optional[Union[int, str, float]] = None
+
+    class Ten(pydantic.BaseModel):  # ten Optional fields of unions
+        f1: Optional[Union[int, str]] = None
+        f2: Optional[Union[A, B]] = None
+        f3: Optional[Union[A, B, C]] = None
+        f4: Optional[list[Union[A, B]]] = None
+        f5: Optional[dict[str, Union[int, A]]] = None
+        f6: Optional[Union[int, list[Union[A, B]]]] = None
+        f7: Optional[Union[Literal["x"], Literal["y"]]] = None
+        f8: Optional[float] = None
+        f9: Optional[Union[A, list[A]]] = None
+        f10: Optional[Union[C, list[C], dict[str, C]]] = None
+
+    class Cat(pydantic.BaseModel):
+        kind: Literal["cat"]
+        toy: Optional[Union[A, B, C]] = None
+
+    class Dog(pydantic.BaseModel):
+        kind: Literal["dog"]
+        bark: Optional[Union[A, list[B]]] = None
+
+    class Owner(pydantic.BaseModel):
+        pet: Union[Cat, Dog] = pydantic.Field(discriminator="kind")
+        pets: list[Union[Cat, Dog, Ten]]
+        other: Optional[Union[Ten, list[Ten]]] = None
+
+    class Expr(pydantic.BaseModel):  # recursive
+        op: Optional[str] = None
+        args: Optional[list[Union[Expr, int, A]]] = None
+
+    Expr.model_rebuild()
+    for model in (Ten, Owner, Expr):
+        assert alternatives_problem(model.model_json_schema()) is None, model.__name__
+        Agent(output_type=model)  # accepted as an output type
+
+
 def test_an_output_type_with_alternatives_nested_too_deep_is_refused_when_set():
     with pytest.raises(InvalidValueError, match="the output_type schema is refused: its anyOf/oneOf alternatives"):
         Agent(output_type=nested_alternatives(15))

@@ -202,3 +202,36 @@ def test_a_whole_last_record_with_invalid_utf8_and_no_newline_is_kept_by_the_nex
     session.append_message(UserMessage("next"))
     assert path.read_bytes().split(b"\n")[1] == record
     assert [e["id"] for e in JsonlSession(path).entries()][0] == "a"
+
+
+def bytes_read_by_this_process() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io")
+def test_the_first_append_reads_a_long_header_line_once(tmp_path: Path) -> None:
+    """The header line was read again from its start for every 64 KiB more of it: a 16 MiB
+    header took 2 GiB of reads (a 256 MiB one, minutes) before the first append."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({**header(), "pad": "a" * (16 << 20)}) + "\n")
+    session = JsonlSession(path)
+    size, before = path.stat().st_size, bytes_read_by_this_process()
+    session.append_message(UserMessage("next"))
+    assert bytes_read_by_this_process() - before < 3 * size
+    assert [m.role for m in JsonlSession(path).messages()] == ["user"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io")
+def test_an_append_reads_a_long_torn_last_line_once(tmp_path: Path) -> None:
+    """Looking for the torn line's start read from there to the end again for every 64 KiB
+    further back: a 16 MiB torn line took gigabytes of reads."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(header()) + "\n" + '{"type":"message","pad":"' + "a" * (16 << 20))
+    session = JsonlSession(path)
+    size, before = path.stat().st_size, bytes_read_by_this_process()
+    session.append_message(UserMessage("next"))
+    assert bytes_read_by_this_process() - before < 3 * size
+    assert [m.role for m in JsonlSession(path).messages()] == ["user"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shlex
 import signal as signals
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,9 @@ import pytest
 
 from piagent import AbortController, AgentTool
 from piagent.tools import list_dir, read_file, run_command, write_file
+from piagent.tools._pids import PidsCgroup, _own_pids_cgroup
 from piagent.tools.calculator import MAX_ROUND_DIGITS, CalculatorError, evaluate
+from piagent.tools.command import THREADS_PER_PROCESS
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -152,6 +156,57 @@ def test_a_fork_bomb_is_killed_as_a_whole_at_the_process_bound(tmp_path: Path, s
     with pytest.raises(RuntimeError, match=r"more than 64 processes at once \(max_processes\)"):
         call(run_command(tmp_path), command=bomb + (" wait" if shell_waits else ""))
     assert session_members(int(pid_file.read_text())) == []
+
+
+def pids_cgroup_available() -> bool:
+    probe = PidsCgroup.create(1)
+    if probe is None:
+        return False
+    probe.remove()
+    return True
+
+
+needs_pids_cgroup = pytest.mark.skipif(
+    not pids_cgroup_available(), reason="needs a writable pids cgroup (root on Linux, cgroup v1 or delegated v2)"
+)
+
+
+def processes_in_piagent_cgroups() -> list[int]:
+    """The processes left in this process's run_command cgroups (removed or being released)."""
+    parent = _own_pids_cgroup()
+    assert parent is not None
+    names = [name for name in os.listdir(parent) if name.startswith(f"piagent-{os.getpid()}-")]
+    return [pid for name in names for pid in PidsCgroup(os.path.join(parent, name)).members()]
+
+
+@needs_pids_cgroup
+def test_with_a_pids_cgroup_the_kernel_holds_a_fork_bomb_to_the_thread_bound(tmp_path: Path) -> None:
+    """Counting every 50 ms let a bomb start hundreds of shells first; the kernel refuses the
+    fork past max_processes x THREADS_PER_PROCESS tasks, so never more start at once."""
+    started = tmp_path / "started"
+    bomb = f"b() {{ echo x >> {started}; if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; sleep 5; }}; b 9 & wait"
+    with pytest.raises(RuntimeError, match=r"more than 4 processes at once \(max_processes\)"):
+        call(run_command(tmp_path, max_processes=4), command=bomb)
+    assert len(started.read_text().splitlines()) <= 4 * THREADS_PER_PROCESS  # 1,023 shells unbounded
+    assert processes_in_piagent_cgroups() == []  # every process killed
+
+
+@needs_pids_cgroup
+def test_with_a_pids_cgroup_processes_that_left_the_session_are_counted_and_killed(tmp_path: Path) -> None:
+    escaped = "for i in 1 2 3 4 5 6; do setsid sleep 30 & done; wait"
+    with pytest.raises(RuntimeError, match=r"more than 4 processes at once \(max_processes\)"):
+        call(run_command(tmp_path, max_processes=4, timeout=20), command=escaped)
+    assert processes_in_piagent_cgroups() == []
+
+
+@needs_pids_cgroup
+def test_with_a_pids_cgroup_threads_do_not_count_as_processes(tmp_path: Path) -> None:
+    threads = (
+        "import threading; e = threading.Event(); ts = [threading.Thread(target=e.wait) for _ in range(20)]; "
+        "[t.start() for t in ts]; e.set(); [t.join() for t in ts]; print(len(ts))"
+    )
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(threads)}"
+    assert call(run_command(tmp_path, max_processes=4), command=command) == "20"
 
 
 def test_run_command_works_in_a_process_holding_over_a_thousand_descriptors(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ._learned import remember_rejections
 from .builder import MessageBuilder
-from .capabilities import Capabilities
+from .capabilities import Capabilities, forget_learned
 from .env import get_env_api_key
 from .json_stream import parse_streaming_json
 from .models import (
@@ -77,6 +78,7 @@ __all__ = [
     "complete_simple",
     "content_from_dict",
     "custom_model",
+    "forget_learned",
     "get_api_provider",
     "get_api_providers",
     "get_env_api_key",
@@ -88,6 +90,7 @@ __all__ = [
     "parse_streaming_json",
     "register_api_provider",
     "register_model",
+    "remember_rejections",
     "stream",
     "stream_simple",
     "unregister_api_provider",

@@ -19,10 +19,14 @@ builders read it and never look at the model id. The rules are written out in
   or ``"never"``. A rejected temperature is left out with a one-time warning.
 * ``forced_tool_choice``: False when the model refuses a forced tool choice ("required" or a
   named tool); such a choice is sent as "auto" with a one-time warning.
+
+What a provider was seen to refuse (``piagent/ai/providers/_rejections.py``) is learned as
+changes to these fields, per model, and :func:`capabilities_of` applies them (:func:`learn`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -37,7 +41,11 @@ __all__ = [
     "allowed_temperature",
     "capabilities_of",
     "effort_for",
+    "allowed_tool_choice",
+    "forget_learned",
     "is_forced",
+    "learn",
+    "learned",
     "lowest_effort",
     "plan_thinking",
     "warn_once",
@@ -150,11 +158,41 @@ EFFORT_DEFAULT = Capabilities(thinking="effort", efforts=("low", "medium", "high
 NO_THINKING = Capabilities()
 
 
+#: Capability changes learned from a provider's refusals, by (provider, model id); bounded by
+#: the models a process talks to. Applied by capabilities_of().
+_learned: dict[tuple[str, str], dict[str, Any]] = {}
+_learned_lock = threading.Lock()
+
+
 def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities:
-    """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking."""
+    """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking;
+    with what was learned about the model (:func:`learn`) applied."""
     if model.capabilities is not None:
-        return model.capabilities
-    return reasoning_default if model.reasoning else NO_THINKING
+        caps: Capabilities = model.capabilities
+    else:
+        caps = reasoning_default if model.reasoning else NO_THINKING
+    with _learned_lock:
+        changes = _learned.get((model.provider, model.id))
+    return dataclasses.replace(caps, **changes) if changes else caps
+
+
+def learn(provider: str, model_id: str, changes: Mapping[str, Any]) -> None:
+    """Apply ``changes`` (capability fields) to every later request to ``provider:model_id``."""
+    Capabilities.from_dict(changes)  # only known fields with valid values
+    with _learned_lock:
+        _learned.setdefault((provider, model_id), {}).update(changes)
+
+
+def learned() -> dict[tuple[str, str], dict[str, Any]]:
+    """A copy of every learned change, by (provider, model id)."""
+    with _learned_lock:
+        return {key: dict(changes) for key, changes in _learned.items()}
+
+
+def forget_learned() -> None:
+    """Forget every learned change (tests; a model whose rules changed back)."""
+    with _learned_lock:
+        _learned.clear()
 
 
 def plan_thinking(caps: Capabilities, level: Optional[str]) -> tuple[bool, Optional[str]]:
@@ -190,3 +228,15 @@ def allowed_temperature(
 def is_forced(choice: Any) -> bool:
     """True for a tool choice that forces a call: ``"required"`` or ``{"name": ...}``."""
     return choice == "required" or isinstance(choice, Mapping)
+
+
+def allowed_tool_choice(model: Any, caps: Capabilities, choice: Any) -> Any:
+    """``choice``, or ``"auto"`` (one-time warning) when it forces a call the model refuses."""
+    if not is_forced(choice) or caps.forced_tool_choice:
+        return choice
+    warn_once(
+        ("forced-choice", model.provider, model.id),
+        f"{model.provider}:{model.id} refuses a forced tool choice; "
+        'it is sent as "auto" (the model may answer without calling the tool)',
+    )
+    return "auto"

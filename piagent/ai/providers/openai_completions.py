@@ -54,7 +54,7 @@ from typing import Any, Optional
 
 from ...exceptions import HttpStatusError
 from ..builder import MessageBuilder
-from ..capabilities import Capabilities, allowed_temperature, warn_once
+from ..capabilities import EFFORT_DEFAULT, Capabilities, allowed_temperature, allowed_tool_choice, warn_once
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
@@ -63,7 +63,6 @@ from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, Sto
 from ._common import (
     ProviderStreamError,
     is_local_url,
-    open_request,
     parse_event_json,
     stream_events,
     tool_choice_name,
@@ -80,6 +79,7 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
+from ._rejections import open_learning
 from ._servers import learn_compat, refuses_json_schema_output, server_compat
 
 logger = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             for t in context.tools
         ]
     if options.tool_choice is not None:
-        payload["tool_choice"] = _tool_choice(options.tool_choice)
+        payload["tool_choice"] = _tool_choice(allowed_tool_choice(model, caps, options.tool_choice))
     payload.update(reasoning)
     if options.session_id and compat["supports_prompt_cache_key"]:
         payload["prompt_cache_key"] = options.session_id
@@ -394,15 +394,18 @@ def _body(
     model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
 ) -> Iterator[AssistantMessageEvent]:
     url = model.base_url.rstrip("/") + "/chat/completions"
-    try:
-        http = open_request(model, options, url, build_payload(model, context, options), bearer_headers)
-    except HttpStatusError as error:
+
+    def build() -> dict[str, Any]:
+        return build_payload(model, context, options)
+
+    def json_object_instead(error: HttpStatusError) -> bool:
         if options.output_format is None or not refuses_json_schema_output(model, resolve_compat(model), error):
-            raise
+            return False
         logger.info("%s refused response_format json_schema; using json_object + schema from now on", model.base_url)
         learn_compat(model, "structured_output_form", "json_object")  # docs/servers.md#structured-output
-        http = open_request(model, options, url, build_payload(model, context, options), bearer_headers)
-    with http:
+        return True
+
+    with open_learning(model, options, url, build, bearer_headers, EFFORT_DEFAULT, json_object_instead) as http:
         yield builder.start()
         state = _Chunks(builder)
         done = False

@@ -1,0 +1,339 @@
+"""A model that refuses an optional field costs one warning and one extra round trip, not an
+outage (docs/providers.md#rejected-fields): against a real HTTP server on 127.0.0.1 answering
+each API's own error shape, the request is sent once more without the field (or with the value
+the error lists), the warning names the model, the field and the provider's words, and the
+next request goes out corrected at once. Required fields, a second refusal, an error after
+the stream began and errors naming no optional field are never retried.
+
+The models are declared here ("released tomorrow"), so the catalogue's rules do not matter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from piagent import Agent
+from piagent.ai import (
+    Context,
+    StreamOptions,
+    Tool,
+    UserMessage,
+    complete,
+    custom_model,
+    forget_learned,
+    remember_rejections,
+)
+from tests.ai.providers.openai_wire import chat_text, responses_text
+from tests.support.scripted_server import ScriptedServer
+
+KEY = "sk-test-key-0123456789abcdef"
+JSON = {"Content-Type": "application/json"}
+TOOL = Tool("lookup", "Look a word up.", {"type": "object", "properties": {"word": {"type": "string"}}})
+ANTHROPIC_STREAM = [
+    {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+    {"type": "message_stop"},
+]
+ADAPTIVE = {
+    "thinking": "adaptive",
+    "efforts": ["low", "medium", "high", "max"],
+    "thinking_off": "disabled",
+    "sampling": "never",
+    "thinking_display": True,
+}
+EFFORT = {
+    "thinking": "effort",
+    "efforts": ["none", "low", "medium", "high"],
+    "thinking_off": "none",
+    "sampling": "never",
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fresh_warnings: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("PIAGENT_HOME", str(tmp_path / "home"))
+    yield
+    forget_learned()
+    remember_rejections(False)
+
+
+def anthropic_sse(events: list[dict[str, Any]] = ANTHROPIC_STREAM) -> list[bytes]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def anthropic_error(message: str, kind: str = "invalid_request_error") -> bytes:
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_1"}).encode()
+
+
+def openai_error(message: str, param: Any, code: Any) -> bytes:
+    return json.dumps(
+        {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    ).encode()
+
+
+def gemini_error(message: str) -> bytes:
+    return json.dumps({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}).encode()
+
+
+def claude(server: ScriptedServer, **capabilities: Any) -> Any:
+    caps = {**ADAPTIVE, **capabilities}
+    return custom_model(
+        "claude-new-6", server.url, api="anthropic-messages", provider="anthropic", capabilities=caps, register=False
+    )
+
+
+def gpt(server: ScriptedServer, api: str = "openai-responses") -> Any:
+    return custom_model("gpt-new-7", server.url, api=api, provider="openai", capabilities=EFFORT, register=False)
+
+
+def ask(model: Any, tools: bool = False, **options: Any) -> Any:
+    context = Context(messages=[UserMessage("Hi", timestamp=1)], tools=[TOOL] if tools else None)
+    return complete(model, context, StreamOptions(api_key=KEY, max_tokens=1000, max_retry_delay_ms=20, **options))
+
+
+def bodies(server: ScriptedServer) -> list[dict[str, Any]]:
+    return [r.json for r in server.requests]
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+# --------------------------------------------------------------------------- learned, retried once
+
+
+def test_anthropic_refusing_thinking_off_is_retried_at_the_lowest_effort_and_remembered(server, caplog):
+    words = '"thinking.type.disabled" is not supported for this model.'
+    server.reply(anthropic_error(words), status=400, headers=JSON)
+    server.reply(anthropic_sse())
+    server.reply(anthropic_sse())
+    model = claude(server)
+
+    first = ask(model)
+    assert first.stop_reason == "stop", first.error_message
+    refused, retried = bodies(server)
+    assert refused["thinking"] == {"type": "disabled"}
+    assert retried == {
+        **{k: v for k, v in refused.items() if k != "thinking"},
+        "thinking": {"type": "adaptive", "display": "summarized"},
+        "output_config": {"effort": "low"},
+    }
+    [warning] = warnings(caplog)
+    assert "anthropic:claude-new-6" in warning and 'thinking.type="disabled"' in warning and words in warning
+
+    assert ask(model).stop_reason == "stop"
+    assert len(server.requests) == 3 and bodies(server)[2] == retried  # corrected at once, no warning again
+    assert len(warnings(caplog)) == 1
+
+
+def test_openai_refusing_effort_none_gets_the_lowest_listed_effort(server, caplog):
+    words = (
+        "Unsupported value: 'reasoning.effort' does not support 'none' with this model. "
+        "Supported values are: 'medium' and 'high'."
+    )
+    server.reply(openai_error(words, "reasoning.effort", "unsupported_value"), status=400, headers=JSON)
+    server.reply(responses_text("ok"))
+    server.reply(responses_text("ok"))
+    model = gpt(server)
+
+    assert ask(model).stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["reasoning"] == {"effort": "none"}
+    assert retried == {**refused, "reasoning": {"effort": "medium", "summary": "auto"}}
+    [warning] = warnings(caplog)
+    assert "openai:gpt-new-7" in warning and 'reasoning.effort="none"' in warning and words in warning
+
+    assert ask(model).stop_reason == "stop"
+    assert len(server.requests) == 3 and bodies(server)[2] == retried
+
+
+def test_chat_completions_refusing_a_forced_tool_choice_sends_auto(server, caplog):
+    words = "Unsupported value: 'tool_choice' does not support 'required' with this model."
+    server.reply(openai_error(words, "tool_choice", "unsupported_value"), status=400, headers=JSON)
+    server.reply(chat_text("ok"))
+    server.reply(chat_text("ok"))
+    model = gpt(server, api="openai-completions")
+
+    assert ask(model, tools=True, tool_choice="required").stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["tool_choice"] == "required"
+    assert retried == {**refused, "tool_choice": "auto"}
+    assert any("tool_choice" in w and words in w for w in warnings(caplog))
+
+    assert ask(model, tools=True, tool_choice="required").stop_reason == "stop"
+    assert len(server.requests) == 3 and bodies(server)[2]["tool_choice"] == "auto"
+
+
+def test_openai_refusing_temperature_leaves_it_out(server, caplog):
+    words = "Unsupported parameter: 'temperature' is not supported with this model."
+    server.reply(openai_error(words, "temperature", "unsupported_parameter"), status=400, headers=JSON)
+    server.reply(chat_text("ok"))
+    model = custom_model("small-new-1", server.url, provider="openai", register=False)
+
+    assert ask(model, temperature=0.2).stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["temperature"] == 0.2
+    assert retried == {k: v for k, v in refused.items() if k != "temperature"}
+
+
+def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplog):
+    words = "Budget 0 is invalid. This model only works in thinking mode."
+    server.reply(gemini_error(words), status=400, headers=JSON)
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
+    caps = {"thinking": "budget", "efforts": ["minimal", "low", "high"], "thinking_off": "zero_budget"}
+    model = custom_model(
+        "gemini-new-5", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
+    )
+
+    assert ask(model).stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
+    assert retried["generationConfig"] == {
+        **refused["generationConfig"],
+        "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True},
+    }
+    assert any("google:gemini-new-5" in w and words in w for w in warnings(caplog))
+
+
+@dataclass
+class City:
+    name: str
+    country: str
+
+
+def test_a_structured_output_run_refused_its_forced_tool_goes_native_from_then_on(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    server.reply(
+        anthropic_error("tool_choice: forced tool use is not supported for this model."), status=400, headers=JSON
+    )
+    call = [
+        ANTHROPIC_STREAM[0],
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "final_answer", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"name": "Paris", "country": "France"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"},
+    ]
+    server.reply(anthropic_sse(call))
+    text = [dict(e) for e in ANTHROPIC_STREAM]
+    text[2] = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": '{"name": "Paris", "country": "France"}'},
+    }
+    server.reply(anthropic_sse(text))
+    model = claude(server)
+    agent = Agent(model=model, output_mode="tool", output_retries=0)
+
+    first = agent.prompt("Paris?", output_type=City)
+    assert first.output == City("Paris", "France"), first.error_message
+    refused, retried = bodies(server)
+    assert refused["tool_choice"] == {"type": "tool", "name": "final_answer"}
+    assert retried["tool_choice"] == {"type": "auto"}
+
+    second = Agent(model=model, output_mode="tool", output_retries=0).prompt("Again?", output_type=City)
+    assert second.output == City("Paris", "France"), second.error_message
+    native = bodies(server)[2]
+    assert "tools" not in native and native["output_config"]["format"]["type"] == "json_schema"
+
+
+def test_remembered_in_the_user_level_file_when_asked(server, caplog, tmp_path):
+    path = remember_rejections()
+    assert path == tmp_path / "home" / "learned-rules.json"
+    server.reply(anthropic_error('"thinking.type.disabled" is not supported for this model.'), status=400, headers=JSON)
+    server.reply(anthropic_sse())
+    server.reply(anthropic_sse())
+    model = claude(server)
+    assert ask(model).stop_reason == "stop"
+    saved = json.loads(path.read_text())
+    assert saved["models"]["anthropic:claude-new-6"] == {
+        "thinking_off": None,
+        "efforts": ["low", "medium", "high", "max"],
+    }
+    assert any(str(path) in w for w in warnings(caplog))
+
+    forget_learned()  # a new process: nothing learned until the file is read
+    remember_rejections()
+    assert ask(model).stop_reason == "stop"
+    assert len(server.requests) == 3 and bodies(server)[2]["thinking"]["type"] == "adaptive"
+
+
+# --------------------------------------------------------------------------- never retried
+
+
+def test_an_error_naming_a_required_field_is_not_retried(server):
+    words = "messages.0.content.0: When thinking is disabled, an `assistant` message cannot contain `thinking`."
+    server.reply(anthropic_error(words), status=400, headers=JSON)
+    result = ask(claude(server))
+    assert result.stop_reason == "error" and words in (result.error_message or "")
+    assert len(server.requests) == 1
+
+
+def test_an_openai_error_on_a_required_parameter_is_not_retried(server):
+    server.reply(
+        openai_error("Unsupported parameter: 'input'.", "input", "unsupported_parameter"), status=400, headers=JSON
+    )
+    assert ask(gpt(server)).stop_reason == "error"
+    assert len(server.requests) == 1
+
+
+def test_a_400_that_names_no_optional_field_is_not_retried(server):
+    server.reply(
+        openai_error("Invalid 'max_output_tokens': too large.", "max_output_tokens", "invalid_value"),
+        status=400,
+        headers=JSON,
+    )
+    server.reply(gemini_error("Request contains an invalid argument."), status=400, headers=JSON)
+    assert ask(gpt(server)).stop_reason == "error"
+    caps = {"thinking": "budget", "efforts": ["low"], "thinking_off": "zero_budget"}
+    gemini = custom_model(
+        "g", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
+    )
+    assert ask(gemini).stop_reason == "error"
+    assert len(server.requests) == 2
+
+
+def test_a_field_the_request_did_not_send_that_way_is_not_retried(server):
+    server.reply(anthropic_error('"thinking.type.disabled" is not supported for this model.'), status=400, headers=JSON)
+    assert ask(claude(server), reasoning="high").stop_reason == "error"  # thinking was adaptive
+    assert len(server.requests) == 1
+
+
+def test_a_second_refusal_is_the_calls_error_without_a_third_request(server):
+    server.reply(
+        openai_error("Unsupported value: 'none'.", "reasoning.effort", "unsupported_value"), status=400, headers=JSON
+    )
+    second = "Unsupported value: 'tool_choice' does not support 'required' with this model."
+    server.reply(openai_error(second, "tool_choice", "unsupported_value"), status=400, headers=JSON)
+    result = ask(gpt(server), tools=True, tool_choice="required")
+    assert result.stop_reason == "error" and second in (result.error_message or "")
+    assert len(server.requests) == 2
+
+
+def test_an_error_after_the_stream_began_is_not_retried(server):
+    error = {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": '"thinking.type.disabled" is not supported'},
+    }
+    server.reply(anthropic_sse([ANTHROPIC_STREAM[0], error]))
+    result = ask(claude(server))
+    assert result.stop_reason == "error" and "thinking.type.disabled" in (result.error_message or "")
+    assert len(server.requests) == 1

@@ -75,8 +75,9 @@ bench: $(MCP_STAMP) mcp-servers $(REMOTE_STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.mcp
 
-# Regenerate piagent/ai/catalogue.json and the README's model table from the official SDKs'
-# model lists, genai-prices and scripts/catalogue_families.py (docs/models.md#the-catalogue).
+# Regenerate piagent/ai/catalogue.json, its rules (catalogue_rules.json) and the README's model
+# table from the official SDKs' model lists, genai-prices and scripts/catalogue_families.py
+# (docs/models.md#the-catalogue).
 catalogue: $(STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade -e '.[catalogue]'
 	$(BIN)/python scripts/generate_catalogue.py $(CATALOGUE_DATE)

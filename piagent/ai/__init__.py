@@ -8,11 +8,13 @@ from .capabilities import Capabilities, forget_learned
 from .env import get_env_api_key
 from .json_stream import parse_streaming_json
 from .models import (
+    catalogue_in_use,
     custom_model,
     get_model,
     get_models,
     get_providers,
     load_catalogue,
+    refresh_catalogue,
     register_model,
     unregister_model,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "catalogue_in_use",
     "complete",
     "complete_simple",
     "content_from_dict",
@@ -88,6 +91,7 @@ __all__ = [
     "load_catalogue",
     "message_from_dict",
     "parse_streaming_json",
+    "refresh_catalogue",
     "register_api_provider",
     "register_model",
     "remember_rejections",

@@ -34,6 +34,7 @@ from .config import (
     TOOL_NAMES,
     SetupError,
     build_tools,
+    catalogue_line,
     describe_model,
     list_models,
     parse_compat,
@@ -72,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument(
         "--list-models", action="store_true", help="list the known models and which have a key, then exit"
+    )
+    model.add_argument(
+        "--refresh-models",
+        action="store_true",
+        help="rebuild the model catalogue from the official SDKs and genai-prices installed here into "
+        "$PIAGENT_HOME/catalogue.json (default ~/.piagent), used when newer than the built-in one, then exit",
     )
     model.add_argument(
         "--base-url",
@@ -280,6 +287,8 @@ def main(
         level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
     )
     console = Console(out, err)
+    if args.refresh_models:
+        return _refresh_models(console)
     if args.list_models:
         console.write_out("".join(line + "\n" for line in list_models(environ)))
         return EXIT_OK
@@ -329,6 +338,20 @@ def main(
         return run_once(agent, prompt, console, renderer, args.max_turns, summary)
     finally:
         renderer.close()
+
+
+def _refresh_models(console: Console) -> int:
+    """``--refresh-models``: rebuild the user-level catalogue; a missing source is a usage error."""
+    from ..ai.models import get_models, get_providers, refresh_catalogue
+
+    try:
+        path = refresh_catalogue()
+    except (ImportError, ValueError) as exc:
+        console.note(f"piagent: {exc}")
+        return EXIT_USAGE
+    count = sum(len(get_models(provider)) for provider in get_providers())
+    console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    return EXIT_OK
 
 
 def _interactive(agent: Agent, chosen: Model, console: Console, stdin: IO[str], summary: bool) -> int:

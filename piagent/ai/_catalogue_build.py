@@ -30,6 +30,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
+from ..exceptions import InvalidValueError
+
 __all__ = [
     "DATED",
     "RULES_FILE",
@@ -228,7 +230,9 @@ def sdk_models(
             continue
         name = family_of(model_id, families)
         if name is None:
-            raise ValueError(f"{provider}:{model_id} belongs to no family: add it to scripts/catalogue_families.py")
+            raise InvalidValueError(
+                f"{provider}:{model_id} belongs to no family: add it to scripts/catalogue_families.py"
+            )
         family = families[name]
         override = family.get("overrides", {}).get(model_id, {})
         rows.append(model_row(provider, model_id, name, family, override, date, today, aliases.get(model_id, [])))

@@ -149,3 +149,12 @@ def test_without_the_sources_it_names_them_and_the_command_that_installs_them(tm
         "(in a checkout of piagent: pip install -e '.[catalogue]')"
     )
     assert not home.exists()
+
+
+def test_an_sdk_id_no_family_matches_stops_the_refresh_naming_it(monkeypatch):
+    sources_installed()
+    rules = vars(builder.hand).copy()
+    rules["OPENAI"] = {name: family for name, family in rules["OPENAI"].items() if name != "gpt-4"}
+    monkeypatch.setattr(builder, "hand", type(builder.hand)(**rules))
+    with pytest.raises(ValueError, match=r"openai:gpt-4\.1 belongs to no family: add it to scripts/catalogue_families"):
+        builder.build(GENERATED)

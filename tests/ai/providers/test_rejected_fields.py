@@ -205,6 +205,32 @@ def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplo
     assert any("google:gemini-new-5" in w and words in w for w in warnings(caplog))
 
 
+def test_gemini_refusing_a_thinking_level_gets_the_next_higher_one(server, caplog):
+    words = "Thinking level MINIMAL is not supported for this model."
+    server.reply(gemini_error(words), status=400, headers=JSON)
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
+    caps = {"thinking": "level", "efforts": ["minimal", "low", "high"], "thinking_off": None}
+    model = custom_model(
+        "gemini-new-6", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
+    )
+
+    assert ask(model, reasoning="minimal").stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["generationConfig"]["thinkingConfig"]["thinkingLevel"] == "MINIMAL"
+    assert retried["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "LOW", "includeThoughts": True}
+    assert any('thinkingConfig.thinkingLevel="MINIMAL"' in w and words in w for w in warnings(caplog))
+
+
+def test_anthropic_refusing_an_effort_value_it_names_gets_the_next_one_down_the_list(server):
+    words = "output_config.effort: 'max' is not supported for this model; expected 'low', 'medium' or 'high'"
+    server.reply(anthropic_error(words), status=400, headers=JSON)
+    server.reply(anthropic_sse())
+    assert ask(claude(server), reasoning="max").stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["output_config"] == {"effort": "max"} and retried["output_config"] == {"effort": "high"}
+
+
 @dataclass
 class City:
     name: str

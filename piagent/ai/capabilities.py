@@ -176,11 +176,23 @@ def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities
     return dataclasses.replace(caps, **changes) if changes else caps
 
 
-def learn(provider: str, model_id: str, changes: Mapping[str, Any]) -> None:
-    """Apply ``changes`` (capability fields) to every later request to ``provider:model_id``."""
+def learn(provider: str, model_id: str, changes: Mapping[str, Any], *, warned: bool = False) -> None:
+    """Apply ``changes`` (capability fields) to every later request to ``provider:model_id``.
+
+    ``warned``: the caller's warning already said what follows from them, so the one-time
+    warnings of a refused temperature or forced tool choice are not given again for the model.
+    """
     Capabilities.from_dict(changes)  # only known fields with valid values
     with _learned_lock:
         _learned.setdefault((provider, model_id), {}).update(changes)
+    if warned:
+        said: list[tuple[Any, ...]] = []
+        if changes.get("forced_tool_choice") is False:
+            said.append(("forced-choice", provider, model_id))
+        if changes.get("sampling") == "never":
+            said += [("temperature", provider, model_id, thinking) for thinking in (False, True)]
+        with _warned_lock:
+            _warned.update(said)
 
 
 def learned() -> dict[tuple[str, str], dict[str, Any]]:

@@ -218,7 +218,7 @@ def open_learning(
 
 
 def _learn(model: Model, rejection: Rejection) -> None:
-    learn(model.provider, model.id, rejection.changes)
+    learn(model.provider, model.id, rejection.changes, warned=True)
     saved = save_lessons(model.provider, model.id)
     where = f"; saved in {saved}" if saved else " for this process"
     rule = rejection.rule

@@ -167,10 +167,12 @@ def test_chat_completions_refusing_a_forced_tool_choice_sends_auto(server, caplo
     refused, retried = bodies(server)
     assert refused["tool_choice"] == "required"
     assert retried == {**refused, "tool_choice": "auto"}
-    assert any("tool_choice" in w and words in w for w in warnings(caplog))
+    [warning] = warnings(caplog)  # once: not again as "refuses a forced tool choice"
+    assert 'tool_choice="required"' in warning and words in warning
 
     assert ask(model, tools=True, tool_choice="required").stop_reason == "stop"
     assert len(server.requests) == 3 and bodies(server)[2]["tool_choice"] == "auto"
+    assert len(warnings(caplog)) == 1
 
 
 def test_openai_refusing_temperature_leaves_it_out(server, caplog):
@@ -183,6 +185,8 @@ def test_openai_refusing_temperature_leaves_it_out(server, caplog):
     refused, retried = bodies(server)
     assert refused["temperature"] == 0.2
     assert retried == {k: v for k, v in refused.items() if k != "temperature"}
+    [warning] = warnings(caplog)  # once: not again as "rejects temperature"
+    assert "openai:small-new-1 refused temperature=0.2" in warning and words in warning
 
 
 def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplog):

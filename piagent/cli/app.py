@@ -283,9 +283,7 @@ def main(
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
-    )
+    _configure_logging(args.verbose, err)
     console = Console(out, err)
     if args.refresh_models:
         return _refresh_models(console)
@@ -338,6 +336,17 @@ def main(
         return run_once(agent, prompt, console, renderer, args.max_turns, summary)
     finally:
         renderer.close()
+
+
+def _configure_logging(verbose: bool, err: IO[str]) -> None:
+    """Log on ``err`` as ``piagent: message``: piagent's warnings always (a refusal learned from
+    a provider, an unusable user-level file, a damaged session), its info with ``-v``; other
+    libraries' errors only (their info with ``-v``). A host program that configured logging
+    already (the root logger has handlers) keeps its configuration."""
+    if logging.getLogger().handlers:
+        return
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, stream=err, format="piagent: %(message)s")
+    logging.getLogger("piagent").setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def _refresh_models(console: Console) -> int:

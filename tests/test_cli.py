@@ -359,6 +359,30 @@ def test_a_learned_refusal_is_one_warning_on_stderr_without_verbose(tmp_path: Pa
     assert not (tmp_path / "learned-rules.json").exists()  # only when asked
 
 
+def test_remember_rejections_keeps_the_lesson_for_the_next_run(tmp_path: Path) -> None:
+    with ScriptedServer() as server:
+        refuse_forced_choice(server)
+        first = cli_process("--base-url", f"{server.url}/v1", "--remember-rejections", *FORCED, home=tmp_path)
+        _, err = first.communicate(timeout=WAIT)
+        assert first.returncode == 0, err
+        assert f"saved in {tmp_path / 'learned-rules.json'}" in err
+        assert json.loads((tmp_path / "learned-rules.json").read_text())["models"] == {
+            "openai:gpt-new-7": {"forced_tool_choice": False}
+        }
+
+        server.reply(chat_text("4"))
+        again = cli_process("--base-url", f"{server.url}/v1", "--remember-rejections", *FORCED, home=tmp_path)
+        out, err = again.communicate(timeout=WAIT)
+        assert again.returncode == 0, err
+        assert out == "4\n" and [r.json["tool_choice"] for r in server.requests[2:]] == ["auto"]
+
+        refuse_forced_choice(server)  # without the option the file is not read
+        forgetful = cli_process("--base-url", f"{server.url}/v1", *FORCED, home=tmp_path)
+        _, err = forgetful.communicate(timeout=WAIT)
+        assert forgetful.returncode == 0, err
+        assert [r.json["tool_choice"] for r in server.requests[3:]] == ["required", "auto"]
+
+
 def test_an_unusable_user_catalogue_is_a_warning_on_stderr_without_verbose(tmp_path: Path) -> None:
     (tmp_path / "catalogue.json").write_text('{"generated": "9999-12-31", "models": {"openai": [{"id": 1}]}}')
     process = cli_process("--list-models", home=tmp_path)

@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
     )
+    model.add_argument(
+        "--remember-rejections",
+        action="store_true",
+        help="keep what models were seen to refuse (an optional field named in their error) in "
+        "$PIAGENT_HOME/learned-rules.json (default ~/.piagent), and apply what it holds",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("-s", "--system", default="", help="the system prompt")
     run.add_argument(
@@ -285,6 +291,10 @@ def main(
     args = parser.parse_args(argv)
     _configure_logging(args.verbose, err)
     console = Console(out, err)
+    if args.remember_rejections:
+        from ..ai import remember_rejections
+
+        remember_rejections()
     if args.refresh_models:
         return _refresh_models(console)
     if args.list_models:

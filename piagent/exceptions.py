@@ -132,8 +132,9 @@ class HttpStatusError(ProviderError):
     """A non-2xx answer; ``message`` is the provider's error text, scrubbed of secrets.
 
     ``fields`` holds the short text fields of a JSON error object besides its message (OpenAI
-    ``type``/``code``/``param``, Anthropic ``type``, Gemini ``status``), scrubbed too; empty
-    when the answer had none.
+    ``type``/``code``/``param``, Anthropic ``type``, Gemini ``status``, and as ``violations``
+    the fields Gemini's ``details[].fieldViolations`` name), scrubbed too; empty when the
+    answer had none.
     """
 
     def __init__(self, status: int, message: str, fields: Optional[dict[str, str]] = None) -> None:

@@ -78,7 +78,8 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE line or event
 MAX_REDIRECTS = 5
 ERROR_TEXT_CHARS = 2000  # of a provider's error text, after redaction
 ERROR_BODY_BYTES = 65_536  # read of an error answer's body
-#: The fields of a JSON error object kept beside its message (HttpStatusError.fields).
+#: The fields of a JSON error object kept beside its message (HttpStatusError.fields); with
+#: ``violations``, the fields Google's ``details[].fieldViolations[].field`` names.
 ERROR_FIELDS = ("type", "code", "param", "status")
 ERROR_FIELD_CHARS = 200
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
@@ -371,9 +372,21 @@ def _json_error(raw: str) -> tuple[Optional[str], dict[str, str]]:
         found = error.get("message") or error.get("msg")
         message = str(found) if found else None
         fields = {name: str(error[name]) for name in ERROR_FIELDS if isinstance(error.get(name), (str, int))}
+        violations = " ".join(_violated_fields(error.get("details")))
+        if violations:
+            fields["violations"] = violations
     if message is None and "message" in body:
         message = str(body["message"])
     return message, fields
+
+
+def _violated_fields(details: Any) -> Iterator[str]:
+    """The ``field`` of each ``fieldViolations`` entry of Google's error ``details``."""
+    for detail in details if isinstance(details, list) else ():
+        violations = detail.get("fieldViolations") if isinstance(detail, dict) else None
+        for violation in violations if isinstance(violations, list) else ():
+            if isinstance(violation, dict) and isinstance(violation.get("field"), str):
+                yield violation["field"]
 
 
 def _retry_after(response: requests.Response) -> Optional[float]:

@@ -133,7 +133,8 @@ def _names_field(rule: Rule, error: HttpStatusError) -> bool:
         return False
     if rule.api == _GOOGLE and error.fields.get("status") != "INVALID_ARGUMENT":
         return False
-    return any(name in error.message for name in rule.names)
+    named = f"{error.message} {error.fields.get('violations', '')}"  # Gemini: details[].fieldViolations[].field
+    return any(name in named for name in rule.names)
 
 
 def _supported(words: str) -> list[str]:

@@ -209,6 +209,24 @@ def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplo
     assert any("google:gemini-new-5" in w and words in w for w in warnings(caplog))
 
 
+def test_gemini_naming_the_field_only_in_its_field_violations_is_recognised(server):
+    violation = {"field": "generation_config.thinking_config.thinking_budget", "description": "Invalid value."}
+    details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}]
+    error = {"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"}
+    server.reply(json.dumps({"error": {**error, "details": details}}).encode(), status=400, headers=JSON)
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
+    caps = {"thinking": "budget", "efforts": ["minimal", "low", "high"], "thinking_off": "zero_budget"}
+    model = custom_model(
+        "gemini-new-7", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
+    )
+
+    assert ask(model).stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
+    assert retried["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 1024, "includeThoughts": True}
+
+
 def test_gemini_refusing_a_thinking_level_gets_the_next_higher_one(server, caplog):
     words = "Thinking level MINIMAL is not supported for this model."
     server.reply(gemini_error(words), status=400, headers=JSON)

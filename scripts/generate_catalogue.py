@@ -23,16 +23,6 @@ sys.path.insert(0, str(ROOT))
 import catalogue_families as hand  # noqa: E402 (scripts/ is put on the path first)
 
 from piagent.ai import _catalogue_build as builder  # noqa: E402 (the checkout is put on the path first)
-from piagent.ai._catalogue_build import (  # noqa: E402 (the tests read them here)
-    DATED,
-    anthropic_ids,
-    excluded,
-    literal_values,
-    openai_ids,
-    parse_long_date,
-)
-
-__all__ = ["DATED", "anthropic_ids", "excluded", "literal_values", "openai_ids", "parse_long_date", "readme_table"]
 
 OUT = ROOT / "piagent" / "ai" / "catalogue.json"
 README = ROOT / "README.md"

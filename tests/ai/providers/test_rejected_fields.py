@@ -80,8 +80,22 @@ def openai_error(message: str, param: Any, code: Any) -> bytes:
     ).encode()
 
 
-def gemini_error(message: str) -> bytes:
-    return json.dumps({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}).encode()
+def gemini_error(message: str, **more: Any) -> bytes:
+    return json.dumps({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT", **more}}).encode()
+
+
+def gemini_sse() -> list[bytes]:
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    return [f"data: {json.dumps(answer)}\n\n".encode()]
+
+
+ZERO_BUDGET_OFF = {"thinking": "budget", "efforts": ["minimal", "low", "high"], "thinking_off": "zero_budget"}
+
+
+def gemini(server: ScriptedServer, model_id: str, capabilities: dict[str, Any] = ZERO_BUDGET_OFF) -> Any:
+    return custom_model(
+        model_id, server.url, api="google-generative-ai", provider="google", capabilities=capabilities, register=False
+    )
 
 
 def claude(server: ScriptedServer, **capabilities: Any) -> Any:
@@ -192,12 +206,8 @@ def test_openai_refusing_temperature_leaves_it_out(server, caplog):
 def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplog):
     words = "Budget 0 is invalid. This model only works in thinking mode."
     server.reply(gemini_error(words), status=400, headers=JSON)
-    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
-    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
-    caps = {"thinking": "budget", "efforts": ["minimal", "low", "high"], "thinking_off": "zero_budget"}
-    model = custom_model(
-        "gemini-new-5", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
-    )
+    server.reply(gemini_sse())
+    model = gemini(server, "gemini-new-5")
 
     assert ask(model).stop_reason == "stop"
     refused, retried = bodies(server)
@@ -212,14 +222,9 @@ def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplo
 def test_gemini_naming_the_field_only_in_its_field_violations_is_recognised(server):
     violation = {"field": "generation_config.thinking_config.thinking_budget", "description": "Invalid value."}
     details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}]
-    error = {"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"}
-    server.reply(json.dumps({"error": {**error, "details": details}}).encode(), status=400, headers=JSON)
-    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
-    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
-    caps = {"thinking": "budget", "efforts": ["minimal", "low", "high"], "thinking_off": "zero_budget"}
-    model = custom_model(
-        "gemini-new-7", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
-    )
+    server.reply(gemini_error("Request contains an invalid argument.", details=details), status=400, headers=JSON)
+    server.reply(gemini_sse())
+    model = gemini(server, "gemini-new-7")
 
     assert ask(model).stop_reason == "stop"
     refused, retried = bodies(server)
@@ -230,11 +235,9 @@ def test_gemini_naming_the_field_only_in_its_field_violations_is_recognised(serv
 def test_gemini_refusing_a_thinking_level_gets_the_next_higher_one(server, caplog):
     words = "Thinking level MINIMAL is not supported for this model."
     server.reply(gemini_error(words), status=400, headers=JSON)
-    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
-    server.reply([f"data: {json.dumps(answer)}\n\n".encode()])
-    caps = {"thinking": "level", "efforts": ["minimal", "low", "high"], "thinking_off": None}
-    model = custom_model(
-        "gemini-new-6", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
+    server.reply(gemini_sse())
+    model = gemini(
+        server, "gemini-new-6", {"thinking": "level", "efforts": ["minimal", "low", "high"], "thinking_off": None}
     )
 
     assert ask(model, reasoning="minimal").stop_reason == "stop"
@@ -349,13 +352,11 @@ def test_a_400_that_names_no_optional_field_is_not_retried(server):
         status=400,
         headers=JSON,
     )
-    server.reply(gemini_error("Request contains an invalid argument."), status=400, headers=JSON)
+    violation = {"field": "contents[0].parts", "description": "Unknown name \"role\" at 'contents[0].parts'."}
+    details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}]
+    server.reply(gemini_error("Request contains an invalid argument.", details=details), status=400, headers=JSON)
     assert ask(gpt(server)).stop_reason == "error"
-    caps = {"thinking": "budget", "efforts": ["low"], "thinking_off": "zero_budget"}
-    gemini = custom_model(
-        "g", server.url, api="google-generative-ai", provider="google", capabilities=caps, register=False
-    )
-    assert ask(gemini).stop_reason == "error"
+    assert ask(gemini(server, "g")).stop_reason == "error"  # a zero budget was sent, but not named
     assert len(server.requests) == 2
 
 

@@ -137,15 +137,22 @@ def _parse(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, Model]], dict[s
 def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool = False) -> int:
     """Load a catalogue (a path to a JSON file made by ``make catalogue``, or its parsed dict).
 
-    Its models replace the built-in ones with the same provider and id (all of the built-in
-    ones with ``replace``); models registered by hand stay. Returns the number of models
+    Its models replace the catalogue's ones with the same provider and id (all of them with
+    ``replace``); models registered by hand stay. The user-level catalogue, if newer, comes
+    into use first, so it never replaces what was loaded here. Returns the number of models
     loaded. Raises ``ValueError`` for a file of another format or a malformed row, before
     changing anything.
     """
-    data = source if isinstance(source, Mapping) else json.loads(Path(source).read_text(encoding="utf-8"))
+    _use_user_catalogue()
+    return _load(
+        source if isinstance(source, Mapping) else json.loads(Path(source).read_text(encoding="utf-8")), replace
+    )
+
+
+def _load(data: Mapping[str, Any], replace: bool = False) -> int:
     try:
         models, aliases = _parse(data)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:  # a row or field of the wrong type
         raise InvalidValueError(f"malformed catalogue: {exc!r}") from None
     with _lock:
         if replace:
@@ -165,7 +172,7 @@ def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool
 
 
 _BUILT_IN: dict[str, Any] = json.loads(CATALOGUE_FILE.read_text(encoding="utf-8"))
-load_catalogue(_BUILT_IN)
+_load(_BUILT_IN)
 _in_use: dict[str, Any] = {"source": "built-in", "path": CATALOGUE_FILE, "generated": _BUILT_IN["generated"]}
 _user_checked = False
 _user_lock = threading.Lock()
@@ -195,14 +202,17 @@ def _use_user_catalogue() -> None:
 def _use_if_newer(data: Mapping[str, Any], path: Path) -> bool:
     """Use ``data`` in place of the built-in catalogue if it was generated later, with the
     package's per-family rules; True if it is now in use. A malformed one is ignored (a warning)."""
-    generated = str(data.get("generated", "")) if isinstance(data, Mapping) else ""
-    if generated <= _BUILT_IN["generated"]:
-        return False
+    generated = data.get("generated") if isinstance(data, Mapping) else None
     try:
-        load_catalogue({**data, "families": _BUILT_IN["families"]}, replace=True)
+        if not isinstance(generated, str):
+            raise InvalidValueError("its generation date ('generated', YYYY-MM-DD) is missing")
+        if datetime.date.fromisoformat(generated) <= datetime.date.fromisoformat(_BUILT_IN["generated"]):
+            return False
+        if not isinstance(data.get("models"), Mapping) or not any(data["models"].values()):
+            raise InvalidValueError("it lists no models")
+        _load({**data, "families": _BUILT_IN["families"]}, replace=True)  # all or nothing
     except ValueError as exc:
         logger.warning("%s is not usable (%s): using the built-in catalogue", path, exc)
-        load_catalogue(_BUILT_IN, replace=True)
         return False
     _in_use.update(source="user", path=path, generated=generated)
     return True

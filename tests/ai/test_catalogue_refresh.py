@@ -114,6 +114,25 @@ def test_a_newer_user_catalogue_is_used_with_the_packages_family_rules(tmp_path)
     )
 
 
+def test_a_catalogue_loaded_by_hand_stays_when_the_user_catalogue_comes_into_use(tmp_path):
+    """load_catalogue() before the first look-up: the user-level catalogue, applied at that
+    look-up, must not replace what the program loaded itself."""
+    home = tmp_path / "home"
+    user_catalogue(home, GENERATED + datetime.timedelta(days=2))
+    own = json.loads(CATALOGUE_FILE.read_text())
+    own["models"]["anthropic"] = [dict(own["models"]["anthropic"][0], id="claude-own-1", name="Own")]
+    (tmp_path / "own.json").write_text(json.dumps(own))
+    code = (
+        "from piagent.ai import catalogue_in_use, get_model, load_catalogue\n"
+        f"load_catalogue({str(tmp_path / 'own.json')!r})\n"
+        "print(get_model('anthropic:claude-own-1').id, get_model('anthropic:claude-opus-9').id)\n"
+        "print(catalogue_in_use()['source'])"
+    )
+    shown = piagent(home, code=code)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["claude-own-1 claude-opus-9", "user"]
+
+
 def test_a_user_catalogue_no_newer_than_the_built_in_one_is_not_used(tmp_path):
     home = tmp_path / "home"
     user_catalogue(home, GENERATED)
@@ -137,6 +156,28 @@ def test_an_unusable_user_catalogue_leaves_the_built_in_one_with_a_warning(tmp_p
     source, ids = shown.stdout.splitlines()
     assert source == "built-in" and "claude-opus-9" not in ids.split() and "claude-opus-4-8" in ids.split()
     assert "is not usable" in shown.stderr and "no-such-family" in shown.stderr
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"models": {"openai": [1]}},
+        {"models": [1]},
+        {"models": {"openai": [{"id": "x", "cost": 3}]}},
+        {"models": {}},
+        {"generated": 99991231},
+        {"generated": "later"},
+    ],
+)
+def test_a_malformed_user_catalogue_is_a_warning_and_the_built_in_one_stays(tmp_path, body):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "catalogue.json").write_text(json.dumps({"format": 1, "generated": "9999-12-31", **body}))
+    listed = piagent(home, "--list-models")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith(f"# catalogue: built-in ({CATALOGUE_FILE})")
+    assert any(line.startswith("anthropic:") for line in listed.stdout.splitlines())
+    assert f"piagent: {home / 'catalogue.json'} is not usable (" in listed.stderr
 
 
 def test_without_the_sources_it_names_them_and_the_command_that_installs_them(tmp_path):

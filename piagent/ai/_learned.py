@@ -46,7 +46,7 @@ def remember_rejections(enabled: bool = True) -> Path:
         provider, _, model_id = key.partition(":")
         try:
             learn(provider, model_id, changes)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:  # a field unknown or of the wrong type
             logger.warning("%s: ignored the rules of %s (%s)", path, key, exc)
     _remembering.set()
     return path
@@ -76,7 +76,9 @@ def save_lessons(provider: str, model_id: str) -> Optional[Path]:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(path.name + ".tmp")
-            partial.write_text(json.dumps({"format": 1, "models": rules}, indent=1, sort_keys=True) + "\n")
+            partial.write_text(
+                json.dumps({"format": 1, "models": rules}, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
             os.replace(partial, path)
         except OSError as exc:
             logger.warning("could not save the learned rules in %s: %s", path, exc)

@@ -29,6 +29,7 @@ from piagent.ai import (
     forget_learned,
     remember_rejections,
 )
+from piagent.ai.capabilities import learned
 from tests.ai.providers.openai_wire import chat_text, responses_text
 from tests.support.scripted_server import ScriptedServer
 
@@ -325,6 +326,26 @@ def test_remembered_in_the_user_level_file_when_asked(server, caplog, tmp_path):
     remember_rejections()
     assert ask(model).stop_reason == "stop"
     assert len(server.requests) == 3 and bodies(server)[2]["thinking"]["type"] == "adaptive"
+
+
+def test_a_damaged_user_level_file_costs_a_warning_per_bad_entry_and_keeps_the_rest(tmp_path, caplog):
+    home = tmp_path / "home"
+    home.mkdir()
+    models = {
+        "openai:gpt-a": {"efforts": 5},
+        "openai:gpt-b": {"no_such_field": True},
+        "openai:gpt-c": {"sampling": "never"},
+    }
+    (home / "learned-rules.json").write_text(json.dumps({"format": 1, "models": models}))
+    remember_rejections()
+    assert learned() == {("openai", "gpt-c"): {"sampling": "never"}}
+    bad = warnings(caplog)
+    assert len(bad) == 2 and "openai:gpt-a" in bad[0] and "openai:gpt-b" in bad[1]
+
+    (home / "learned-rules.json").write_text("{not json")
+    forget_learned()
+    remember_rejections()
+    assert learned() == {} and "could not be read" in warnings(caplog)[-1]
 
 
 # --------------------------------------------------------------------------- never retried

@@ -204,6 +204,15 @@ def test_openai_refusing_temperature_leaves_it_out(server, caplog):
     assert "openai:small-new-1 refused temperature=0.2" in warning and words in warning
 
 
+def test_anthropic_deprecating_temperature_leaves_it_out(server):
+    server.reply(anthropic_error("`temperature` is deprecated for this model."), status=400, headers=JSON)
+    server.reply(anthropic_sse())
+    model = claude(server, sampling="always")
+    assert ask(model, temperature=0.5).stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["temperature"] == 0.5 and retried == {k: v for k, v in refused.items() if k != "temperature"}
+
+
 def test_gemini_refusing_a_zero_budget_thinks_at_the_lowest_budget(server, caplog):
     words = "Budget 0 is invalid. This model only works in thinking mode."
     server.reply(gemini_error(words), status=400, headers=JSON)
@@ -379,6 +388,15 @@ def test_a_400_that_names_no_optional_field_is_not_retried(server):
     assert ask(gpt(server)).stop_reason == "error"
     assert ask(gemini(server, "g")).stop_reason == "error"  # a zero budget was sent, but not named
     assert len(server.requests) == 2
+
+
+def test_a_temperature_out_of_range_is_the_callers_error_not_a_lesson(server):
+    server.reply(anthropic_error("temperature: Input should be less than or equal to 1"), status=400, headers=JSON)
+    server.reply(gemini_error("* GenerateContentRequest.generation_config.temperature: must be between 0 and 2"),
+                 status=400, headers=JSON)  # fmt: skip
+    assert ask(claude(server, sampling="always"), temperature=1.5).stop_reason == "error"
+    assert ask(gemini(server, "gemini-new-8"), temperature=3.0).stop_reason == "error"
+    assert len(server.requests) == 2 and learned() == {}
 
 
 def test_a_field_the_request_did_not_send_that_way_is_not_retried(server):

@@ -97,7 +97,7 @@ _OFF_VALUES = ("disabled", "none", 0)  # what "off" is on the wire
 _FORCED = ("any", "tool", "required", "ANY")  # a forced tool choice on the wire (dicts too)
 _OPENAI_CODES = ("unsupported_parameter", "unsupported_value")
 #: How a free-text error says a field is refused for the model (not that its value is out of range).
-_REFUSED = re.compile(r"(?i)deprecated|not supported|unsupported|not (?:allowed|permitted)|cannot|no longer")
+_REFUSED = re.compile(r"(?i)deprecated|not supported|unsupported|not (?:allowed|permitted)|cannot|may not|no longer")
 _QUOTED = re.compile(r"['\"`]([A-Za-z]+)['\"`]")
 _EFFORTS = ("none",) + THINKING_LEVELS
 
@@ -147,9 +147,10 @@ def _supported(words: str) -> list[str]:
 
 def _changes(rule: Rule, value: Any, caps: Capabilities, words: str) -> Optional[tuple[dict[str, Any], str]]:
     """``(capability changes, what the retry does)`` for a refused ``value``, or None."""
+    free_text = rule.api not in (_RESPONSES, _COMPLETIONS)
+    if free_text and rule.kind in ("temperature", "tool_choice") and not _REFUSED.search(words):
+        return None  # "must be between 0 and 2", "tool not found": about the value asked, not the model
     if rule.kind == "temperature":
-        if rule.api not in (_RESPONSES, _COMPLETIONS) and not _REFUSED.search(words):
-            return None  # free-text errors: "must be between 0 and 2" is about the value asked for
         return {"sampling": "never"}, "without temperature"
     if rule.kind == "tool_choice":
         if not (value in _FORCED or isinstance(value, Mapping)):
@@ -165,7 +166,7 @@ def _changes(rule: Rule, value: Any, caps: Capabilities, words: str) -> Optional
             return None
         changes = {"thinking_off": None, "efforts": listed or tuple(e for e in caps.efforts if e != "none")}
     else:
-        if rule.api not in (_RESPONSES, _COMPLETIONS) and str(value).lower() not in words.lower():
+        if free_text and str(value).lower() not in words.lower():
             return None  # free-text errors: the refused value must be named too
         changes = {"efforts": listed or tuple(e for e in caps.efforts if e != wire)}
     lowest = lowest_effort(changes["efforts"])

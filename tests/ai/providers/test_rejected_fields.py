@@ -399,6 +399,12 @@ def test_a_temperature_out_of_range_is_the_callers_error_not_a_lesson(server):
     assert len(server.requests) == 2 and learned() == {}
 
 
+def test_a_forced_choice_of_a_tool_not_sent_is_the_callers_error_not_a_lesson(server):
+    server.reply(anthropic_error("tool_choice.name: Tool 'lookup' not found in tools"), status=400, headers=JSON)
+    assert ask(claude(server), tools=True, tool_choice={"name": "lookup"}).stop_reason == "error"
+    assert len(server.requests) == 1 and learned() == {}
+
+
 def test_a_field_the_request_did_not_send_that_way_is_not_retried(server):
     server.reply(anthropic_error('"thinking.type.disabled" is not supported for this model.'), status=400, headers=JSON)
     assert ask(claude(server), reasoning="high").stop_reason == "error"  # thinking was adaptive

@@ -231,7 +231,8 @@ def refresh_catalogue(today: Optional[datetime.date] = None) -> Path:
     and use it from now on when it is newer than the built-in one (docs/models.md#refreshing-the-catalogue).
 
     Returns the file's path. Raises ``ImportError`` naming the missing packages (and the
-    command that installs them), ``ValueError`` for an SDK-listed id that no family matches.
+    command that installs them), ``ValueError`` for an SDK-listed id that no family matches,
+    ``OSError`` when the file cannot be written.
     """
     from . import _catalogue_build as builder
 

@@ -361,6 +361,7 @@ def _configure_logging(verbose: bool, err: IO[str]) -> None:
 
 def _refresh_models(console: Console) -> int:
     """``--refresh-models``: rebuild the user-level catalogue; a missing source is a usage error."""
+    from ..ai._home import user_dir
     from ..ai.models import get_models, get_providers, refresh_catalogue
 
     try:
@@ -368,6 +369,9 @@ def _refresh_models(console: Console) -> int:
     except (ImportError, ValueError) as exc:
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
+    except OSError as exc:
+        console.note(f"piagent: could not write the catalogue into {user_dir()}: {exc}")
+        return EXIT_ERROR
     count = sum(len(get_models(provider)) for provider in get_providers())
     console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
     return EXIT_OK

@@ -99,6 +99,16 @@ def test_the_command_refreshes_into_the_user_directory_and_says_which_catalogue_
     assert json.loads((home / "catalogue.json").read_text())["generated"] == today
 
 
+def test_a_user_directory_that_cannot_be_written_is_a_clear_error(tmp_path):
+    sources_installed()
+    home = tmp_path / "home"
+    home.write_text("a file where the directory should be")
+    done = piagent(home, "--refresh-models")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"piagent: could not write the catalogue into {home}: ")
+    assert "Traceback" not in done.stderr
+
+
 def test_a_newer_user_catalogue_is_used_with_the_packages_family_rules(tmp_path):
     home = tmp_path / "home"
     families = json.loads(json.dumps(BUILT_IN["families"]))

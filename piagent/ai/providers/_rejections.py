@@ -60,7 +60,7 @@ _THINKING_CONFIG = ("generationConfig", "thinkingConfig")
 #: The recognised refusals (the table of docs/providers.md#rejected-fields).
 RULES: tuple[Rule, ...] = (
     Rule(_ANTHROPIC, "off", "thinking.type", ("thinking", "type"), ("thinking.type",)),
-    Rule(_ANTHROPIC, "effort", "output_config.effort", ("output_config", "effort"), ("effort",)),
+    Rule(_ANTHROPIC, "effort", "output_config.effort", ("output_config", "effort"), ("effort", "valid levels")),
     Rule(_ANTHROPIC, "tool_choice", "tool_choice", ("tool_choice", "type"), ("tool_choice",)),
     Rule(_ANTHROPIC, "temperature", "temperature", ("temperature",), ("temperature",)),
     Rule(_RESPONSES, "effort", "reasoning.effort", ("reasoning", "effort"), ("reasoning.effort",)),
@@ -98,7 +98,6 @@ _FORCED = ("any", "tool", "required", "ANY")  # a forced tool choice on the wire
 _OPENAI_CODES = ("unsupported_parameter", "unsupported_value")
 #: How a free-text error says a field is refused for the model (not that its value is out of range).
 _REFUSED = re.compile(r"(?i)deprecated|not supported|unsupported|not (?:allowed|permitted)|cannot|may not|no longer")
-_QUOTED = re.compile(r"['\"`]([A-Za-z]+)['\"`]")
 _EFFORTS = ("none",) + THINKING_LEVELS
 
 
@@ -140,9 +139,10 @@ def _names_field(rule: Rule, error: HttpStatusError) -> bool:
 
 
 def _supported(words: str) -> list[str]:
-    """The effort values an error lists as supported ("Supported values are: 'low', 'high'")."""
+    """The effort values an error lists as supported, quoted or not ("Supported values are:
+    'low' and 'high'", "valid levels: low, medium, high")."""
     tail = re.split(r"(?i)supported values|valid levels|expected|should be", words, maxsplit=1)
-    return [v.lower() for v in _QUOTED.findall(tail[1])] if len(tail) == 2 else []
+    return [w for w in re.findall(r"[a-z]+", tail[1].lower()) if w in _EFFORTS] if len(tail) == 2 else []
 
 
 def _changes(rule: Rule, value: Any, caps: Capabilities, words: str) -> Optional[tuple[dict[str, Any], str]]:
@@ -159,7 +159,7 @@ def _changes(rule: Rule, value: Any, caps: Capabilities, words: str) -> Optional
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return None
     wire = value.lower() if isinstance(value, str) else value
-    listed = tuple(e for e in _supported(words) if e in _EFFORTS)
+    listed = tuple(_supported(words))
     changes: dict[str, Any]
     if rule.kind == "off" or wire == "none":
         if wire not in _OFF_VALUES:

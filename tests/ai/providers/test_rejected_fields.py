@@ -257,13 +257,20 @@ def test_gemini_refusing_a_thinking_level_gets_the_next_higher_one(server, caplo
     assert any('thinkingConfig.thinkingLevel="MINIMAL"' in w and words in w for w in warnings(caplog))
 
 
-def test_anthropic_refusing_an_effort_value_it_names_gets_the_next_one_down_the_list(server):
-    words = "output_config.effort: 'max' is not supported for this model; expected 'low', 'medium' or 'high'"
+@pytest.mark.parametrize(
+    "words",
+    [
+        'level "max" not supported, valid levels: low, medium, high',  # Anthropic's words for Sonnet 4.6
+        "output_config.effort: 'max' is not supported for this model; expected 'low', 'medium' or 'high'",
+    ],
+)
+def test_anthropic_refusing_an_effort_value_it_names_gets_the_highest_it_lists(server, words):
     server.reply(anthropic_error(words), status=400, headers=JSON)
     server.reply(anthropic_sse())
     assert ask(claude(server), reasoning="max").stop_reason == "stop"
     refused, retried = bodies(server)
     assert refused["output_config"] == {"effort": "max"} and retried["output_config"] == {"effort": "high"}
+    assert learned() == {("anthropic", "claude-new-6"): {"efforts": ("low", "medium", "high")}}
 
 
 @dataclass

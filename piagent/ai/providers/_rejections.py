@@ -39,8 +39,9 @@ __all__ = [
 @dataclass(frozen=True)
 class Rule:
     """One optional field a provider may refuse: where it is in a request of ``api``, the names
-    an error uses for it, and what is learned (``kind``: ``off``, ``effort``, ``tool_choice``,
-    ``temperature``)."""
+    an error uses for it, and what is learned (``kind``: ``off``, the thinking switch, also
+    Anthropic's budget ``enabled`` that a model may refuse for ``adaptive``; ``effort``,
+    ``tool_choice``, ``temperature``)."""
 
     api: str
     kind: str
@@ -158,6 +159,11 @@ def _changes(rule: Rule, value: Any, caps: Capabilities, words: str) -> Optional
         return {"forced_tool_choice": False}, 'with tool_choice "auto" (structured output: the native format)'
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return None
+    if rule.api == _ANTHROPIC and rule.kind == "off" and value == "enabled":  # budget thinking refused
+        if "adaptive" not in words:
+            return None
+        efforts = tuple(e for e in caps.efforts if e not in ("none", "minimal")) or ("low", "medium", "high")
+        return {"thinking": "adaptive", "efforts": efforts}, 'with thinking "adaptive" and output_config.effort'
     wire = value.lower() if isinstance(value, str) else value
     listed = tuple(_supported(words))
     changes: dict[str, Any]

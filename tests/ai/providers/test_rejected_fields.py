@@ -29,7 +29,7 @@ from piagent.ai import (
     forget_learned,
     remember_rejections,
 )
-from piagent.ai.capabilities import learned
+from piagent.ai.capabilities import THINKING_LEVELS, learned
 from tests.ai.providers.openai_wire import chat_text, responses_text
 from tests.support.scripted_server import ScriptedServer
 
@@ -148,6 +148,24 @@ def test_anthropic_refusing_thinking_off_is_retried_at_the_lowest_effort_and_rem
     assert ask(model).stop_reason == "stop"
     assert len(server.requests) == 3 and bodies(server)[2] == retried  # corrected at once, no warning again
     assert len(warnings(caplog)) == 1
+
+
+def test_anthropic_refusing_budget_thinking_is_retried_adaptive_at_the_same_effort(server, caplog):
+    words = (
+        '"thinking.type.enabled" is not supported for this model. '
+        'Use "thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
+    )
+    server.reply(anthropic_error(words), status=400, headers=JSON)
+    server.reply(anthropic_sse())
+    budget = {"thinking": "budget", "efforts": list(THINKING_LEVELS), "thinking_off": "disabled"}
+    model = claude(server, **budget, sampling="without_thinking", thinking_display=False)
+
+    assert ask(model, reasoning="high").stop_reason == "stop"
+    refused, retried = bodies(server)
+    assert refused["thinking"]["type"] == "enabled" and "output_config" not in refused
+    assert retried["thinking"] == {"type": "adaptive"} and retried["output_config"] == {"effort": "high"}
+    [warning] = warnings(caplog)
+    assert 'thinking.type="enabled"' in warning and 'thinking "adaptive"' in warning
 
 
 def test_openai_refusing_effort_none_gets_the_lowest_listed_effort(server, caplog):

@@ -80,7 +80,7 @@ bench: $(MCP_STAMP) mcp-servers $(REMOTE_STAMP)
 # table from the official SDKs' model lists, genai-prices and scripts/catalogue_families.py
 # (docs/models.md#the-catalogue).
 catalogue: $(STAMP)
-	$(BIN)/python -m pip install --quiet --upgrade -e '.[catalogue]'
+	$(BIN)/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[catalogue]'
 	$(BIN)/python scripts/generate_catalogue.py $(CATALOGUE_DATE)
 
 # Not part of `make test`: the newest anthropic, openai, google-genai and genai-prices, in an

@@ -137,6 +137,7 @@ class _Run:
         "messages",
         "in_flight",
         "output",
+        "release_session",
     )
 
     def __init__(self, options: AgentOptions) -> None:
@@ -150,6 +151,7 @@ class _Run:
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
+        self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
 
     @property
     def signal(self) -> AbortSignal:
@@ -194,7 +196,9 @@ class Agent(AgentOptions):
         self._state = AgentState(self)
         self._steering_queue = MessageQueue()
         self._follow_up_queue = MessageQueue()
-        self._lock = threading.Lock()  # guards _run and _listeners; never held while user code runs
+        # guards _run and _listeners; never held while user code runs, but for the session's begin_run(): the
+        # claim and the transcript it brings up to date belong to the run being claimed (_with_session)
+        self._lock = threading.Lock()
         self._run: Optional[_Run] = None
         self._idle = threading.Event()
         self._idle.set()
@@ -317,7 +321,7 @@ class Agent(AgentOptions):
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_PROMPT)
-            run = self._claim(output=output)
+            run = self._with_session(lambda release: self._claim(release, output=output))
         return self._launch(run, messages, wait)
 
     @overload
@@ -341,42 +345,71 @@ class Agent(AgentOptions):
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_CONTINUE)
-            messages = self._state.messages
-            if not messages:
-                raise InvalidStateError("No messages to continue from")
-            prompts: Optional[list[AgentMessage]] = None
-            if messages[-1].role != "assistant":
-                run = self._claim(output=output)
-            else:
-                queue, mode = self._steering_queue, self.steering_mode
-                prompts = queue.drain(mode)
-                if not prompts:
-                    queue, mode = self._follow_up_queue, self.follow_up_mode
-                    prompts = queue.drain(mode)
-                if prompts:
-                    # drained steering is delivered now: the loop's initial steering poll is skipped
-                    run = self._claim(skip_initial_steering=queue is self._steering_queue, output=output)
-                    run.in_flight.extend((queue, message) for message in prompts)
-                elif can_continue_from(messages[-1]):
-                    # a retry of the failed call (docs/loop.md#rule-26), or a tool batch cut short
-                    run, prompts = self._claim(output=output), None
-                else:
-                    raise InvalidStateError("Cannot continue from message role: assistant")
+            run, prompts = self._with_session(lambda release: self._claim_continue(release, output))
         return self._launch(run, prompts, wait)
+
+    def _claim_continue(
+        self, release_session: Optional[Callable[[], None]], output: Optional[OutputSpec]
+    ) -> tuple[_Run, Optional[list[AgentMessage]]]:
+        """The run of :meth:`continue_` and its prompts (None: from the transcript as it is); caller holds the lock."""
+        messages = self._state.messages
+        if not messages:
+            raise InvalidStateError("No messages to continue from")
+        if messages[-1].role != "assistant":
+            return self._claim(release_session, output=output), None
+        queue, mode = self._steering_queue, self.steering_mode
+        prompts = queue.drain(mode)
+        if not prompts:
+            queue, mode = self._follow_up_queue, self.follow_up_mode
+            prompts = queue.drain(mode)
+        if prompts:
+            # drained steering is delivered now: the loop's initial steering poll is skipped
+            run = self._claim(release_session, skip_initial_steering=queue is self._steering_queue, output=output)
+            run.in_flight.extend((queue, message) for message in prompts)
+            return run, prompts
+        if can_continue_from(messages[-1]):
+            # a retry of the failed call (docs/loop.md#rule-26), or a tool batch cut short
+            return self._claim(release_session, output=output), None
+        raise InvalidStateError("Cannot continue from message role: assistant")
 
     def _output_spec(self, output_type: object) -> Optional[OutputSpec]:
         """The structured output of a run: ``output_type`` if given, else the agent's (None: text)."""
         chosen = output_type if output_type is not None else self.output_type
         return None if chosen is None else output_spec(chosen, self.output_mode, self.output_retries)
 
-    def _claim(self, skip_initial_steering: bool = False, output: Optional[OutputSpec] = None) -> _Run:
+    def _with_session(self, start: Callable[[Optional[Callable[[], None]]], T]) -> T:
+        """Claim the session for a run, then ``start(release)`` (caller holds the lock).
+
+        One agent run at a time writes a session (docs/sessions.md#one-writer-at-a-time): its
+        ``begin_run()`` claims it (raising :class:`SessionBusyError` while another run holds it)
+        and may bring the transcript up to date with another agent's messages, so it comes
+        before ``start`` reads the transcript or a queue. The claim is released if ``start``
+        raises, else when the run settles. Lock order: the agent's, then the session's.
+        """
+        begin_run = getattr(self.session, "begin_run", None)
+        release = begin_run() if begin_run is not None else None
+        try:
+            return start(release)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+
+    def _claim(
+        self,
+        release_session: Optional[Callable[[], None]],
+        skip_initial_steering: bool = False,
+        output: Optional[OutputSpec] = None,
+    ) -> _Run:
         """Start a run (caller holds the lock): snapshot options and context, flip the state.
 
-        ``output``: the run's structured output (:meth:`_output_spec`, built before the lock).
+        ``release_session``: the session's claim (:meth:`_with_session`), released when the run
+        settles. ``output``: the run's structured output (:meth:`_output_spec`, built before the lock).
         """
         options = self.snapshot()
         _check_tool_choice(options.tool_choice, options.tools)
         run = _Run(options)
+        run.release_session = release_session
         run.config = self._loop_config(run, skip_initial_steering)
         run.config.output = output
         self._run = run
@@ -510,10 +543,14 @@ class Agent(AgentOptions):
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""
         run.requeue_undelivered()
-        with self._lock:
-            self._state._end_run()
-            self._run = None
-        self._idle.set()
+        try:
+            if run.release_session is not None:
+                run.release_session()  # a store's own release may raise: the run's error, the agent still settles
+        finally:
+            with self._lock:
+                self._state._end_run()
+                self._run = None
+            self._idle.set()
 
     # -- queues -----------------------------------------------------------------------------
 

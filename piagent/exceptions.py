@@ -14,7 +14,7 @@
     ├── AbortedError                            AbortSignal.throw_if_aborted() on an aborted signal
     ├── SessionError                            a session store cannot be read or written
     │   ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
-    │   └── SessionBusyError (also TimeoutError)  another writer held the session's lock too long
+    │   └── SessionBusyError (also TimeoutError)  another agent's run holds the session; a lock held too long
     └── ProviderError                           a model call failed (what its error event reports)
         ├── HttpStatusError                     a non-2xx answer, or a refused redirect
         ├── AbortedRequest                      the call's signal was aborted
@@ -114,7 +114,7 @@ class SessionFormatError(SessionError, ValueError):
 
 
 class SessionBusyError(SessionError, TimeoutError):
-    """Another writer held the session's write lock longer than the lock timeout."""
+    """Another agent's run holds the session, or another writer held a lock longer than the lock timeout."""
 
 
 class ProviderError(PiAgentError):

@@ -86,7 +86,8 @@ class AgentSession(Protocol):
 
     ``attach`` is called once, at the end of the agent's construction: it sets the agent's
     transcript (and its model and thinking level unless given) and subscribes what records
-    each message (docs/sessions.md#agents).
+    each message (docs/sessions.md#agents). If it also has ``begin_run()``, each run calls it
+    first and the callable it returns once the run has ended (docs/sessions.md#one-writer-at-a-time).
     """
 
     def attach(self, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None: ...

@@ -32,7 +32,8 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
         },
     },
     "claude-4.6": {
-        "doc": "Claude 4.6: adaptive (budget_tokens deprecated); thinking.type disabled accepted",
+        "doc": "Claude 4.6: adaptive (budget_tokens deprecated); thinking.type disabled accepted; "
+        "effort low..max, 128K output (models/sonnet-4-6/overview, read 2026-12-04)",
         "match": ["claude-opus-4-6", "claude-sonnet-4-6"],
         "max_tokens": 128000,
         "capabilities": {
@@ -42,7 +43,6 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
             "sampling": "without_thinking",
             "thinking_display": True,
         },
-        "overrides": {"claude-sonnet-4-6": {"efforts": ["low", "medium", "high"], "max_tokens": 64000}},
     },
     "claude-adaptive": {
         "doc": "Claude Opus 4.7+, Sonnet/Opus/Haiku 5.x: adaptive only (budget_tokens -> 400), "
@@ -55,6 +55,13 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
             "thinking_off": "disabled",
             "sampling": "never",
             "thinking_display": True,
+        },
+        # models/opus-5-5/overview and models/sonnet-5-5/whats-new-sonnet-5-5 (read 2026-12-04):
+        # Opus 5.5 cannot turn thinking off; Sonnet 5.5's lowest setting is between_tools (with
+        # effort low..high: piagent sends no effort with it); both refuse forced tool use.
+        "overrides": {
+            "claude-opus-5-5": {"thinking_off": None, "forced_tool_choice": False},
+            "claude-sonnet-5-5": {"thinking_off": "between_tools", "forced_tool_choice": False},
         },
     },
     "claude-always-thinking": {
@@ -76,7 +83,8 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
 # OpenAI: the SDK's ReasoningEffort docstring, developers.openai.com/api/docs/guides/reasoning
 # and each model's page ("reasoning_options"): gpt-5 has minimal..high and cannot turn reasoning
 # off; gpt-5.1 adds "none" and drops "minimal"; gpt-5.2..5.5 add "xhigh"; gpt-5.6 and gpt-6 add
-# "max". Reasoning models reject temperature.
+# "max". Reasoning models reject temperature. prompt_cache_options (mode, ttl) is "Supported for
+# gpt-5.6 and later models" (the SDK's CompletionCreateParams / ResponseCreateParams, openai 3.63).
 OPENAI: dict[str, dict[str, Any]] = {
     "gpt-4": {
         "doc": "GPT-4.1 / GPT-4o: no reasoning",
@@ -145,6 +153,17 @@ OPENAI: dict[str, dict[str, Any]] = {
             "sampling": "never",
             "max_tokens_field": "max_completion_tokens",
             "chat_tools_with_reasoning": False,
+            "prompt_cache_options": True,
+        },
+        # developers.openai.com/api/docs/models/gpt-6.2-sol (read 2026-12-04): "The API rejects
+        # requests that set reasoning effort to none"; the same for gpt-6-astra, gpt-6.1-sol and
+        # gpt-6.2-astra is taken from the issue report (their pages were not in reach). Always
+        # reasoning + no tools with reasoning on Chat Completions = tools need the Responses API.
+        "overrides": {
+            "gpt-6-astra": {"efforts": ["low", "medium", "high", "xhigh", "max"], "thinking_off": None},
+            "gpt-6.1-sol": {"efforts": ["low", "medium", "high", "xhigh", "max"], "thinking_off": None},
+            "gpt-6.2-astra": {"efforts": ["low", "medium", "high", "xhigh", "max"], "thinking_off": None},
+            "gpt-6.2-sol": {"efforts": ["low", "medium", "high", "xhigh", "max"], "thinking_off": None},
         },
     },
 }
@@ -167,6 +186,12 @@ OPENAI_EXCLUDED_PREFIXES = {
     "gpt-5.6-cyber": "restricted-access model",
     "gpt-6-cyber": "restricted-access model",
     "gpt-6.2-astra-law": "restricted-access model",
+    # openai 3.60: Responses-only variants for OpenAI for Healthcare organisations (a BAA);
+    # not verified against an OpenAI page (none was in reach on 2026-12-04).
+    "gpt-6-astra-healthcare": "restricted-access model (healthcare organisations)",
+    "gpt-6.1-sol-healthcare": "restricted-access model (healthcare organisations)",
+    "gpt-6.2-astra-healthcare": "restricted-access model (healthcare organisations)",
+    "gpt-6.2-sol-healthcare": "restricted-access model (healthcare organisations)",
     "o1-pro": "pro model (background mode, high effort only)",
     "o3-pro": "pro model (background mode, high effort only)",
     "gpt-5-pro": "pro model (high effort only)",
@@ -191,8 +216,14 @@ OPENAI_EXCLUDED_PREFIXES = {
 # a function call in the current turn (ai.google.dev/gemini-api/docs/thought-signatures).
 GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-4": {
-        "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH)",
-        "models": {"gemini-4-argon": {}},
+        "doc": "Gemini 4: thinkingLevel low..xhigh (the SDK's ThinkingLevel has XHIGH), Argon low..high",
+        # gemini-4-hydrogen (released 2026-11-12): thinking levels LOW..XHIGH (default HIGH), a
+        # 65,536-token segment per request (Google's developer's guide to Gemini 4 Hydrogen,
+        # docs.cloud.google.com/gemini-enterprise-agent-platform/models/guides/gemini-4-hydrogen,
+        # read 2026-12-04); prices and window: genai-prices 0.2.5. gemini-4-argon: LOW, MEDIUM
+        # (default), HIGH only (.../models/guides/gemini-4-argon and ai.google.dev's "latest
+        # model" page, read 2026-12-04).
+        "models": {"gemini-4-hydrogen": {}, "gemini-4-argon": {"efforts": ["low", "medium", "high"]}},
         "max_tokens": 65536,
         "capabilities": {
             "thinking": "level",
@@ -224,8 +255,10 @@ GOOGLE: dict[str, dict[str, Any]] = {
     "gemini-2.5": {
         "doc": "Gemini 2.5: thinkingBudget, at most 24576 (Flash, Flash-Lite) or 32768 (Pro)",
         "models": {
-            "gemini-2.5-pro": {"thinking_off": None, "efforts": ["minimal", "low", "medium", "high", "xhigh"]},
-            "gemini-2.5-flash": {},
+            # Shut down on 2026-12-01 (ai.google.dev/gemini-api/docs/deprecations as quoted on
+            # 2026-11-10 by aideprecations.com; Google's page itself was not in reach).
+            "gemini-2.5-pro": {"shutdown": "2026-12-01"},
+            "gemini-2.5-flash": {"shutdown": "2026-12-01"},
             "gemini-2.5-flash-lite": {},
         },
         "max_tokens": 65536,
@@ -237,8 +270,9 @@ GOOGLE: dict[str, dict[str, Any]] = {
     },
 }
 
-# DeepSeek: api-docs.deepseek.com/guides/thinking_mode: {"thinking": {"type":
-# "enabled"|"disabled"}} plus reasoning_effort low/high/max (minimal->low, medium/xhigh->high);
+# DeepSeek: api-docs.deepseek.com/guides/thinking_mode (read 2026-12-04): {"thinking": {"type":
+# "enabled"|"disabled"}} plus reasoning_effort low/high/max; its own table maps minimal->low,
+# medium->high, xhigh->high (not max: effort_map), max->max;
 # thinking mode ignores temperature; the API takes max_tokens.
 DEEPSEEK: dict[str, dict[str, Any]] = {
     "deepseek-v4": {
@@ -248,6 +282,7 @@ DEEPSEEK: dict[str, dict[str, Any]] = {
         "capabilities": {
             "thinking": "toggle",
             "efforts": ["low", "high", "max"],
+            "effort_map": {"xhigh": "high"},
             "thinking_off": "disabled",
             "sampling": "without_thinking",
             "max_tokens_field": "max_tokens",
@@ -256,13 +291,20 @@ DEEPSEEK: dict[str, dict[str, Any]] = {
     "deepseek-legacy": {
         "doc": "deepseek-chat (no thinking) and deepseek-reasoner (always thinks), kept for compatibility",
         "models": {
-            "deepseek-chat": {"thinking": "none", "efforts": [], "sampling": "always", "max_tokens": 8192},
+            "deepseek-chat": {
+                "thinking": "none",
+                "efforts": [],
+                "effort_map": {},
+                "sampling": "always",
+                "max_tokens": 8192,
+            },
             "deepseek-reasoner": {"thinking_off": None},
         },
         "max_tokens": 65536,
         "capabilities": {
             "thinking": "toggle",
             "efforts": ["low", "high", "max"],
+            "effort_map": {"xhigh": "high"},
             "thinking_off": "disabled",
             "sampling": "without_thinking",
             "max_tokens_field": "max_tokens",
@@ -274,6 +316,8 @@ DEEPSEEK: dict[str, dict[str, Any]] = {
 #: deprecations page (platform.claude.com/docs/en/about-claude/model-deprecations,
 #: developers.openai.com/api/docs/deprecations).
 SUCCESSORS = {
+    "gemini-2.5-pro": "gemini-3.8-flash",
+    "gemini-2.5-flash": "gemini-3.5-flash-lite",
     "claude-mythos-preview": "claude-mythos-5",
     "claude-opus-4-5": "claude-opus-4-8",
     "gpt-5": "gpt-5.6-sol",
@@ -286,6 +330,26 @@ SUCCESSORS = {
     "gpt-4o-mini": "gpt-5.4-mini",
     "gpt-5.1": "gpt-5.5",
     "gpt-5.4-nano": "gpt-6-luna",
+}
+
+
+#: Prices (USD per million tokens) and windows of models genai-prices lacks (or prices without
+#: a window), from the provider's own pages (cited, with the day they were read). ``tiers``: the rates of a request
+#: whose input tokens (cached ones included) exceed ``input_tokens_above``, for all its tokens.
+PUBLISHED: dict[str, dict[str, Any]] = {
+    # platform.claude.com/docs/en/about-claude/pricing (read 2026-12-04): Mythos 5 and 5.1
+    # share Fable's prices; models/fable-5/overview: 1M window.
+    "claude-mythos-5-1": {
+        "cost": {"input": 10.0, "output": 50.0, "cache_read": 0.25, "cache_write": 12.5, "cache_write_1h": 20.0},
+        "context_window": 1000000,
+    },
+    "claude-mythos-5": {
+        "cost": {"input": 10.0, "output": 50.0, "cache_read": 1.0, "cache_write": 12.5, "cache_write_1h": 20.0},
+        "context_window": 1000000,
+    },
+    # ai.google.dev/gemini-api/docs/models/gemini-3.1-pro-preview (read 2026-12-04): input token
+    # limit 1,048,576 (genai-prices 0.2.5 prices it, with its 200K tier, but gives no window).
+    "gemini-3.1-pro-preview": {"context_window": 1048576},
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from piagent.ai.types import UserMessage
 from piagent.cli import main
 from piagent.sessions import JsonlSession, session_dir
 from piagent.testing import FauxProvider, faux_message
@@ -46,6 +48,15 @@ def test_a_one_shot_run_is_recorded_and_v_prints_its_session_file(faux: FauxProv
     assert Path(session_dir(os.getcwd(), home)).name == "--" + os.getcwd().lstrip("/").replace("/", "-") + "--"
 
 
+def test_a_session_file_is_named_after_its_session_id(faux: FauxProvider, home: dict[str, str]) -> None:
+    faux.set_responses([faux_message("Hello!")])
+    run(faux, home, "Say hello")
+    (path,) = Path(session_dir(os.getcwd(), home)).glob("*.jsonl")
+    stamp, _, session_id = path.stem.partition("_")
+    assert session_id == JsonlSession(path).id  # as pi names its files: <creation time>_<session id>.jsonl
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z", stamp)
+
+
 def test_continue_picks_the_most_recent_session_of_the_directory(faux: FauxProvider, home: dict[str, str]) -> None:
     faux.set_responses([faux_message("one"), faux_message("two"), faux_message("three")])
     run(faux, home, "first")
@@ -54,6 +65,17 @@ def test_continue_picks_the_most_recent_session_of_the_directory(faux: FauxProvi
     sent = faux.state.requests[2].context.messages
     assert [m.content[0].text if m.role == "user" else m.text for m in sent] == ["second", "two", "third"]
     assert len(list(Path(session_dir(os.getcwd(), home)).glob("*.jsonl"))) == 2
+
+
+def test_continue_without_a_session_in_the_directory_says_it_starts_a_new_one(
+    faux: FauxProvider, home: dict[str, str]
+) -> None:
+    faux.set_responses([faux_message("Hello!")])
+    result = run(faux, home, "-c", "Say hello")
+    assert result["code"] == 0 and result["out"] == "Hello!\n"
+    directory = session_dir(os.getcwd(), home)
+    assert result["err"] == f"piagent: no session to continue in {directory}: starting a new one\n"
+    assert len(list(Path(directory).glob("*.jsonl"))) == 1
 
 
 def test_session_path_records_there_and_continues_it(faux: FauxProvider, home: dict[str, str], tmp_path: Path) -> None:
@@ -105,7 +127,7 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
     with ScriptedServer() as server:
         server.reply(chat_text("Paris."))
         server.reply(chat_text("About 2 million."))
-        for argv in (["--model", "m1", "-v", "Capital of France?"], ["-c", "Its population?"]):
+        for argv in (["--model", "m1", "-v", "-s", "Be brief.", "Capital of France?"], ["-c", "Its population?"]):
             process = subprocess.run(
                 [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv],
                 capture_output=True,
@@ -117,5 +139,54 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
             assert process.returncode == 0, process.stderr
         second = server.requests[1].json["messages"]
     assert server.requests[1].json["model"] == "m1"  # the continued session's model, without --model
-    assert [m["role"] for m in second] == ["user", "assistant", "user"]
-    assert second[1]["content"] == "Paris."
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[0]["content"] == "Be brief." and second[2]["content"] == "Paris."  # its system prompt too
+
+
+def test_a_torn_last_line_is_reported_on_stderr_without_v(home: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "torn.jsonl"
+    JsonlSession(path).append_message(UserMessage("Capital of France?"))
+    with open(path, "ab") as file:
+        file.write(b'{"type":"message","id":"ab')  # a writer killed mid-line
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+    with ScriptedServer() as server:
+        server.reply(chat_text("Paris."))
+        process = subprocess.run(
+            [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+            + ["--session", str(path), "And?"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=WAIT,
+        )
+    assert process.returncode == 0 and process.stdout == "Paris.\n", process.stderr
+    assert f"piagent: {path}: skipped a torn last line (26 bytes)" in process.stderr
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "user", "assistant"]
+
+
+def test_a_run_on_a_session_another_agent_is_writing_is_refused_in_a_word(home: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "busy.jsonl"
+    session = JsonlSession(path)
+    session.append_message(UserMessage("Capital of France?"))
+    before = path.read_bytes()
+    release = session.begin_run()  # another agent's run, in progress
+    try:
+        with ScriptedServer() as server:
+            process = subprocess.run(
+                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+                + ["--session", str(path), "And Italy?"],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, **home),
+                timeout=WAIT,
+            )
+            assert server.requests == []
+    finally:
+        release()
+    assert process.returncode == 1 and process.stdout == ""
+    assert process.stderr == (
+        f"piagent: session {path} is being written by another agent's run (one agent writes a session at a time): "
+        "try again once that run has ended\n"
+    )
+    assert path.read_bytes() == before

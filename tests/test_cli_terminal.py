@@ -14,10 +14,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from piagent.ai.types import UserMessage
+from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
 
@@ -139,3 +142,33 @@ def test_unknown_commands_help_and_double_ctrl_c_in_a_terminal(server: ScriptedS
         assert not server.requests  # nothing reached the model
     finally:
         screen.close()
+
+
+def test_a_prompt_on_a_session_another_agent_is_writing_is_refused_on_screen_and_the_next_one_runs(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "shared.jsonl"
+    JsonlSession(path).append_message(UserMessage("Capital of France?"))
+    server.reply(chat_text("Rome."))
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm-256color", "HOME": str(tmp_path)}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1"]
+    screen = Screen([*command, "--session", str(path)], env)
+    release = JsonlSession(path).begin_run()  # another agent's run, in progress
+    try:
+        screen.wait_for(input_line_is_empty, "the input line")
+        screen.type("And Italy?")
+        screen.keys("Enter")
+        busy = f"piagent: session {path} is being written by another agent's run"
+        screen.wait_for(lambda s: busy in s.replace("\n", ""), "the busy note")  # wrapped at 100 columns
+        assert not server.requests
+        release()
+        screen.type("And Italy?")
+        screen.keys("Enter")
+        screen.wait_for(lambda s: "Rome." in s, "the answer once the other run has ended")
+        screen.keys("C-d")
+        screen.wait_for(lambda s: "EXIT=0" in s, "exit status 0 after Ctrl-D")
+    finally:
+        release()
+        screen.close()
+    assert [m.role for m in JsonlSession(path).messages()] == ["user", "user", "assistant"]

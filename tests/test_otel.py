@@ -399,8 +399,11 @@ def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) 
         "error.type": "503",
     }
     attributes = dict(chat.attributes)
+    first_chunk = attributes.pop("gen_ai.response.time_to_first_chunk")
+    assert isinstance(first_chunk, float) and first_chunk >= 0
     assert attributes == {
         "gen_ai.operation.name": "chat",
+        "gen_ai.output.type": "text",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-test",
         "gen_ai.request.stream": True,
@@ -413,6 +416,7 @@ def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) 
         "gen_ai.usage.output_tokens": 20,
         "gen_ai.usage.cache_read.input_tokens": 60,
         "gen_ai.usage.cache_creation.input_tokens": 0,
+        "gen_ai.usage.reasoning.output_tokens": 0,
     }
     assert run.attributes["gen_ai.usage.input_tokens"] == 100 and run.attributes["gen_ai.usage.output_tokens"] == 20
     tokens = {point.attributes["gen_ai.token.type"]: point for point in otel.points("gen_ai.client.token.usage")}
@@ -424,6 +428,46 @@ def test_a_retried_call_is_one_chat_span_with_a_retry_event_and_its_usage(otel) 
     assert logged.piagent_trace_id == format(run.context.trace_id, "032x")
     assert logged.piagent_span_id == format(run.context.span_id, "016x")
     assert KEY not in otel.dump()
+
+
+def test_a_streamed_call_records_its_chunk_timings_reasoning_tokens_and_output_type(otel) -> None:
+    """gen_ai.client.operation.time_to_first_chunk once per call, time_per_output_chunk for every
+    streamed chunk after the first (a chunk is one delta of text, thinking or tool-call
+    arguments: the start and end of a block are not chunks), both with the call's attributes;
+    the span carries gen_ai.response.time_to_first_chunk, the reasoning tokens and
+    gen_ai.output.type (json for a structured-output request)."""
+    deltas: list[Any] = []
+
+    def on_event(event: Any, *_: Any) -> None:
+        if event.type == "message_update" and event.assistant_message_event.type.endswith("_delta"):
+            deltas.append(event)
+
+    with ScriptedServer() as server:
+        server.reply(chat_text("a", "b", "c", usage_=usage(10, 30, reasoning=12)))
+        server.reply(chat_text('{"n": 1}'))
+        agent = Agent(model=http_model(server), get_api_key=lambda provider: KEY)
+        agent.subscribe(on_event)
+        agent.prompt("hi")
+        assert len(deltas) == 3  # one per streamed chunk of text
+        agent.prompt("a number", output_type=dict)
+    plain, structured = sorted(otel.named("chat"), key=lambda s: s.start_time or 0)
+    assert plain.attributes["gen_ai.output.type"] == "text" and structured.attributes["gen_ai.output.type"] == "json"
+    assert plain.attributes["gen_ai.usage.reasoning.output_tokens"] == 12
+    assert plain.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+    (first,) = otel.points("gen_ai.client.operation.time_to_first_chunk")
+    (per_chunk,) = otel.points("gen_ai.client.operation.time_per_output_chunk")
+    assert first.count == 2 and per_chunk.count == len(deltas) - 2
+    assert (
+        dict(first.attributes)
+        == dict(per_chunk.attributes)
+        == {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-test",
+            "server.address": "127.0.0.1",
+            "server.port": int(server.url.rsplit(":", 1)[1]),
+        }
+    )
 
 
 @pytest.mark.parametrize("reported", ["gpt-test-2026-11-30", "gpt-test"])

@@ -139,21 +139,53 @@ def excluded(model_id: str) -> Optional[str]:
 # --------------------------------------------------------------------------- prices
 
 
+PRICE_FIELDS = {
+    "input": "input_mtok",
+    "output": "output_mtok",
+    "cache_read": "cache_read_mtok",
+    "cache_write": "cache_write_mtok",
+    "cache_write_1h": "cache_write_1h_mtok",
+}
+
+
 def _number(value: Any) -> float:
     if value is None:
         return 0.0
-    base = getattr(value, "base", value)  # tiered prices: the base tier
+    base = getattr(value, "base", value)  # tiered prices: the base tier (the tiers: _tiers)
     return float(Decimal(str(base)))
 
 
-def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[dict[str, float], Optional[int], str]:
-    """``(cost, context_window, name)`` from genai-prices; zero prices when it lacks the model."""
+def _tiers(price: Any, cost: dict[str, float]) -> list[dict[str, Any]]:
+    """genai-prices' per-field tiers as request-wide tiers: for each threshold (input tokens of
+    the request), every rate in force above it (a field without a tier there keeps its own)."""
+    starts = sorted(
+        {int(t.start) for attr in PRICE_FIELDS.values() for t in getattr(getattr(price, attr, None), "tiers", [])}
+    )
+    tiers = []
+    for start in starts:
+        tier: dict[str, Any] = {"input_tokens_above": start}
+        for name, attr in PRICE_FIELDS.items():
+            value = getattr(price, attr, None)
+            applicable = [t for t in getattr(value, "tiers", []) if int(t.start) <= start]
+            tier[name] = float(Decimal(str(applicable[-1].price))) if applicable else cost[name]
+        tiers.append(tier)
+    return tiers
+
+
+def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[dict[str, Any], Optional[int], str]:
+    """``(cost, context_window, name)`` from genai-prices, else from ``PUBLISHED`` (the provider's
+    own pages; also the window genai-prices lacks for a model it prices); zero prices when neither
+    has the model. ``cost["tiers"]``: prices by input size."""
     from genai_prices import data
 
     provider = next(p for p in data.providers if p.id == provider_id)
     info = provider.find_model(model_id)
+    published = hand.PUBLISHED.get(model_id, {})
+    cost: dict[str, Any]
     if info is None:
-        return {"input": 0.0, "output": 0.0, "cache_read": 0.0, "cache_write": 0.0, "cache_write_1h": 0.0}, None, ""
+        cost = {name: 0.0 for name in PRICE_FIELDS}
+        cost.update(published.get("cost", {}))
+        return cost, published.get("context_window"), ""
     price = info.prices
     if isinstance(price, list):  # conditional prices: the newest that has started, ignoring time-of-day discounts
         chosen = None
@@ -163,14 +195,11 @@ def prices_for(provider_id: str, model_id: str, today: datetime.date) -> tuple[d
             if constraint is None or (start is not None and start <= today):
                 chosen = conditional.prices
         price = chosen if chosen is not None else price[0].prices
-    cost = {
-        "input": _number(getattr(price, "input_mtok", None)),
-        "output": _number(getattr(price, "output_mtok", None)),
-        "cache_read": _number(getattr(price, "cache_read_mtok", None)),
-        "cache_write": _number(getattr(price, "cache_write_mtok", None)),
-        "cache_write_1h": _number(getattr(price, "cache_write_1h_mtok", None)),
-    }
-    return cost, info.context_window, info.name or ""
+    cost = {name: _number(getattr(price, attr, None)) for name, attr in PRICE_FIELDS.items()}
+    tiers = _tiers(price, cost)
+    if tiers:
+        cost["tiers"] = tiers
+    return cost, info.context_window or published.get("context_window"), info.name or ""
 
 
 # --------------------------------------------------------------------------- assembly
@@ -210,9 +239,24 @@ def model_row(
     return row
 
 
+def retired_row(model_id: str, date: str) -> dict[str, str]:
+    """The catalogue's ``retired`` entry of a model left out as shut down: ``get_model`` names
+    its date and successor."""
+    row = {"shutdown": date}
+    if model_id in hand.SUCCESSORS:
+        row["successor"] = hand.SUCCESSORS[model_id]
+    return row
+
+
 def sdk_models(
-    provider: str, ids: list[str], shutdown: dict[str, str], families: dict[str, dict[str, Any]], today: datetime.date
+    provider: str,
+    ids: list[str],
+    shutdown: dict[str, str],
+    families: dict[str, dict[str, Any]],
+    today: datetime.date,
+    retired: dict[str, dict[str, str]],
 ) -> list[dict[str, Any]]:
+    """The rows of the SDK's current ids; the ones already shut down go to ``retired`` instead."""
     aliases: dict[str, list[str]] = {}
     bases: list[str] = []
     for model_id in ids:
@@ -225,6 +269,7 @@ def sdk_models(
     for model_id in bases:
         date = shutdown.get(model_id)
         if date and date <= today.isoformat():
+            retired[model_id] = retired_row(model_id, date)
             continue  # already shut down
         if provider == "openai" and excluded(model_id):
             continue
@@ -239,11 +284,19 @@ def sdk_models(
     return rows
 
 
-def listed_models(provider: str, families: dict[str, dict[str, Any]], today: datetime.date) -> list[dict[str, Any]]:
+def listed_models(
+    provider: str, families: dict[str, dict[str, Any]], today: datetime.date, retired: dict[str, dict[str, str]]
+) -> list[dict[str, Any]]:
+    """The rows of the ids the families name; the ones already shut down go to ``retired`` instead."""
     rows = []
     for name, family in families.items():
         for model_id, override in family["models"].items():
-            rows.append(model_row(provider, model_id, name, family, override, None, today, []))
+            override = dict(override)
+            shutdown = override.pop("shutdown", None)
+            if shutdown and shutdown <= today.isoformat():
+                retired[model_id] = retired_row(model_id, shutdown)
+                continue  # already shut down, as for the SDK-listed models
+            rows.append(model_row(provider, model_id, name, family, override, shutdown, today, []))
     return rows
 
 
@@ -272,11 +325,12 @@ def family_table(families: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def build(today: datetime.date) -> dict[str, Any]:
     """The catalogue (``catalogue.json``'s content) from the rules and the installed sources.
     Raises ``ValueError`` for an SDK id no family matches."""
+    retired: dict[str, dict[str, dict[str, str]]] = {p: {} for p in ("anthropic", "openai", "google", "deepseek")}
     a_ids, a_shutdown, a_version = anthropic_ids()
     o_ids, o_shutdown, o_version = openai_ids()
     import genai_prices
 
-    return {
+    catalogue = {
         "format": 1,
         "generated": today.isoformat(),
         "sources": {
@@ -292,10 +346,12 @@ def build(today: datetime.date) -> dict[str, Any]:
             "deepseek": family_table(hand.DEEPSEEK),
         },
         "models": {
-            "anthropic": sdk_models("anthropic", a_ids, a_shutdown, hand.ANTHROPIC, today),
-            "openai": sdk_models("openai", o_ids, o_shutdown, hand.OPENAI, today),
-            "google": listed_models("google", hand.GOOGLE, today),
-            "deepseek": listed_models("deepseek", hand.DEEPSEEK, today),
+            "anthropic": sdk_models("anthropic", a_ids, a_shutdown, hand.ANTHROPIC, today, retired["anthropic"]),
+            "openai": sdk_models("openai", o_ids, o_shutdown, hand.OPENAI, today, retired["openai"]),
+            "google": listed_models("google", hand.GOOGLE, today, retired["google"]),
+            "deepseek": listed_models("deepseek", hand.DEEPSEEK, today, retired["deepseek"]),
             **other_models(),
         },
     }
+    catalogue["retired"] = {provider: rows for provider, rows in retired.items() if rows}
+    return catalogue

@@ -14,11 +14,17 @@ builders read it and never look at the model id. The rules are written out in
   higher one it has, else to its highest (:func:`effort_for`).
 * ``thinking_off`` says how "off" is said: ``"disabled"`` (an explicit switch), ``"none"``
   (the effort value ``none``), ``"zero_budget"`` (``thinkingBudget: 0``), ``"omit"`` (sending
-  nothing is off); ``None`` when the model always thinks: "off" becomes its lowest effort.
+  nothing is off), ``"between_tools"`` (Anthropic ``thinking: {type: "between_tools"}``: no
+  up-front thinking, short notes between tool calls); ``None`` when the model always thinks:
+  "off" becomes its lowest effort.
+* ``effort_map`` maps a piagent level to the wire value where the provider documents its own
+  mapping (DeepSeek: ``xhigh`` is ``high``); other levels round as above.
 * ``sampling``: ``"always"``, ``"without_thinking"`` (temperature only while thinking is off)
   or ``"never"``. A rejected temperature is left out with a one-time warning.
 * ``forced_tool_choice``: False when the model refuses a forced tool choice ("required" or a
   named tool); such a choice is sent as "auto" with a one-time warning.
+* ``chat_tools_with_reasoning``: False when OpenAI Chat Completions refuses function tools while
+  the model reasons; on a model that always reasons, tools then need the Responses API.
 
 What a provider was seen to refuse (``piagent/ai/providers/_rejections.py``) is learned as
 changes to these fields, per model, and :func:`capabilities_of` applies them (:func:`learn`).
@@ -58,7 +64,7 @@ THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
 #: Every effort value an API may use, lowest first (the order :func:`effort_for` rounds in).
 _EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _THINKING_MODES = ("none", "budget", "adaptive", "level", "effort", "toggle")
-_THINKING_OFF = (None, "disabled", "none", "zero_budget", "omit")
+_THINKING_OFF = (None, "disabled", "none", "zero_budget", "omit", "between_tools")
 _MAX_TOKENS_FIELDS = (None, "max_completion_tokens", "max_tokens")
 
 
@@ -82,6 +88,11 @@ class Capabilities:
     #: OpenAI Chat Completions: False when function tools are refused together with reasoning
     #: (the request then reasons at the model's "off" setting, with a one-time warning).
     chat_tools_with_reasoning: bool = True
+    #: OpenAI: the request takes ``prompt_cache_options`` (mode, ttl; GPT-5.6 and later).
+    prompt_cache_options: bool = False
+    #: (piagent level, wire effort) pairs where the provider documents its own mapping; given
+    #: and written (``to_dict``, the catalogue) as a mapping, kept as pairs so the value stays frozen.
+    effort_map: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.thinking not in _THINKING_MODES:
@@ -90,6 +101,13 @@ class Capabilities:
         unknown = [e for e in self.efforts if e not in _EFFORT_ORDER]
         if unknown:
             raise InvalidValueError(f"unknown effort values {unknown}; known: {', '.join(_EFFORT_ORDER)}")
+        given: Any = self.effort_map  # a mapping from JSON, or pairs
+        pairs = dict(given.items() if isinstance(given, Mapping) else given)
+        bad = {k: v for k, v in pairs.items() if k not in THINKING_LEVELS or v not in self.efforts}
+        if bad:
+            raise InvalidValueError(f"effort_map must map piagent levels to accepted efforts; got {bad}")
+        ordered = tuple(sorted(pairs.items(), key=lambda pair: THINKING_LEVELS.index(pair[0])))
+        object.__setattr__(self, "effort_map", ordered)
         if self.sampling not in ("always", "without_thinking", "never"):
             raise InvalidValueError(f"sampling must be always, without_thinking or never; got {self.sampling!r}")
         if self.thinking_off not in _THINKING_OFF:
@@ -106,6 +124,7 @@ class Capabilities:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["efforts"] = list(self.efforts)
+        out["effort_map"] = dict(self.effort_map)
         return out
 
     @classmethod
@@ -218,6 +237,9 @@ def plan_thinking(caps: Capabilities, level: Optional[str]) -> tuple[bool, Optio
         if caps.thinking_off is not None:
             return False, None
         return True, lowest_effort(caps.efforts)
+    mapped = dict(caps.effort_map).get(level)
+    if mapped is not None:
+        return True, mapped
     return True, effort_for(level, caps.efforts)
 
 

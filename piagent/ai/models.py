@@ -39,7 +39,7 @@ from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._home import user_dir
 from ._model_data import PROVIDERS
 from .capabilities import Capabilities, warn_once
-from .types import Cost, Model
+from .types import Cost, CostTier, Model
 
 __all__ = [
     "LOCAL_SERVERS",
@@ -74,6 +74,7 @@ _lock = threading.Lock()
 _catalogue: dict[str, dict[str, Model]] = {}
 _aliases: dict[str, dict[str, str]] = {}
 _by_hand: set[tuple[str, str]] = set()  # (provider, id) of the models register_model() added
+_retired: dict[tuple[str, str], Mapping[str, str]] = {}  # (provider, id) -> shutdown, successor
 
 
 # --------------------------------------------------------------------------- loading
@@ -108,6 +109,7 @@ def _model_from_row(provider: str, row: Mapping[str, Any], families: Mapping[str
             cache_read=float(cost.get("cache_read", 0)),
             cache_write=float(cost.get("cache_write", 0)),
             cache_write_1h=float(cost.get("cache_write_1h", 0)),
+            tiers=[_cost_tier(tier) for tier in cost.get("tiers") or []],
         ),
         context_window=int(row.get("context_window", 0)),
         max_tokens=int(row.get("max_tokens", 0)),
@@ -116,6 +118,17 @@ def _model_from_row(provider: str, row: Mapping[str, Any], families: Mapping[str
         family=family,
         shutdown=row.get("shutdown"),
         successor=row.get("successor"),
+    )
+
+
+def _cost_tier(row: Mapping[str, Any]) -> CostTier:
+    return CostTier(
+        input_tokens_above=int(row["input_tokens_above"]),
+        input=float(row.get("input", 0)),
+        output=float(row.get("output", 0)),
+        cache_read=float(row.get("cache_read", 0)),
+        cache_write=float(row.get("cache_write", 0)),
+        cache_write_1h=float(row.get("cache_write_1h", 0)),
     )
 
 
@@ -168,6 +181,8 @@ def _load(data: Mapping[str, Any], replace: bool = False) -> int:
             target.update((model_id, m) for model_id, m in by_id.items() if (provider, model_id) not in _by_hand)
         for provider, names in aliases.items():
             _aliases.setdefault(provider, {}).update(names)
+        for provider, rows in (data.get("retired") or {}).items():
+            _retired.update(((provider, model_id), row) for model_id, row in rows.items())
     return sum(len(by_id) for by_id in models.values())
 
 
@@ -326,6 +341,10 @@ def get_model(provider_or_ref: str, model_id: Optional[str] = None) -> Model:
             raise ModelNotFoundError(f"Unknown provider {provider!r}. Known providers: {known}")
         resolved = _aliases.get(provider, {}).get(model_id, model_id)
         model = models.get(resolved)
+        retired = _retired.get((provider, model_id))
+        if model is None and retired is not None:
+            successor = f"; use {provider}:{retired['successor']}" if retired.get("successor") else ""
+            raise ModelNotFoundError(f"{provider}:{model_id} was shut down on {retired['shutdown']}{successor}")
         if model is not None:
             model = copy.deepcopy(model)
         else:

@@ -27,6 +27,7 @@ __all__ = [
     "AssistantMessageEvent",
     "Context",
     "Cost",
+    "CostTier",
     "ImageContent",
     "Message",
     "Model",
@@ -179,6 +180,19 @@ def _content_list_from(value: Any) -> Any:
 
 
 @dataclass
+class CostTier:
+    """On a :class:`Model`: the prices (USD per million tokens) of a request whose input tokens
+    (cached ones included) exceed ``input_tokens_above``, for all of its tokens."""
+
+    input_tokens_above: int
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    cache_write_1h: float = 0.0
+
+
+@dataclass
 class Cost:
     """Money in USD for a :class:`Usage`; on a :class:`Model`, prices in USD per million tokens."""
 
@@ -189,6 +203,17 @@ class Cost:
     total: float = 0.0
     #: On a model: the price of a 1-hour cache write (Anthropic); 0 means ``cache_write``'s.
     cache_write_1h: float = 0.0
+    #: On a model: higher prices for large requests (long-context pricing), lowest threshold first.
+    tiers: list[CostTier] = field(default_factory=list)
+
+    def for_input(self, input_tokens: int) -> Union[Cost, CostTier]:
+        """The prices in force for a request of ``input_tokens``: the tier with the highest
+        threshold below it, else these base prices."""
+        chosen: Union[Cost, CostTier] = self
+        for tier in sorted(self.tiers, key=lambda t: t.input_tokens_above):
+            if input_tokens > tier.input_tokens_above:
+                chosen = tier
+        return chosen
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -276,7 +301,7 @@ class Usage:
     def compute_cost(self, model: Model) -> None:
         """Fill ``total_tokens`` and ``cost`` from the counts and the model's prices per million."""
         self.total_tokens = self.input + self.output + self.cache_read + self.cache_write
-        prices = model.cost
+        prices = model.cost.for_input(self.input + self.cache_read + self.cache_write)
         long_writes = min(self.cache_write_1h, self.cache_write)
         write_price = prices.cache_write or prices.input
         long_price = prices.cache_write_1h or write_price

@@ -26,6 +26,7 @@ from typing import IO, Any, Callable, Optional, Union
 from .. import __version__
 from ..agent import Agent
 from ..ai.types import Model
+from ..exceptions import SessionError
 from ..state import THINKING_LEVELS
 from ..types import AgentTool, TurnUpdate
 from . import structured
@@ -235,7 +236,11 @@ def run_once(
     summary: bool = False,
 ) -> int:
     """Run one prompt, rendering as it goes; Ctrl-C aborts it. Returns the exit status."""
-    future = agent.prompt(prompt, wait=False)
+    try:
+        future = agent.prompt(prompt, wait=False)
+    except SessionError as exc:  # another agent is writing the session, say
+        console.note(f"piagent: {exc}")
+        return EXIT_ERROR
     try:
         result = future.result()
     except KeyboardInterrupt:
@@ -305,7 +310,7 @@ def main(
         return EXIT_OK
     try:
         tools = check_options(args)
-        session = open_session(args, os.getcwd(), environ)
+        session = open_session(args, os.getcwd(), console.note, environ)
         chosen = (
             model
             or session_model(args, session, environ)

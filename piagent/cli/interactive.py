@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import IO, Any, Callable, Optional
 
 from ..agent import Agent
-from ..exceptions import AgentBusyError, InvalidStateError
+from ..exceptions import AgentBusyError, InvalidStateError, SessionError
 from .render import Console, usage_line
 
 __all__ = ["COMMANDS", "HELP", "InteractiveSession"]
@@ -170,6 +170,9 @@ class InteractiveSession:
         except AgentBusyError:  # a run started in between (a continuation): steer it instead
             self.agent.steer(text)
             return
+        except SessionError as exc:  # another agent is writing the session, say
+            self.console.note(f"piagent: {exc}")
+            return
         self._track(future)
 
     def _track(self, future: Future[Any]) -> None:
@@ -188,6 +191,8 @@ class InteractiveSession:
                 return
             except (AgentBusyError, InvalidStateError, ValueError):
                 pass  # another run took over; it will drain the queues
+            except SessionError as exc:  # another agent is writing the session, say: the queue waits
+                self.console.note(f"piagent: {exc}")
 
     def _shutdown(self) -> None:
         if self.busy:

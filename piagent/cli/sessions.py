@@ -2,7 +2,8 @@
 
 Every run is recorded in a session file (docs/sessions.md#the-command): a new one in the
 current directory's session directory unless ``--session`` names one or ``--continue`` picks
-the most recent one there. A continued session keeps its model unless ``--model`` is given.
+the most recent one there. A continued session keeps its model and system prompt unless
+``--model`` or ``--system`` is given.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping
-from typing import IO, Optional
+from typing import IO, Callable, Optional
 
 from ..ai.types import Model
 from ..exceptions import SessionError
 from ..sessions import JsonlSession, list_sessions, most_recent_session, new_session_path, session_dir
+from ..sessions._format import new_session_id
 from .config import SetupError, resolve_model
 
 __all__ = ["add_session_arguments", "open_session", "print_sessions", "session_model"]
@@ -31,17 +33,25 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_session(
-    args: argparse.Namespace, cwd: str, environ: Optional[Mapping[str, str]] = None
+    args: argparse.Namespace, cwd: str, note: Callable[[str], None], environ: Optional[Mapping[str, str]] = None
 ) -> Optional[JsonlSession]:
-    """The session the options ask for (None with ``--no-session``). Raises :class:`SetupError`."""
+    """The session the options ask for (None with ``--no-session``). Raises :class:`SetupError`.
+
+    ``note`` tells the user (on stderr) that ``--continue`` found no session to continue.
+    """
     if args.no_session:
         return None
     directory = session_dir(cwd, environ)
     path = args.session
     if path is None and args.continue_session:
         path = most_recent_session(directory)
+        if path is None:
+            note(f"piagent: no session to continue in {directory}: starting a new one")
     try:
-        return JsonlSession(path or new_session_path(directory), cwd=cwd)
+        if path is None:
+            session_id = new_session_id()
+            return JsonlSession(new_session_path(directory, session_id), session_id=session_id, cwd=cwd)
+        return JsonlSession(path, cwd=cwd)
     except (SessionError, OSError) as exc:
         raise SetupError(f"cannot open the session: {exc}") from None
 

@@ -59,6 +59,9 @@ class _Run:
 class _Call:
     error_type: Optional[str] = None
     span: Optional[Span] = None
+    started: float = 0.0
+    metric: dict[str, Any] = field(default_factory=dict)  # the attributes of its streaming metrics
+    last_chunk: Optional[float] = None  # when the previous streamed chunk arrived
 
 
 _RUN: contextvars.ContextVar[Optional[_Run]] = contextvars.ContextVar("piagent_otel_run", default=None)
@@ -99,6 +102,12 @@ class OpenTelemetryInstrumentation(Instrumentation):
         self._run_duration = _histogram(
             meter, c.INVOKE_AGENT_DURATION, "s", "The duration of a single agent invocation.", c.AGENT_DURATION_BUCKETS
         )
+        self._first_chunk = _histogram(
+            meter, c.CLIENT_TIME_TO_FIRST_CHUNK, "s", "Time to receive the first chunk.", c.DURATION_BUCKETS
+        )
+        self._per_chunk = _histogram(
+            meter, c.CLIENT_TIME_PER_OUTPUT_CHUNK, "s", "Time per output chunk, after the first.", c.DURATION_BUCKETS
+        )
         _logging.attach(current_run_span)
 
     # -- runs -------------------------------------------------------------------------------
@@ -119,7 +128,11 @@ class OpenTelemetryInstrumentation(Instrumentation):
         run = _Run(span, signal, descriptions, time.monotonic(), metric)
 
         def observe(event: Any) -> None:
-            if event.type != "message_update":  # the bulk of the events, and nothing to record
+            if event.type == "message_update":  # the bulk of the events; a delta is one streamed chunk
+                call = _CALL.get()
+                if call is not None and event.assistant_message_event.type.endswith("_delta"):
+                    self._chunk(call)
+            else:
                 self._observe(run, event)
             emit(event)
 
@@ -185,6 +198,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             attributes[c.REQUEST_MAX_TOKENS] = int(options.max_tokens)
         if options.session_id:
             attributes[c.CONVERSATION_ID] = options.session_id
+        attributes[c.OUTPUT_TYPE] = "text" if options.output_format is None else "json"
         span = self._tracer.start_span(f"chat {model.id}", kind=SpanKind.CLIENT, attributes=attributes)
         if self.capture_content:
             span.set_attribute(c.INPUT_MESSAGES, c.input_messages(context.messages))
@@ -192,8 +206,8 @@ class OpenTelemetryInstrumentation(Instrumentation):
                 span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
             if context.tools:
                 span.set_attribute(c.TOOL_DEFINITIONS, c.tool_definitions(context.tools))
-        call = _Call(span=span)
         started = time.monotonic()
+        call = _Call(span=span, started=started, metric=metric)
         token = otel_context.attach(trace.set_span_in_context(span))
         call_token = _CALL.set(call)
         try:
@@ -214,6 +228,19 @@ class OpenTelemetryInstrumentation(Instrumentation):
         self._call_duration.record(time.monotonic() - started, metric)
         return message
 
+    def _chunk(self, call: _Call) -> None:
+        """A streamed chunk (a text, thinking or tool-call delta) arrived: the time to the first
+        one (metric and span attribute), then the time since the previous one."""
+        now = time.monotonic()
+        if call.last_chunk is None:
+            first = now - call.started
+            self._first_chunk.record(first, call.metric)
+            if call.span is not None:
+                call.span.set_attribute(c.RESPONSE_TIME_TO_FIRST_CHUNK, first)
+        else:
+            self._per_chunk.record(now - call.last_chunk, call.metric)
+        call.last_chunk = now
+
     def _record_response(self, span: Span, message: Any, call: _Call, metric: dict[str, Any]) -> Optional[str]:
         """Set the response attributes and token metrics; the call's error.type, or None."""
         if message.response_id:
@@ -229,6 +256,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             span.set_attribute(c.USAGE_OUTPUT_TOKENS, usage.output)
             span.set_attribute(c.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read)
             span.set_attribute(c.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write)
+            span.set_attribute(c.USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning)
             self._tokens.record(input_tokens, {**metric, c.TOKEN_TYPE: "input"})
             self._tokens.record(usage.output, {**metric, c.TOKEN_TYPE: "output"})
             run = _RUN.get()

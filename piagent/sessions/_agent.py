@@ -4,16 +4,16 @@ The agent starts from the session's current branch. A listener, subscribed befor
 appends every message at its ``message_end``: listeners run on the run thread before the
 loop goes on, so a message is durable before the next model call starts, and a partial
 assistant message (``message_update``) is never written. At each ``agent_start`` the
-agent's model and thinking level are recorded when they differ from the branch's.
+agent's model, thinking level and system prompt are recorded when they differ from the branch's.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..exceptions import InvalidValueError, ModelNotFoundError
-from ._context import branch_settings, convert_to_llm
+from ._context import SYSTEM_PROMPT_TYPE, branch_settings, convert_to_llm
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -23,7 +23,8 @@ __all__ = ["attach"]
 logger = logging.getLogger("piagent.sessions")
 
 
-def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> None:
+def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_given: bool) -> Callable[[Any], None]:
+    """Start ``agent`` from the session's branch; returns the listener that records it (to subscribe)."""
     state = agent.state
     if state.messages:
         raise InvalidValueError(
@@ -34,6 +35,8 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
         _use_recorded_model(agent, context.model)
     if not thinking_level_given and context.thinking_level is not None:
         state.thinking_level = context.thinking_level
+    if not state.system_prompt and context.system_prompt is not None:
+        state.system_prompt = context.system_prompt
     state.messages = context.messages
     if agent.convert_to_llm is None:
         agent.convert_to_llm = convert_to_llm
@@ -47,7 +50,7 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
         elif kind == "agent_start":
             _record_settings(session, agent)
 
-    agent.subscribe(record)
+    return record
 
 
 def _use_recorded_model(agent: Any, recorded: tuple[str, str]) -> None:
@@ -67,3 +70,5 @@ def _record_settings(session: Session, agent: Any) -> None:
         session.append_model_change(model.provider, model.id)
     if (recorded.thinking_level or "off") != level:
         session.append_thinking_level_change(level)
+    if (recorded.system_prompt or "") != agent.state.system_prompt:
+        session.append_entry("custom", customType=SYSTEM_PROMPT_TYPE, data={"content": agent.state.system_prompt})

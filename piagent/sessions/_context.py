@@ -17,7 +17,15 @@ from ..ai.types import TextContent, UserMessage, content_from_dict, message_from
 from ..exceptions import InvalidTypeError, InvalidValueError, SessionFormatError
 from ._format import iso_to_ms
 
-__all__ = ["SessionContext", "StoredMessage", "branch_settings", "build_context", "convert_to_llm", "message_to_record"]
+__all__ = [
+    "SYSTEM_PROMPT_TYPE",
+    "SessionContext",
+    "StoredMessage",
+    "branch_settings",
+    "build_context",
+    "convert_to_llm",
+    "message_to_record",
+]
 
 LLM_ROLES = ("user", "assistant", "toolResult")
 COMPACTION_PREFIX = (
@@ -26,6 +34,9 @@ COMPACTION_PREFIX = (
 COMPACTION_SUFFIX = "\n</summary>"
 BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 BRANCH_SUFFIX = "</summary>"
+#: The ``customType`` of the ``custom`` entry recording an agent's system prompt, ``data: {"content": ...}``
+#: (docs/sessions.md#agents): pi keeps a custom entry and gives the model nothing from it.
+SYSTEM_PROMPT_TYPE = "piagent.system_prompt"
 
 
 class StoredMessage:
@@ -63,16 +74,18 @@ class StoredMessage:
 
 @dataclass
 class SessionContext:
-    """What a branch gives an agent: its messages, and the model and thinking level it recorded.
+    """What a branch gives an agent: its messages, and the model, thinking level and system prompt it recorded.
 
     ``model`` is ``(provider, model_id)`` from the branch's last ``model_change`` entry or
-    assistant message; ``thinking_level`` is from its last ``thinking_level_change`` entry.
+    assistant message; ``thinking_level`` is from its last ``thinking_level_change`` entry;
+    ``system_prompt`` from its last ``custom`` entry of type :data:`SYSTEM_PROMPT_TYPE`.
     Each is None when the branch records none.
     """
 
     messages: list[Any] = field(default_factory=list)
     model: Optional[tuple[str, str]] = None
     thinking_level: Optional[str] = None
+    system_prompt: Optional[str] = None
 
 
 def message_from_record(data: Any, entry_id: str) -> Any:
@@ -133,12 +146,16 @@ def _context_message(entry: Mapping[str, Any]) -> Optional[Any]:
 
 
 def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
-    """The model and thinking level a branch recorded (no messages): its last record of each."""
+    """The model, thinking level and system prompt a branch recorded (no messages): its last record of each."""
     context = SessionContext()
     for entry in path:
         kind = entry.get("type")
         if kind == "thinking_level_change" and isinstance(entry.get("thinkingLevel"), str):
             context.thinking_level = entry["thinkingLevel"]
+        elif kind == "custom" and entry.get("customType") == SYSTEM_PROMPT_TYPE:
+            data = entry.get("data")
+            if isinstance(data, dict) and isinstance(data.get("content"), str):
+                context.system_prompt = data["content"]
         elif kind == "model_change":
             context.model = (str(entry.get("provider", "")), str(entry.get("modelId", "")))
         elif kind == "message":

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ._format import iso_to_ms, new_session_id, now_iso
+from ._format import iso_to_ms, now_iso
 
 __all__ = ["SessionInfo", "list_sessions", "most_recent_session", "new_session_path", "session_dir"]
 
@@ -27,9 +27,12 @@ def session_dir(cwd: str, environ: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(root, safe)
 
 
-def new_session_path(directory: str) -> str:
-    """A new session file's path in ``directory``: its creation time, then a fresh session id."""
-    return os.path.join(directory, f"{re.sub(r'[:.]', '-', now_iso())}_{new_session_id()}.jsonl")
+def new_session_path(directory: str, session_id: str) -> str:
+    """The path of a new session file in ``directory``, named as pi names it: the time, then the session's id.
+
+    Give the same id to the session: ``JsonlSession(new_session_path(d, sid), session_id=sid)``.
+    """
+    return os.path.join(directory, f"{re.sub(r'[:.]', '-', now_iso())}_{session_id}.jsonl")
 
 
 @dataclass

@@ -15,13 +15,14 @@ import logging
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import SessionBusyError, SessionError
 from ._format import CURRENT_VERSION, check_header, dumps, migrate, parse_lines
+from ._runlock import claim_run
 from ._session import Session
+from ._waiting import poll
 
 try:
     import fcntl
@@ -45,23 +46,20 @@ class _FileLock:
         self.fd, self.path, self.timeout, self.exclusive = fd, path, timeout, exclusive
 
     def __enter__(self) -> None:
-        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
-        deadline = time.monotonic() + self.timeout
-        pause = 0.001
-        while True:
-            try:
-                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise SessionBusyError(
-                        f"{self.path}: another writer held the session's lock for over {self.timeout:g} s"
-                    ) from None
-                time.sleep(pause)  # waiting for another process: there is nothing to be woken by
-                pause = min(pause * 2, 0.05)
+        mode = (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        if not poll(lambda: _try_flock(self.fd, mode), self.timeout):
+            raise SessionBusyError(f"{self.path}: another writer held the session's lock for over {self.timeout:g} s")
 
     def __exit__(self, *exc: Any) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _try_flock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _split(data: bytes, path: str) -> list[bytes]:
@@ -95,6 +93,7 @@ class JsonlStore:
         self._fd: Optional[int] = None
         self._version_checked = False
         self._lock = threading.Lock()  # one append at a time through this store's descriptor
+        self._seen: Optional[tuple[int, int]] = None  # (inode, size) after this store's last load or append
 
     def load(self) -> list[Record]:
         if os.path.isdir(self.path):
@@ -102,13 +101,23 @@ class JsonlStore:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
+            self._seen = None
             return []
         try:
             with _FileLock(fd, False, self.lock_timeout, self.path), os.fdopen(os.dup(fd), "rb") as file:
                 data = file.read()
+            self._seen = (os.fstat(fd).st_ino, len(data))
         finally:
             os.close(fd)
         return parse_lines(_split(data, self.path), self.path)
+
+    def changed(self) -> bool:
+        """Did the file change since this store's last ``load()`` or ``append()`` (another writer)?"""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return self._seen is not None
+        return self._seen != (status.st_ino, status.st_size)
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
         payload = "".join(dumps(entry) + "\n" for entry in entries).encode("utf-8")
@@ -119,12 +128,20 @@ class JsonlStore:
                     # None: the path now names another file (a migration renamed it over this one)
                     prefix = self._prepare(fd, header) if self._is_current_file(fd) else None
                     if prefix is not None:
+                        before = os.fstat(fd)
                         _write_all(fd, prefix + payload)
                         os.fsync(fd)
+                        if self._seen == (before.st_ino, before.st_size) or prefix:  # else: others wrote first
+                            self._seen = (before.st_ino, before.st_size + len(prefix) + len(payload))
                         if prefix:  # the file is new: its name must survive a power cut too
                             _fsync_directory(os.path.dirname(self.path))
                         return
                 self._reopen()
+
+    def claim_run(self) -> Callable[[], None]:
+        """Claim the session for one agent run (the lock file ``PATH.lock``, beside the file a symlink names)."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        return claim_run(os.path.realpath(self.path) + ".lock", "", self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -259,13 +276,20 @@ class JsonlSession(Session):
     """A session in one JSONL file, in pi's format; created on its first append.
 
     ``JsonlSession(path)`` loads the file if it exists (migrating versions 1 and 2 in memory),
-    else starts a new session with a fresh id. ``lock_timeout`` bounds the wait for another
-    writer (default :data:`DEFAULT_LOCK_TIMEOUT` seconds).
+    else starts a new session with the id ``session_id`` (default: a fresh one). ``lock_timeout``
+    bounds the wait for another writer (default :data:`DEFAULT_LOCK_TIMEOUT` seconds).
     """
 
-    def __init__(self, path: Any, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cwd: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        path: Any,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        cwd: Optional[str] = None,
+        session_id: Optional[str] = None,
+    ) -> None:
         self._file = JsonlStore(path, lock_timeout=lock_timeout)
-        super().__init__(self._file, cwd=cwd)
+        super().__init__(self._file, session_id=session_id, cwd=cwd)
 
     @property
     def path(self) -> str:

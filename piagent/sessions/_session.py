@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from typing_extensions import Protocol
 
@@ -37,11 +37,20 @@ class SessionStore(Protocol):
     concurrent appends (threads, processes) must be serialised: all of one call's records
     are stored together, never interleaved with another call's, and a record is either
     stored whole or not at all.
+
+    Optional: ``claim_run()``, which claims the session for one agent run at once (raising
+    :class:`SessionBusyError` while another run holds it) and returns the release, and
+    ``changed()``, True if records were appended since the store's last ``load()`` or
+    ``append()`` (docs/sessions.md#one-writer-at-a-time).
     """
 
     def load(self) -> list[Record]: ...
 
     def append(self, header: Record, entries: Sequence[Record]) -> None: ...
+
+
+def _nothing() -> None:
+    pass
 
 
 class Session:
@@ -211,8 +220,31 @@ class Session:
                     f"{self._store!r} is already recording another agent; open a second session object "
                     "for a second agent (each then writes its own branch)"
                 )
-            attach(self, agent, model_given=model_given, thinking_level_given=thinking_level_given)
+            record = attach(self, agent, model_given=model_given, thinking_level_given=thinking_level_given)
             self._agent = agent
+        # outside the session's lock: a run takes the agent's lock, then the session's (begin_run), never the reverse
+        agent.subscribe(record)
+
+    def begin_run(self) -> Callable[[], None]:
+        """Claim the session for an agent run; returns the release. :class:`~piagent.Agent` calls it.
+
+        Raises :class:`SessionBusyError` at once while another run holds the session (any
+        thread or process, through the store's ``claim_run()``; a store without one is not
+        guarded). Then entries other writers appended since this object last read the store are
+        taken in; if the newest continues the leaf through them, the leaf moves to it and the
+        attached agent's transcript becomes that branch: the run continues the conversation,
+        never beside it. See docs/sessions.md#one-writer-at-a-time.
+        """
+        claim = getattr(self._store, "claim_run", None)
+        release: Callable[[], None] = claim() if callable(claim) else _nothing
+        try:
+            with self._lock:
+                if self._catch_up() and self._agent is not None:
+                    self._agent.state.messages = self.context().messages
+        except BaseException:
+            release()
+            raise
+        return release
 
     def close(self) -> None:
         close = getattr(self._store, "close", None)
@@ -253,6 +285,30 @@ class Session:
                 self._labels[entry["targetId"]] = label
             else:
                 self._labels.pop(entry["targetId"], None)
+
+    def _catch_up(self) -> bool:
+        """Index the entries other writers appended since this object read the store; True if the
+        leaf moved to the newest of them: it continues the leaf through their entries only (not
+        through an entry this object knew, which would undo a ``fork()``), or this object had none."""
+        changed = getattr(self._store, "changed", None)
+        if callable(changed) and not changed():
+            return False  # the store knows nothing was appended: no need to read it
+        records = self._store.load()
+        if len(records) <= len(self._entries) + 1:
+            return False  # nothing new (the store only grows)
+        self._header = check_header(records, repr(self._store))
+        migrate(records)
+        leaf, known = self._leaf, set(self._by_id)
+        for entry in records[1:]:
+            if entry.get("id") not in known:  # theirs (ours may be interleaved with them)
+                self._index(entry)
+        if self._leaf == leaf:
+            return False  # nothing of theirs
+        path = [entry["id"] for entry in self.branch()]  # to the newest of theirs: _index moved the leaf
+        follows = not known or (leaf in path and path[path.index(leaf) + 1] not in known)
+        if not follows:
+            self._leaf = leaf
+        return follows
 
     def _check_parents(self) -> None:
         for entry in self._entries:

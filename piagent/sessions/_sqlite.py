@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import InvalidValueError, SessionBusyError, SessionError
 from ._format import dumps
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
+from ._runlock import claim_run
 from ._session import Session
+from ._waiting import poll
 
 __all__ = ["SqliteSession", "SqliteStore"]
 
@@ -47,9 +50,10 @@ class SqliteStore:
         self.path = os.fspath(path)
         self.session_id = session_id
         self._lock = threading.Lock()
+        self._seen = 0  # entries stored after this store's last load or append
         try:
             self._db = sqlite3.connect(self.path, timeout=lock_timeout, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(self._db, repr(self), lock_timeout)
             self._db.execute("PRAGMA synchronous=FULL")
             with self._transaction():
                 for statement in _SCHEMA:
@@ -65,22 +69,47 @@ class SqliteStore:
             rows = self._db.execute(
                 "SELECT entry FROM piagent_session_entries WHERE session_id = ? ORDER BY position", (self.session_id,)
             ).fetchall()
+            self._seen = len(rows)
         loads = json.loads
         return [loads(row[0])] + [loads(entry) for (entry,) in rows]
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
-        with self._lock, self._transaction():
-            self._db.execute(
-                "INSERT OR IGNORE INTO piagent_sessions (id, header) VALUES (?, ?)", (self.session_id, dumps(header))
-            )
-            (last,) = self._db.execute(
-                "SELECT COALESCE(MAX(position), 0) FROM piagent_session_entries WHERE session_id = ?",
-                (self.session_id,),
-            ).fetchone()
-            self._db.executemany(
-                "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
-                [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
-            )
+        with self._lock:
+            with self._transaction():
+                self._db.execute(
+                    "INSERT OR IGNORE INTO piagent_sessions (id, header) VALUES (?, ?)",
+                    (self.session_id, dumps(header)),
+                )
+                last = self._last_position()
+                self._db.executemany(
+                    "INSERT INTO piagent_session_entries (session_id, position, entry_id, entry) VALUES (?, ?, ?, ?)",
+                    [(self.session_id, last + n, entry["id"], dumps(entry)) for n, entry in enumerate(entries, 1)],
+                )
+            if last == self._seen:  # else other writers' entries came first: not seen yet
+                self._seen = last + len(entries)
+
+    def changed(self) -> bool:
+        """Were entries appended since this store's last ``load()`` or ``append()`` (another writer)?"""
+        with self._lock:
+            return self._last_position() != self._seen
+
+    def _last_position(self) -> int:
+        (last,) = self._db.execute(
+            "SELECT COALESCE(MAX(position), 0) FROM piagent_session_entries WHERE session_id = ?",
+            (self.session_id,),
+        ).fetchone()
+        return int(last)
+
+    def claim_run(self) -> Callable[[], None]:
+        """Claim the session for one agent run (``PATH-piagent.lock``, beside the file a symlink names)."""
+        if self.path in ("", ":memory:"):  # a private database: no other connection can write it
+            return lambda: None
+        path = os.path.realpath(self.path)
+        try:  # the database's permissions, as SQLite gives its -wal and -shm files
+            mode = stat.S_IMODE(os.stat(path).st_mode) & 0o666
+        except OSError:
+            mode = 0o600
+        return claim_run(path + "-piagent.lock", self.session_id, repr(self), mode)
 
     def close(self) -> None:
         with self._lock:
@@ -124,6 +153,27 @@ class _Transaction:
         """ROLLBACK if a transaction is still open (SQLite ends one itself after some errors)."""
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
+
+
+def _use_wal(db: sqlite3.Connection, name: str, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting up to ``timeout`` seconds for the database's lock.
+
+    While a fresh database is still in rollback-journal mode, another connection's write lock
+    (the process converting it, say) makes the pragma fail at once: SQLite's busy timeout does
+    not apply to it, so it is tried again until the timeout.
+    """
+
+    def attempt() -> bool:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                return False
+            raise
+        return True
+
+    if not poll(attempt, timeout):
+        raise SessionBusyError(f"{name}: the database stayed locked by another connection for over {timeout:g} s")
 
 
 def _is_busy(error: sqlite3.Error) -> bool:

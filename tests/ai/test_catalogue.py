@@ -14,6 +14,7 @@ import pytest
 
 from piagent.ai.capabilities import Capabilities, effort_for
 from piagent.ai.models import CATALOGUE_FILE, custom_model, get_model, get_models, load_catalogue, unregister_model
+from piagent.exceptions import ModelNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -88,6 +89,18 @@ def test_every_family_and_model_override_is_valid_capabilities():
         assert model.reasoning == (model.capabilities.thinking != "none")
 
 
+def test_capabilities_stay_immutable_and_hashable_with_an_effort_map():
+    """Capabilities are a frozen value: every catalogue model's can be hashed, and the effort
+    map (DeepSeek's own level mapping) cannot be changed in place behind the model's back."""
+    for model in get_models("anthropic") + get_models("openai") + get_models("google") + get_models("deepseek"):
+        hash(model.capabilities)
+    caps = get_model("deepseek:deepseek-v4-pro").capabilities
+    assert caps is not None and caps.to_dict()["effort_map"] == {"xhigh": "high"}
+    with pytest.raises(TypeError):
+        caps.effort_map["xhigh"] = "max"  # type: ignore[index]
+    assert Capabilities.from_dict(caps.to_dict()) == caps
+
+
 def test_no_catalogue_model_was_shut_down_when_it_was_generated():
     for rows in CATALOGUE["models"].values():
         for row in rows:
@@ -101,6 +114,24 @@ def test_a_retiring_model_warns_once_with_date_and_successor(caplog):
     warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("openai:gpt-5 ")]
     # "is deprecated and shuts down on" before the date, "was shut down on" after it
     assert len(warnings) == 1 and warnings[0].endswith(" on 2026-12-11; use openai:gpt-5.6-sol")
+
+
+@pytest.mark.parametrize(
+    "ref, message",
+    [
+        ("google:gemini-2.5-pro", "google:gemini-2.5-pro was shut down on 2026-12-01; use google:gemini-3.8-flash"),
+        (
+            "google:gemini-2.5-flash",
+            "google:gemini-2.5-flash was shut down on 2026-12-01; use google:gemini-3.5-flash-lite",
+        ),
+        ("openai:o4-mini", "openai:o4-mini was shut down on 2026-10-23"),
+    ],
+)
+def test_a_model_shut_down_before_the_catalogue_was_made_is_refused_naming_date_and_successor(ref, message):
+    """Not offered, nor driven like a sibling of its family: get_model says when it stopped."""
+    with pytest.raises(ModelNotFoundError) as caught:
+        get_model(ref)
+    assert str(caught.value) == message
 
 
 def test_a_model_before_its_shutdown_date_says_when_it_shuts_down(caplog):

@@ -28,7 +28,7 @@ def test_reference_and_two_argument_forms_find_the_same_model():
         ("anthropic:claude-fable-5", "anthropic-messages"),
         ("google:gemini-3.5-flash", "google-generative-ai"),
         ("google:gemini-3.1-pro-preview", "google-generative-ai"),
-        ("google:gemini-2.5-flash", "google-generative-ai"),
+        ("google:gemini-2.5-flash-lite", "google-generative-ai"),
         ("groq:llama-3.3-70b-versatile", "openai-completions"),
         ("deepseek:deepseek-v4-flash", "openai-completions"),
         ("openrouter:openai/gpt-4o-mini", "openai-completions"),
@@ -127,3 +127,46 @@ def test_cost_is_computed_from_catalogue_prices():
     assert usage.cost.output == pytest.approx(4.0)
     assert usage.cost.cache_read == pytest.approx(0.1)
     assert usage.cost.total == pytest.approx(6.1)
+
+
+@pytest.mark.parametrize(
+    "ref, threshold, base, above",
+    [
+        # (input, output) USD per million tokens below / above the threshold (genai-prices 0.2.5)
+        ("anthropic:claude-haiku-5-5", 100000, (0.1, 0.5), (0.5, 2.5)),
+        ("openai:gpt-5.4", 272000, (2.5, 15.0), (5.0, 22.5)),
+        ("google:gemini-3.1-pro-preview", 200000, (2.0, 12.0), (4.0, 18.0)),
+    ],
+)
+def test_a_request_above_a_price_tier_costs_all_of_its_tokens_at_the_tier_price(ref, threshold, base, above):
+    model = get_model(ref)
+    at, over = Usage(input=threshold - 1000, output=1000, cache_read=1000), Usage(input=threshold + 1, output=1000)
+    at.compute_cost(model)
+    over.compute_cost(model)
+    assert at.cost.input == pytest.approx(base[0] * (threshold - 1000) / 1e6)
+    assert at.cost.output == pytest.approx(base[1] * 1000 / 1e6)
+    assert over.cost.input == pytest.approx(above[0] * (threshold + 1) / 1e6)
+    assert over.cost.output == pytest.approx(above[1] * 1000 / 1e6)
+
+
+@pytest.mark.parametrize(
+    "ref, window, prices",
+    [
+        # genai-prices lacks them: Anthropic's pricing page (Mythos shares Fable's prices and window)
+        ("anthropic:claude-mythos-5-1", 1_000_000, (10.0, 50.0, 0.25, 12.5, 20.0)),
+        ("anthropic:claude-mythos-5", 1_000_000, (10.0, 50.0, 1.0, 12.5, 20.0)),
+        ("openai:gpt-6.2-astra", 1_050_000, (8.0, 40.0, 0.4, 10.0, 0.0)),
+        ("openai:gpt-6.2-sol", 1_050_000, (2.0, 10.0, 0.1, 2.5, 0.0)),
+        ("google:gemini-4-hydrogen", 1_048_576, (1.5, 7.5, 0.075, 0.0, 0.0)),
+    ],
+)
+def test_models_once_priced_zero_carry_the_providers_published_prices_and_window(ref, window, prices):
+    model = get_model(ref)
+    cost = model.cost
+    assert (cost.input, cost.output, cost.cache_read, cost.cache_write, cost.cache_write_1h) == prices
+    assert model.context_window == window
+
+
+def test_a_model_genai_prices_gives_no_window_takes_the_providers_published_one():
+    """Not the generator's 200K placeholder: ai.google.dev's model page gives 1,048,576 input tokens."""
+    assert get_model("google:gemini-3.1-pro-preview").context_window == 1_048_576

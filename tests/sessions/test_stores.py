@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -146,6 +147,51 @@ def test_a_locked_sqlite_database_is_a_clear_error(memory_dir: Path) -> None:
     assert len(SqliteSession(path, "a").entries()) == 1
 
 
+OPENER = """
+import sqlite3, sys
+connect = sqlite3.connect
+def traced(*args, **kwargs):  # prints each statement as it starts, so the test sees a retry
+    db = connect(*args, **kwargs)
+    db.set_trace_callback(lambda sql: print(sql, flush=True))
+    return db
+sqlite3.connect = traced
+from piagent.sessions import SqliteSession
+SqliteSession(sys.argv[1], "s").append_entry("custom", customType="opened")
+print("opened", flush=True)
+"""
+
+
+def test_a_fresh_database_another_process_is_converting_is_opened_once_its_lock_is_free(memory_dir: Path) -> None:
+    """A fresh database is in rollback-journal mode until its first connection makes it WAL; that
+    connection's write lock made ``PRAGMA journal_mode=WAL`` of a second process fail at once."""
+    import sqlite3
+
+    path = memory_dir / "fresh.db"
+    converting = sqlite3.connect(path, isolation_level=None)  # as a process creating the database does
+    converting.execute("BEGIN IMMEDIATE")
+    opener = subprocess.Popen(
+        [sys.executable, "-c", OPENER, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert opener.stdout is not None and opener.stderr is not None
+    try:
+        tries = 0
+        while tries < 2:  # refused once and trying again: it is waiting, within its lock timeout
+            line = opener.stdout.readline()
+            assert line, f"the opener gave up while the lock was held: {opener.stderr.read()}"
+            tries += line.strip() == "PRAGMA journal_mode=WAL"
+    finally:
+        converting.execute("COMMIT")
+        converting.close()
+    rest, errors = opener.communicate(timeout=60)
+    assert opener.returncode == 0, errors
+    assert rest.splitlines()[-1] == "opened"
+    assert [e["customType"] for e in SqliteSession(path, "s").entries()] == ["opened"]
+
+
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "not.db"
     path.write_bytes(b"this is not sqlite" * 100)
@@ -247,3 +293,16 @@ def test_an_assistant_message_comes_back_from_either_store_with_its_response_mod
     )
     open_session().append_message(answer)
     assert open_session().messages() == [answer]
+
+
+def test_a_sqlite_databases_lock_file_takes_the_databases_permissions(memory_dir: Path) -> None:
+    """As SQLite gives its -wal and -shm files: a database shared by two users stays usable by both."""
+    path = memory_dir / "shared.db"
+    SqliteSession(path, "a").append_entry("custom", customType="made")
+    path.chmod(0o660)  # shared with a group (the web server's and the worker's users, say)
+    old = os.umask(0o022)
+    try:
+        SqliteSession(path, "a").begin_run()()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(f"{path}-piagent.lock").st_mode) == 0o660

@@ -13,6 +13,7 @@ __all__ = [
     "CONTENT_FILTER_MESSAGE",
     "TOOL_IMAGES_INTRO",
     "bearer_headers",
+    "cache_fields",
     "data_uri",
     "is_openai_host",
     "openai_usage",
@@ -57,6 +58,25 @@ def reasoning_effort(model: Model, level: Optional[str]) -> tuple[Capabilities, 
     if not thinking and caps.thinking_off == "none":
         effort = "none"
     return caps, thinking, effort
+
+
+def cache_fields(model: Model, caps: Capabilities, options: StreamOptions, api: str) -> dict[str, Any]:
+    """``options.cache_retention`` as OpenAI's API ``api`` ("responses" or "chat") defines it
+    (docs/models.md#prompt-caching): ``"long"`` is ``prompt_cache_options.ttl: "12h"`` on the
+    Responses API of models with ``prompt_cache_options``, else ``prompt_cache_retention: "24h"``;
+    ``"none"`` is ``prompt_cache_options.mode: "explicit"`` (no breakpoint, no caching) where the
+    model has it. Only api.openai.com (``compat["supports_prompt_cache_retention"]`` says otherwise
+    for a server that copies OpenAI): other servers get nothing."""
+    if not (model.compat or {}).get("supports_prompt_cache_retention", is_openai_host(model.base_url)):
+        return {}
+    retention = options.cache_retention or "short"
+    if retention == "none":
+        return {"prompt_cache_options": {"mode": "explicit"}} if caps.prompt_cache_options else {}
+    if retention == "long":
+        if caps.prompt_cache_options and api == "responses":
+            return {"prompt_cache_options": {"ttl": "12h"}}
+        return {"prompt_cache_retention": "24h"}
+    return {}
 
 
 def safe_call_id(call_id: str, max_length: int) -> str:

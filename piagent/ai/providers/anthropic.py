@@ -1,7 +1,11 @@
 """The Anthropic Messages API (``api="anthropic-messages"``), streamed over SSE.
 
 Request: ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` (then
-``model.headers`` and ``options.headers``).
+``model.headers`` and ``options.headers``). The version is :data:`ANTHROPIC_VERSION`
+(``2026-10-21``, what the official SDK sends), which refuses ``temperature``/``top_p``/``top_k``
+on every model; a request that carries a ``temperature`` the model accepts (Claude 4.5 and 4.6
+with thinking off, per ``capabilities.sampling``) is sent as :data:`SAMPLING_VERSION`
+(``2023-06-01``), the last version that takes it (docs/models.md#api-versions).
 :func:`build_request` turns a :class:`Context` into the JSON body (a pure function);
 :class:`AnthropicStreamMapper` turns each SSE event into builder events (also pure). The
 provider glues them to the HTTP layer; every failure ends the stream as an ``error`` event.
@@ -13,7 +17,8 @@ Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels):
 
 * ``adaptive`` models: ``thinking: {"type": "adaptive", "display": "summarized"}`` plus
   ``output_config: {"effort": ...}``; off is ``{"type": "disabled"}`` where the model accepts
-  it, its lowest effort where it always thinks;
+  it, ``{"type": "between_tools"}`` where that is its lowest setting (Sonnet 5.5; no effort is
+  sent with it), its lowest effort where it always thinks;
 * ``budget`` models: ``thinking: {"type": "enabled", "budget_tokens": N}`` with ``max_tokens``
   raised to fit the budget, and the interleaved-thinking beta header when tools are sent;
   off sends nothing.
@@ -70,7 +75,9 @@ from ._common import (
 from ._rejections import open_learning
 
 __all__ = [
+    "ANTHROPIC_VERSION",
     "API",
+    "SAMPLING_VERSION",
     "AnthropicStreamMapper",
     "build_request",
     "normalize_tool_call_id",
@@ -79,7 +86,10 @@ __all__ = [
 ]
 
 API = "anthropic-messages"
-ANTHROPIC_VERSION = "2023-06-01"
+#: The API version requests are sent with (the ``anthropic`` SDK's since 2.0).
+ANTHROPIC_VERSION = "2026-10-21"
+#: The version a request carrying ``temperature`` is sent with: 2026-10-21 refuses sampling fields.
+SAMPLING_VERSION = "2023-06-01"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
@@ -214,8 +224,8 @@ def _thinking_fields(
             fields["thinking"] = config
             if effort:
                 fields["output_config"] = {"effort": effort}
-        elif caps.thinking_off == "disabled":
-            fields["thinking"] = {"type": "disabled"}
+        elif caps.thinking_off in ("disabled", "between_tools"):
+            fields["thinking"] = {"type": caps.thinking_off}
     elif caps.thinking == "budget" and thinking and effort:
         budget = reasoning_budget(effort, options, model)
         fields["max_tokens"], budget = max_tokens_with_budget(options, model, budget)
@@ -242,7 +252,7 @@ def _plan(model: Model, context: Context, options: StreamOptions) -> tuple[Capab
         else:
             warn_once(
                 ("forced-choice", model.provider, model.id),
-                f"{model.provider}:{model.id} always thinks and refuses a forced tool choice; "
+                f"{model.provider}:{model.id} refuses a forced tool choice; "
                 'it is sent as "auto" (the model may answer without calling the tool)',
             )
             choice = "auto"
@@ -293,16 +303,19 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
 
 
 def request_headers(model: Model, context: Context, options: StreamOptions) -> dict[str, str]:
-    """Headers the request needs besides the key: the interleaved-thinking beta for budget
-    thinking with tools, on the models that need it."""
+    """Headers the request needs besides the key: ``anthropic-version`` (:data:`SAMPLING_VERSION`
+    when a temperature is sent, else :data:`ANTHROPIC_VERSION`) and the interleaved-thinking beta
+    for budget thinking with tools, on the models that need it."""
     caps, thinking, _, _ = _plan(model, context, options)
+    sampling = allowed_temperature(model, caps, options.temperature, thinking) is not None
+    headers = {"anthropic-version": SAMPLING_VERSION if sampling else ANTHROPIC_VERSION}
     if thinking and context.tools and caps.thinking == "budget" and caps.interleaved_thinking_beta:
-        return {"anthropic-beta": INTERLEAVED_THINKING_BETA}
-    return {}
+        headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
+    return headers
 
 
 def _key_headers(api_key: str) -> dict[str, str]:
-    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"x-api-key": api_key}
 
 
 # --------------------------------------------------------------------------- response

@@ -21,14 +21,17 @@ Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``thin
 (2.x; "off" is a zero budget where the model allows it).
 
 Finish reasons: ``CONTINUATION`` (the per-request token limit was reached, generation not done)
-is continued with the returned ``continuationToken`` into the same message, at most
-:data:`MAX_CONTINUATIONS` times; ``MISSING_THOUGHT_SIGNATURE``, ``TOO_MANY_TOOL_CALLS``,
+is continued with the returned ``continuationToken`` into the same message; a stream that breaks
+off (or ends without a finish reason) after a chunk carried a checkpoint ``continuationToken`` is
+resumed from the newest one the same way (as the official SDK does); at most
+:data:`MAX_CONTINUATIONS` further requests in all; ``MISSING_THOUGHT_SIGNATURE``, ``TOO_MANY_TOOL_CALLS``,
 ``MALFORMED_RESPONSE`` and the other failures end the stream with a message saying what happened.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any, Optional
@@ -47,7 +50,7 @@ from ..output import add_google_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
 from ..transform import transform_messages
-from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
+from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions, Usage
 from ._common import (
     ProviderStreamError,
     default_max_tokens,
@@ -63,8 +66,12 @@ from ._rejections import open_learning
 __all__ = ["API", "GoogleStreamMapper", "build_request", "request_url", "stream_google"]
 
 API = "google-generative-ai"
-#: How many times one response is continued after ``finishReason: CONTINUATION``.
+#: How many more requests one response may take: continuations after ``finishReason:
+#: CONTINUATION`` and resumptions of a broken stream from its checkpoint, together.
 MAX_CONTINUATIONS = 8
+
+logger = logging.getLogger(__name__)
+
 #: A model declared by hand without capabilities: budget thinking, nothing sent for "off".
 GEMINI_DEFAULT = Capabilities(thinking="budget", efforts=THINKING_LEVELS)
 
@@ -263,7 +270,7 @@ class GoogleStreamMapper:
         self.finish_reason: Optional[str] = None
         self.continuation_token: Optional[str] = None
         self._block_reason: Optional[str] = None
-        self._usage: dict[str, int] = {}  # counts of earlier requests of a continued response
+        self._earlier: Optional[Usage] = None  # usage of the earlier requests of a continued response
 
     def _close_open(self) -> list[AssistantMessageEvent]:
         if self._open is None:
@@ -281,12 +288,8 @@ class GoogleStreamMapper:
             self.builder.model, meta.get("promptTokenCount"), meta.get("cachedContentTokenCount"), output
         )
         usage.reasoning = int(thoughts)
-        if self._usage:  # a continued response: add what the earlier requests used
-            usage.input += self._usage["input"]
-            usage.output += self._usage["output"]
-            usage.cache_read += self._usage["cache_read"]
-            usage.reasoning += self._usage["reasoning"]
-            usage.compute_cost(self.builder.model)
+        if self._earlier is not None:  # a continued response: each request priced on its own, then summed
+            usage.add(self._earlier)
         self.builder.message.usage = usage
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -315,17 +318,14 @@ class GoogleStreamMapper:
         return events
 
     def continue_with(self) -> Optional[str]:
-        """The token to continue a ``CONTINUATION`` stop with (None otherwise); resets for the next request."""
-        if self.finish_reason != "CONTINUATION" or not self.continuation_token:
+        """The ``continuationToken`` the next request resumes from, None when there is none:
+        the token of a ``CONTINUATION`` stop, or, when the stream broke off or ended without a
+        finish reason, the newest checkpoint token this request delivered. Resets for the next
+        request (so a request that brings no new token is not resumed again)."""
+        if self.finish_reason not in (None, "CONTINUATION") or self._block_reason or not self.continuation_token:
             return None
         token, self.continuation_token, self.finish_reason = self.continuation_token, None, None
-        usage = self.builder.message.usage
-        self._usage = {
-            "input": usage.input,
-            "output": usage.output,
-            "cache_read": usage.cache_read,
-            "reasoning": usage.reasoning,
-        }
+        self._earlier = self.builder.message.usage
         return token
 
     def _text_part(self, part: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -430,17 +430,27 @@ def stream_google(model: Model, context: Context, options: StreamOptions) -> Ass
         http = open_learning(model, options, url, build, _key_headers, GEMINI_DEFAULT)
         payload = sent[0]
         for hop in range(MAX_CONTINUATIONS + 1):
-            if hop > 0:  # a continuation: the response had begun, so nothing is learned here
-                http = open_request(model, options, url, payload, _key_headers)
-            with http:
-                if hop == 0:
-                    yield builder.start()
-                for _name, data in http.sse():
-                    for event in mapper.feed(_parse(data)):
-                        yield event
-            token = mapper.continue_with()
+            broken: Optional[ProviderStreamError] = None
+            try:
+                if hop > 0:  # a continuation or resumption: the response had begun, so nothing is learned here
+                    http = open_request(model, options, url, payload, _key_headers)
+                with http:
+                    if hop == 0:
+                        yield builder.start()
+                    for _name, data in http.sse():
+                        for event in mapper.feed(_parse(data)):
+                            yield event
+            except ProviderStreamError as exc:  # the stream broke off: resumable from a checkpoint
+                broken = exc
+            token = None if options.signal is not None and options.signal.aborted else mapper.continue_with()
             if token is None:
+                if broken is not None:
+                    raise broken
                 break
+            if broken is not None:
+                logger.info(
+                    "%s:%s: the stream broke off (%s); resuming from its checkpoint", model.provider, model.id, broken
+                )
             payload = dict(payload, continuationToken=token)
         else:
             raise ProviderStreamError(f"The response was still incomplete after {MAX_CONTINUATIONS} continuations")

@@ -13,6 +13,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
 ``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
 ``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
 ``supports_prompt_cache_key``     send ``prompt_cache_key`` from ``session_id`` (api.openai.com)
+``supports_prompt_cache_retention`` send ``cache_retention`` as ``prompt_cache_retention`` /
+                                  ``prompt_cache_options`` (api.openai.com; also read by the
+                                  Responses API)
 ``send_reasoning_back``           replay the same model's thinking in the field it arrived in
                                   (``reasoning_content`` for DeepSeek-style servers; default True)
 ``tool_call_ids``                 ``"mistral"`` (9 alphanumerics, mistral.ai) or ``"openai"``
@@ -52,7 +55,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from ...exceptions import HttpStatusError
+from ...exceptions import HttpStatusError, InvalidValueError
 from ..builder import MessageBuilder
 from ..capabilities import EFFORT_DEFAULT, Capabilities, allowed_temperature, allowed_tool_choice, warn_once
 from ..output import add_chat_completions_output
@@ -71,6 +74,7 @@ from ._openai import (
     CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
     bearer_headers,
+    cache_fields,
     data_uri,
     is_openai_host,
     openai_usage,
@@ -213,6 +217,11 @@ def _reasoning_fields(
     switch) for the level asked."""
     caps, thinking, effort = reasoning_effort(model, options.reasoning)
     if thinking and context.tools and not caps.chat_tools_with_reasoning:
+        if caps.thinking_off is None:
+            raise InvalidValueError(
+                f"{model.provider}:{model.id} always reasons and refuses function tools with reasoning on "
+                "Chat Completions: use api='openai-responses' (the catalogue's default for OpenAI) for tools"
+            )
         warn_once(
             ("chat-tools-reasoning", model.provider, model.id),
             f"{model.provider}:{model.id} refuses function tools with reasoning on Chat Completions: "
@@ -250,8 +259,9 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     if options.tool_choice is not None:
         payload["tool_choice"] = _tool_choice(allowed_tool_choice(model, caps, options.tool_choice))
     payload.update(reasoning)
-    if options.session_id and compat["supports_prompt_cache_key"]:
+    if options.session_id and compat["supports_prompt_cache_key"] and options.cache_retention != "none":
         payload["prompt_cache_key"] = options.session_id
+    payload.update(cache_fields(model, caps, options, "chat"))
     if options.output_format is not None:
         add_chat_completions_output(payload, options.output_format, compat["structured_output_form"])
     return payload

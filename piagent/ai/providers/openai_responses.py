@@ -59,6 +59,7 @@ from ._openai import (
     CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
     bearer_headers,
+    cache_fields,
     data_uri,
     openai_usage,
     reasoning_effort,
@@ -215,8 +216,9 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             payload["reasoning"] = {"effort": effort, "summary": "auto"}
         elif effort:
             payload["reasoning"] = {"effort": effort}
-    if options.session_id:
+    if options.session_id and options.cache_retention != "none":
         payload["prompt_cache_key"] = options.session_id
+    payload.update(cache_fields(model, caps, options, "responses"))
     if options.output_format is not None:
         add_responses_output(payload, options.output_format)
     return payload

@@ -156,7 +156,7 @@ def test_request_goes_to_messages_endpoint_with_key_version_and_model_headers(se
     request = server.requests[0]
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == KEY
-    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.headers["anthropic-version"] == "2026-10-21"
     assert request.headers["content-type"] == "application/json"
     assert request.headers["x-model-header"] == "m" and request.headers["x-extra"] == "1"
     body = request.json

@@ -11,7 +11,12 @@ from typing import Any, Optional
 import pytest
 
 from piagent.ai import Context, StreamOptions, Tool, UserMessage, get_model
-from piagent.ai.providers.anthropic import INTERLEAVED_THINKING_BETA, stream_anthropic
+from piagent.ai.providers.anthropic import (
+    ANTHROPIC_VERSION,
+    INTERLEAVED_THINKING_BETA,
+    SAMPLING_VERSION,
+    stream_anthropic,
+)
 from tests.ai.providers.sdk_oracle import check_types, replay_with_sdk
 from tests.support.scripted_server import ScriptedServer
 
@@ -91,9 +96,21 @@ EXPECTED: dict[str, dict[Optional[str], dict[str, Any]]] = {
     "claude-opus-4-6": {
         "xhigh": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
     },
+    # Sonnet 4.6 takes max (models/sonnet-4-6/overview)
     "claude-sonnet-4-6": {
-        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "high"}},
+        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
+        "xhigh": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
         None: {"thinking": {"type": "disabled"}},
+    },
+    # Opus 5.5 always thinks: off is its lowest effort, never "disabled"
+    "claude-opus-5-5": {
+        None: {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "low"}},
+        "high": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "high"}},
+    },
+    # Sonnet 5.5: off is between_tools (no effort sent with it: the default, high, is valid)
+    "claude-sonnet-5-5": {
+        None: {"thinking": {"type": "between_tools"}},
+        "max": {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}},
     },
     # budget thinking: off sends nothing; the budget grows with the level, max_tokens fits it
     "claude-haiku-4-5": {
@@ -130,6 +147,32 @@ def test_no_current_model_is_sent_budget_tokens_or_an_effort_it_lacks(server, mo
     assert sdk_body(server, body, headers) == body
 
 
+def test_requests_use_the_api_version_the_sdk_sends():
+    anthropic_constants = pytest.importorskip("anthropic._constants")
+    assert ANTHROPIC_VERSION == anthropic_constants.ANTHROPIC_API_VERSION == "2026-10-21"
+
+
+@pytest.mark.parametrize(
+    "model_id, level, temperature, version",
+    [
+        ("claude-opus-4-8", None, None, "2026-10-21"),
+        ("claude-opus-4-8", None, 0.2, "2026-10-21"),  # sampling never: temperature left out
+        ("claude-haiku-4-5", None, 0.2, "2023-06-01"),  # takes temperature with thinking off
+        ("claude-haiku-4-5", "low", 0.2, "2026-10-21"),  # ... not while thinking
+        ("claude-sonnet-4-6", None, 0.2, "2023-06-01"),
+        ("claude-sonnet-4-6", None, None, "2026-10-21"),
+    ],
+)
+def test_a_request_carrying_temperature_is_sent_as_the_last_version_that_accepts_it(
+    server, model_id, level, temperature, version
+):
+    """2026-10-21 refuses temperature/top_p/top_k on every model (400 even at default values);
+    a model whose capabilities take a temperature gets it under 2023-06-01, the rest the new version."""
+    body, headers = send(server, model_at(server, model_id), reasoning=level, temperature=temperature)
+    assert headers["anthropic-version"] == version
+    assert ("temperature" in body) == (version == SAMPLING_VERSION)
+
+
 def test_temperature_is_left_out_for_a_model_that_rejects_sampling_with_one_warning(server, caplog):
     caplog.set_level(logging.WARNING, logger="piagent")
     model = model_at(server, "claude-opus-4-8")
@@ -162,6 +205,18 @@ def test_a_forced_tool_choice_becomes_auto_on_a_model_that_always_thinks(server,
     body, _ = send(server, model_at(server, "claude-fable-5"), tools=True, tool_choice={"name": "lookup"})
     assert body["tool_choice"] == {"type": "auto"} and body["thinking"]["type"] == "adaptive"
     assert 'sent as "auto"' in caplog.text
+
+
+@pytest.mark.parametrize("model_id", ["claude-opus-5-5", "claude-sonnet-5-5"])
+@pytest.mark.parametrize("level", [None, "high"])
+def test_a_forced_tool_choice_is_sent_as_auto_on_the_5_5_models_that_refuse_forced_tool_use(
+    server, caplog, model_id, level
+):
+    caplog.set_level(logging.WARNING, logger="piagent")
+    body, headers = send(server, model_at(server, model_id), tools=True, reasoning=level, tool_choice="required")
+    assert body["tool_choice"] == {"type": "auto"} and body["thinking"]["type"] != "disabled"
+    assert 'sent as "auto"' in caplog.text
+    assert sdk_body(server, body, headers) == body
 
 
 def test_an_unforced_tool_choice_keeps_thinking(server):

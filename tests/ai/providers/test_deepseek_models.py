@@ -61,7 +61,7 @@ EXPECTED: dict[str, dict[Optional[str], dict[str, Any]]] = {
         "low": {"thinking": {"type": "enabled"}, "reasoning_effort": "low"},
         "medium": {"thinking": {"type": "enabled"}, "reasoning_effort": "high"},
         "high": {"thinking": {"type": "enabled"}, "reasoning_effort": "high"},
-        "xhigh": {"thinking": {"type": "enabled"}, "reasoning_effort": "max"},
+        "xhigh": {"thinking": {"type": "enabled"}, "reasoning_effort": "high"},  # DeepSeek: xhigh is high
         "max": {"thinking": {"type": "enabled"}, "reasoning_effort": "max"},
     },
     "deepseek-v4-flash": {None: {"thinking": {"type": "disabled"}}},

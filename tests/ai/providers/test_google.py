@@ -42,7 +42,7 @@ def make_model(base_url: str = "http://127.0.0.1:9/v1beta", **overrides: Any) ->
         cost=Cost(input=0.3, output=2.5, cache_read=0.075, cache_write=0.0),
         context_window=1_048_576,
         max_tokens=65_536,
-        capabilities=get_model("google:gemini-2.5-flash").capabilities,
+        capabilities=get_model("google:gemini-2.5-flash-lite").capabilities,
     )
     fields.update(overrides)
     return Model(**fields)
@@ -521,10 +521,8 @@ def test_thinking_configuration_per_model():
     def config(ref: str, **opts: Any) -> dict[str, Any]:
         return build_request(get_model(ref), context, StreamOptions(**opts))["generationConfig"]
 
-    # Gemini 2.5 Pro cannot stop thinking: "off" is its lowest budget
-    assert config("google:gemini-2.5-pro")["thinkingConfig"] == {"thinkingBudget": 1024, "includeThoughts": True}
-    assert config("google:gemini-2.5-flash")["thinkingConfig"] == {"thinkingBudget": 0}
-    custom = config("google:gemini-2.5-flash", reasoning="high", thinking_budgets={"high": 20000})
+    assert config("google:gemini-2.5-flash-lite")["thinkingConfig"] == {"thinkingBudget": 0}
+    custom = config("google:gemini-2.5-flash-lite", reasoning="high", thinking_budgets={"high": 20000})
     assert custom["thinkingConfig"] == {"thinkingBudget": 20000, "includeThoughts": True}
     assert custom["maxOutputTokens"] == 32000
     plain = build_request(make_model(id="gemini-x", reasoning=False, capabilities=None), context, StreamOptions())

@@ -95,6 +95,11 @@ EFFORTS: dict[str, dict[Optional[str], Optional[str]]] = {
     "gpt-5": {None: "minimal", "minimal": "minimal", "high": "high", "max": "high"},
     "o3": {None: "low", "minimal": "low", "xhigh": "high"},
     "gpt-4.1": {None: None, "high": None},
+    # reject effort "none" (developers.openai.com/api/docs/models/gpt-6.2-sol): off is low
+    "gpt-6-astra": {None: "low", "minimal": "low", "max": "max"},
+    "gpt-6.1-sol": {None: "low", "xhigh": "xhigh"},
+    "gpt-6.2-astra": {None: "low", "medium": "medium"},
+    "gpt-6.2-sol": {None: "low", "max": "max"},
 }
 CASES = [(model_id, level) for model_id, levels in EFFORTS.items() for level in levels]
 
@@ -140,6 +145,66 @@ def test_chat_completions_drops_reasoning_with_tools_on_models_that_refuse_both(
     assert sdk_chat(server, body) == body
     body = chat_request(server, model_at(server, "gpt-5.5", "openai-completions"), tools=True, reasoning="high")
     assert body["reasoning_effort"] == "high"
+
+
+@pytest.mark.parametrize("model_id", ["gpt-6-astra", "gpt-6.1-sol", "gpt-6.2-astra", "gpt-6.2-sol"])
+def test_tools_on_chat_completions_fail_before_sending_for_models_that_always_reason(server, model_id):
+    """Chat Completions refuses their function tools (they cannot stop reasoning): the request is
+    not sent, the error says to use the Responses API, which the catalogue routes them to."""
+    model = model_at(server, model_id, "openai-completions")
+    sent = len(server.requests)
+    message = stream_openai_completions(model, context(tools=True), StreamOptions(api_key=KEY)).result(10)
+    assert message.stop_reason == "error" and "openai-responses" in (message.error_message or "")
+    assert len(server.requests) == sent
+    assert get_model("openai", model_id).api == "openai-responses"
+    body = responses_request(server, model_at(server, model_id), tools=True)
+    assert body["tools"][0]["name"] == TOOL.name and body["reasoning"]["effort"] == "low"
+    assert sdk_responses(server, body) == body
+
+
+# cache_retention -> (Responses fields, Chat Completions fields), per model generation
+CACHE_FIELDS = {
+    "gpt-6.1-sol": {
+        "long": ({"prompt_cache_options": {"ttl": "12h"}}, {"prompt_cache_retention": "24h"}),
+        "none": ({"prompt_cache_options": {"mode": "explicit"}}, {"prompt_cache_options": {"mode": "explicit"}}),
+        "short": ({}, {}),
+    },
+    "gpt-5.5": {
+        "long": ({"prompt_cache_retention": "24h"}, {"prompt_cache_retention": "24h"}),
+        "none": ({}, {}),
+        "short": ({}, {}),
+    },
+}
+CACHE_CASES = [(m, r) for m, by_retention in CACHE_FIELDS.items() for r in by_retention]
+
+
+@pytest.mark.parametrize("model_id, retention", CACHE_CASES)
+def test_cache_retention_is_sent_as_each_openai_api_defines_it(server, model_id, retention):
+    fields = ("prompt_cache_options", "prompt_cache_retention", "prompt_cache_key")
+    responses_fields, chat_fields = CACHE_FIELDS[model_id][retention]
+    key = {} if retention == "none" else {"prompt_cache_key": "s-1"}
+    for api, send, sdk, expected in (
+        ("openai-responses", responses_request, sdk_responses, responses_fields),
+        ("openai-completions", chat_request, sdk_chat, chat_fields),
+    ):
+        model = model_at(server, model_id, api)
+        model.compat = {"supports_prompt_cache_retention": True, "supports_prompt_cache_key": True}  # as on OpenAI
+        body = send(server, model, cache_retention=retention, session_id="s-1", reasoning="low")
+        assert {k: body[k] for k in fields if k in body} == {**expected, **key}, api
+        assert sdk(server, body) == body
+
+
+def test_cache_retention_fields_go_to_openai_only(server):
+    """Sent to api.openai.com with the catalogue's defaults (no compat set by hand); a server
+    that only copies OpenAI's API gets none of them."""
+    from piagent.ai.providers import openai_completions, openai_responses
+
+    at_openai = get_model("openai", "gpt-6.1-sol")
+    options = StreamOptions(cache_retention="long", reasoning="low")
+    assert openai_responses.build_payload(at_openai, context(), options)["prompt_cache_options"] == {"ttl": "12h"}
+    assert openai_completions.build_payload(at_openai, context(), options)["prompt_cache_retention"] == "24h"
+    body = responses_request(server, model_at(server, "gpt-6.1-sol"), cache_retention="long")
+    assert "prompt_cache_options" not in body and "prompt_cache_retention" not in body
 
 
 def test_a_proxy_in_front_of_openai_gets_max_completion_tokens_and_a_local_server_max_tokens(server):

@@ -221,8 +221,9 @@ def test_tool_mode_on_anthropic_forces_the_final_answer_tool(server) -> None:
     assert partials[-1]["total"] == 12.5
 
 
-def test_tool_mode_falls_back_to_native_on_a_model_that_refuses_forced_tools(server) -> None:
-    model = get_model("anthropic", "claude-fable-5-2")  # always thinks: no forced tool choice
+@pytest.mark.parametrize("model_id", ["claude-fable-5-2", "claude-opus-5-5", "claude-sonnet-5-5"])
+def test_tool_mode_falls_back_to_native_on_a_model_that_refuses_forced_tools(server, model_id) -> None:
+    model = get_model("anthropic", model_id)  # forced tool use is a 400 on these
     model.base_url = server.url
     agent, _ = agent_on(model, output_mode="tool")
     result, (body,) = run(agent, server, [anthropic_text("".join(ANSWER))])

@@ -127,6 +127,15 @@ class Capabilities:
         out["effort_map"] = dict(self.effort_map)
         return out
 
+    def changed(self, changes: Mapping[str, Any]) -> Capabilities:
+        """These capabilities with ``changes`` (fields) applied. New ``efforts`` drop the
+        ``effort_map`` entries whose value they no longer hold (those levels then round as any
+        other), unless ``changes`` give an ``effort_map`` too."""
+        if "efforts" in changes and "effort_map" not in changes:
+            kept = tuple((level, wire) for level, wire in self.effort_map if wire in changes["efforts"])
+            changes = {**changes, "effort_map": kept}
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Capabilities:
         known = {f.name for f in fields(cls)}
@@ -192,7 +201,7 @@ def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities
         caps = reasoning_default if model.reasoning else NO_THINKING
     with _learned_lock:
         changes = _learned.get((model.provider, model.id))
-    return dataclasses.replace(caps, **changes) if changes else caps
+    return caps.changed(changes) if changes else caps
 
 
 def learn(provider: str, model_id: str, changes: Mapping[str, Any], *, warned: bool = False) -> None:

@@ -195,7 +195,7 @@ def recognise(model: Model, caps: Capabilities, payload: Any, error: BaseExcepti
         if value is None:
             continue
         found = _changes(rule, value, caps, error.message)
-        if found is not None and Capabilities.from_dict({**caps.to_dict(), **found[0]}) != caps:
+        if found is not None and caps.changed(found[0]) != caps:
             return Rejection(rule, value, error.message, *found)
     return None
 

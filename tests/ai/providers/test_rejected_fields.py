@@ -27,6 +27,7 @@ from piagent.ai import (
     complete,
     custom_model,
     forget_learned,
+    get_model,
     remember_rejections,
 )
 from piagent.ai.capabilities import THINKING_LEVELS, learned
@@ -289,6 +290,47 @@ def test_anthropic_refusing_an_effort_value_it_names_gets_the_highest_it_lists(s
     refused, retried = bodies(server)
     assert refused["output_config"] == {"effort": "max"} and retried["output_config"] == {"effort": "high"}
     assert learned() == {("anthropic", "claude-new-6"): {"efforts": ("low", "medium", "high")}}
+
+
+def deepseek(server: ScriptedServer) -> Any:
+    """The catalogue's DeepSeek V4 Pro (its effort_map sends xhigh as high), served by ``server``."""
+    model = get_model("deepseek:deepseek-v4-pro")
+    model.base_url = server.url
+    return model
+
+
+def test_a_refused_effort_an_effort_map_points_to_drops_that_mapping(server, caplog):
+    words = (
+        "Unsupported value: 'reasoning_effort' does not support 'high' with this model. "
+        "Supported values are: 'low' and 'max'."
+    )
+    server.reply(openai_error(words, "reasoning_effort", "unsupported_value"), status=400, headers=JSON)
+    server.reply(chat_text("ok"))
+    server.reply(chat_text("ok"))
+    model = deepseek(server)
+    assert dict(model.capabilities.effort_map) == {"xhigh": "high"}
+
+    first = ask(model, reasoning="xhigh")
+    assert first.stop_reason == "stop", first.error_message
+    refused, retried = bodies(server)
+    assert refused["reasoning_effort"] == "high" and retried["reasoning_effort"] == "max"
+    assert learned() == {("deepseek", "deepseek-v4-pro"): {"efforts": ("low", "max")}}
+
+    assert ask(model, reasoning="xhigh").stop_reason == "stop"  # xhigh now rounds up as any level does
+    assert len(server.requests) == 3 and bodies(server)[2]["reasoning_effort"] == "max"
+
+
+def test_a_remembered_effort_list_without_a_mapped_value_keeps_the_model_usable(server, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    lessons = {"format": 1, "models": {"deepseek:deepseek-v4-pro": {"efforts": ["low", "max"]}}}
+    (home / "learned-rules.json").write_text(json.dumps(lessons))
+    remember_rejections()
+    server.reply(chat_text("ok"))
+    model = deepseek(server)
+
+    assert ask(model, reasoning="xhigh").stop_reason == "stop"
+    assert bodies(server)[0]["reasoning_effort"] == "max"
 
 
 @dataclass

@@ -74,7 +74,7 @@ _lock = threading.Lock()
 _catalogue: dict[str, dict[str, Model]] = {}
 _aliases: dict[str, dict[str, str]] = {}
 _by_hand: set[tuple[str, str]] = set()  # (provider, id) of the models register_model() added
-_retired: dict[tuple[str, str], Mapping[str, str]] = {}  # (provider, id) -> shutdown, successor
+_retired: dict[tuple[str, str], dict[str, str]] = {}  # (provider, id) -> shutdown, successor
 
 
 # --------------------------------------------------------------------------- loading
@@ -132,7 +132,10 @@ def _cost_tier(row: Mapping[str, Any]) -> CostTier:
     )
 
 
-def _parse(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, Model]], dict[str, dict[str, str]]]:
+_Retired = dict[tuple[str, str], dict[str, str]]
+
+
+def _parse(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, Model]], dict[str, dict[str, str]], _Retired]:
     if data.get("format") != CATALOGUE_FORMAT:
         raise InvalidValueError(f"catalogue format {data.get('format')!r} is not {CATALOGUE_FORMAT}: upgrade piagent")
     families = data.get("families") or {}
@@ -144,7 +147,14 @@ def _parse(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, Model]], dict[s
             models.setdefault(provider, {})[model.id] = model
             for alias in row.get("aliases") or []:
                 aliases.setdefault(provider, {})[alias] = model.id
-    return models, aliases
+    retired: _Retired = {}
+    for provider, rows in (data.get("retired") or {}).items():
+        for model_id, row in rows.items():
+            entry = {"shutdown": str(row["shutdown"])}
+            if row.get("successor"):
+                entry["successor"] = str(row["successor"])
+            retired[(provider, model_id)] = entry
+    return models, aliases, retired
 
 
 def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool = False) -> int:
@@ -164,7 +174,7 @@ def load_catalogue(source: Union[str, Path, Mapping[str, Any]], *, replace: bool
 
 def _load(data: Mapping[str, Any], replace: bool = False) -> int:
     try:
-        models, aliases = _parse(data)
+        models, aliases, retired = _parse(data)
     except (KeyError, TypeError, AttributeError) as exc:  # a row or field of the wrong type
         raise InvalidValueError(f"malformed catalogue: {exc!r}") from None
     with _lock:
@@ -181,8 +191,7 @@ def _load(data: Mapping[str, Any], replace: bool = False) -> int:
             target.update((model_id, m) for model_id, m in by_id.items() if (provider, model_id) not in _by_hand)
         for provider, names in aliases.items():
             _aliases.setdefault(provider, {}).update(names)
-        for provider, rows in (data.get("retired") or {}).items():
-            _retired.update(((provider, model_id), row) for model_id, row in rows.items())
+        _retired.update(retired)
     return sum(len(by_id) for by_id in models.values())
 
 

@@ -177,6 +177,8 @@ def test_an_unusable_user_catalogue_leaves_the_built_in_one_with_a_warning(tmp_p
         {"models": {}},
         {"generated": 99991231},
         {"generated": "later"},
+        {"models": {"openai": [{"id": "x"}]}, "retired": [1]},
+        {"models": {"openai": [{"id": "x"}]}, "retired": {"google": {"gemini-x": "2026-01-01"}}},
     ],
 )
 def test_a_malformed_user_catalogue_is_a_warning_and_the_built_in_one_stays(tmp_path, body):

@@ -102,7 +102,7 @@ clean:
 # them, against the oldest and the newest urllib3 that setup.cfg allows, each installed into a
 # directory of its own put first on the path.
 URLLIB3_VERSIONS := urllib3==1.26.0 urllib3
-URLLIB3_TESTS := tests/test_urllib3_versions.py tests/reliability tests/ai/providers tests/test_abort.py
+URLLIB3_TESTS := tests/test_urllib3_versions.py tests/reliability tests/ai/providers tests/test_abort.py tests/test_mcp_hostile.py
 test-urllib3: $(STAMP)
 	@for spec in $(URLLIB3_VERSIONS); do \
 	  dir=".urllib3/$$(echo "$$spec" | tr '=<>' '___')"; \

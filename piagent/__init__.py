@@ -11,6 +11,7 @@ from .agent import Agent
 from .ai.types import (
     AssistantMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -47,6 +48,7 @@ from .exceptions import (
     StreamEndedWithoutResult,
     ToolArgumentsError,
 )
+from .executors import run_tool_call
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions
 from .result import RunResult
@@ -60,7 +62,11 @@ from .types import (
     AgentToolResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    PrepareRequestContext,
+    RequestUpdate,
+    ToolCallOutcome,
     TurnContext,
+    TurnDecision,
     TurnUpdate,
 )
 
@@ -121,19 +127,24 @@ __all__ = [
     "ModelNotFoundError",
     "OutputError",
     "PiAgentError",
+    "PrepareRequestContext",
     "ProviderError",
     "ProviderNotFoundError",
+    "RequestUpdate",
     "RunResult",
     "StreamEndedWithoutResult",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "ToolArgumentsError",
     "ToolCall",
+    "ToolCallOutcome",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
     "ToolResultMessage",
     "TurnContext",
+    "TurnDecision",
     "TurnEndEvent",
     "TurnStartEvent",
     "TurnUpdate",
@@ -145,6 +156,7 @@ __all__ = [
     "message_from_dict",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "run_tool_call",
     "tool",
     "uninstrument",
 ]

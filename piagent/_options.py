@@ -43,6 +43,7 @@ A = TypeVar("A")  # the accepted (parameter) type
 Check = Callable[[str, A], T]
 
 TOOL_EXECUTION_MODES = ("parallel", "sequential")
+REPLAY_POLICIES = ("never", "safe")
 CACHE_RETENTIONS = ("none", "short", "long")
 
 
@@ -115,6 +116,12 @@ class Options:
             value = self.__dict__[name]
             values[name] = value.copy() if isinstance(value, (list, dict)) else value
         return values
+
+
+def boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
 
 
 def callable_or_none(name: str, value: Any) -> Any:

@@ -10,17 +10,25 @@ streams it parses the partial output; when the answer is complete it judges it:
   user message, or as the error result of its ``final_answer`` call) and answers again, at
   most ``retries`` times; then the answer is marked failed (``stop_reason`` "error", the
   frame with the raw output in ``error_message``), which ends the run.
+
+The frame quotes at most :data:`MAX_QUOTED_CHARS` characters of the rejected answer (its
+start), so that a huge answer is not sent back whole with every retry. JSON with a number
+out of range (``1e999999``) or ``NaN``/``Infinity`` is not JSON: it is rejected.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .ai.arguments_check import MAX_ARGUMENT_DEPTH
 from .ai.json_stream import IncrementalJsonParser
+from .ai.nesting import loads
 from .ai.output import drop_absent_nulls, output_mode_for
+from .ai.transcript import current_tools
 from .ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -33,11 +41,14 @@ from .ai.types import (
     ToolResultMessage,
     UserMessage,
 )
-from .ai.validation import validate_json_value
+from .ai.validation import MAX_ERROR_CHARS, validate_json_value
 from .exceptions import InvalidValueError, ToolArgumentsError
 from .types import AgentTool, OutputSpec, OutputValue
 
-__all__ = ["OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+__all__ = ["MAX_QUOTED_CHARS", "OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+
+#: Characters of a rejected answer quoted back to the model (and kept in ``error_message``).
+MAX_QUOTED_CHARS = 2_000
 
 OUTPUT_TOOL_NAME = "final_answer"
 _FENCED = re.compile(r"\A```[A-Za-z]*\s*\n(.*)\n\s*```\Z", re.DOTALL)
@@ -73,6 +84,18 @@ class OutputTurns:
         self._parser: Optional[IncrementalJsonParser] = None
 
     @property
+    def accepted(self) -> Optional[OutputValue]:
+        """The output the last answer gave, if it was accepted (the run ends with it)."""
+        return self.verdict.output if self.verdict is not None else None
+
+    def take_feedback(self) -> Optional[UserMessage]:
+        """The message telling the model what was wrong with its last answer (native mode), once."""
+        if self.verdict is None or self.verdict.feedback is None:
+            return None
+        feedback, self.verdict.feedback = self.verdict.feedback, None
+        return feedback
+
+    @property
     def subject(self) -> str:
         return f'output "{self.spec.format.name}"'
 
@@ -89,10 +112,11 @@ class OutputTurns:
         description = "Give the final answer: call this once, when done, with the answer as its arguments."
         if self.spec.format.description:
             description += " " + self.spec.format.description
+        # the request's other tools: the context's, or those its system messages declare (pi 1.6)
+        others = list(context.tools or []) or current_tools(context.messages)
         context.tools = list(context.tools or []) + [Tool(OUTPUT_TOOL_NAME, description, self.spec.format.schema)]
         if options.tool_choice is None:
-            only_output = len(context.tools) == 1
-            options.tool_choice = {"name": OUTPUT_TOOL_NAME} if only_output else "required"
+            options.tool_choice = "required" if others else {"name": OUTPUT_TOOL_NAME}
 
     def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
         """The output parsed so far, if ``event`` extended it; else None.
@@ -140,7 +164,16 @@ class OutputTurns:
         text = message.text.strip()
         fenced = _FENCED.match(text)
         try:
-            data = json.loads(fenced.group(1) if fenced else text)
+            data = loads(
+                fenced.group(1) if fenced else text,
+                "the answer",
+                MAX_ARGUMENT_DEPTH,
+                parse_constant=_not_json,
+                parse_float=_finite,
+            )
+        except InvalidValueError as exc:  # nested too deep, NaN, a number out of range
+            self.verdict = self._reject(message, message.text, str(exc))
+            return
         except ValueError as exc:
             self.verdict = self._reject(message, message.text, f"the answer is not JSON ({exc})")
             return
@@ -149,17 +182,17 @@ class OutputTurns:
     def _check(self, message: AssistantMessage, data: Any, raw: Optional[str], call: Optional[ToolCall]) -> Verdict:
         """Validate ``data`` (parsed from ``raw``, the answer's text; None for a tool call's arguments)."""
         schema = self.spec.format.schema
+        shown = _quoted(raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False, default=repr))
         try:
-            valid = validate_json_value(drop_absent_nulls(data, schema), schema, self.subject, "output", raw)
+            answer = drop_absent_nulls(data, schema)
+            valid = validate_json_value(answer, schema, self.subject, "output", shown, keep_accepted=True)
         except ToolArgumentsError as exc:
             return self._rejected(message, str(exc), call)
         unwrapped = self._unwrapped(valid)
         try:
             value = self.spec.convert(unwrapped)
         except (TypeError, ValueError) as exc:
-            shown = raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False)
-            frame = self._frame(f"root: {exc}", shown)
-            return self._rejected(message, frame, call)
+            return self._rejected(message, self._frame(f"root: {exc}", shown), call)
         verdict = Verdict(output=OutputValue(value, unwrapped), call=call)
         if call is not None:
             verdict.results = [_result(call, _ACCEPTED, False)]
@@ -167,10 +200,11 @@ class OutputTurns:
         return verdict
 
     def _reject(self, message: AssistantMessage, raw: str, problem: str) -> Verdict:
-        return self._rejected(message, self._frame(f"root: {problem}", raw), None)
+        return self._rejected(message, self._frame(f"root: {problem}", _quoted(raw)), None)
 
-    def _frame(self, line: str, raw: str) -> str:
-        return f"Validation failed for {self.subject}:\n  - {line}\n\nReceived output:\n{raw}"
+    def _frame(self, line: str, shown: str) -> str:
+        line = line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS] + "..."
+        return f"Validation failed for {self.subject}:\n  - {line}\n\nReceived output:\n{shown}"
 
     def _rejected(self, message: AssistantMessage, frame: str, call: Optional[ToolCall]) -> Verdict:
         self.rejected += 1
@@ -186,6 +220,24 @@ class OutputTurns:
         if self.spec.wrapped:
             return value.get("value") if isinstance(value, dict) else None
         return value
+
+
+def _quoted(raw: str) -> str:
+    """``raw`` as quoted in a frame: its first :data:`MAX_QUOTED_CHARS` characters."""
+    if len(raw) <= MAX_QUOTED_CHARS:
+        return raw
+    return f"{raw[:MAX_QUOTED_CHARS]}\n[... {len(raw) - MAX_QUOTED_CHARS:,} more characters not shown]"
+
+
+def _not_json(constant: str) -> Any:
+    raise InvalidValueError(f"the answer is not JSON ({constant} is not a JSON number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidValueError(f"the answer is not JSON (the number {text[:40]} is out of range)")
+    return value
 
 
 def _result(call: ToolCall, text: str, is_error: bool) -> ToolResultMessage:

@@ -39,6 +39,7 @@ from typing_extensions import Literal
 from . import _options as opt
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
+from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
@@ -46,7 +47,7 @@ from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_contin
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .output import output_spec
 from .queues import MessageQueue, to_message
-from .result import RunResult
+from .result import OutputT, RunResult
 from .state import PLACEHOLDER_API, AgentState, check_messages
 from .types import (
     AgentContext,
@@ -184,12 +185,13 @@ class _Run:
         self.in_flight = []
 
 
-class Agent(AgentOptions):
+class Agent(AgentOptions[OutputT]):
     """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
 
     ``Agent(**options)`` takes the keyword arguments of :class:`~piagent.options.AgentOptions`
     (every one optional, every one also a public attribute, validated on assignment). See the
-    module docstring for the thread contract.
+    module docstring for the thread contract. ``Agent(output_type=Invoice)`` is an
+    ``Agent[Invoice]``: its runs return ``RunResult[Invoice]`` (``Agent[Any]`` without one).
     """
 
     def __post_init__(self) -> None:
@@ -207,6 +209,19 @@ class Agent(AgentOptions):
             self.session.attach(
                 self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
             )
+        if self.system_messages and not leads_with_system_message(self.messages):
+            self._seed_system_message()
+
+    def _seed_system_message(self) -> None:
+        """pi 1.6: the prompt and the tools become the transcript's leading system message (recorded
+        by the session, if any, as every transcript message is)."""
+        leading = initial_system_message(self.system_prompt, self.tools)
+        if leading is None:
+            return
+        self.messages = [leading, *self.messages]
+        record = getattr(self.session, "append_message", None)
+        if callable(record):
+            record(leading)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -270,7 +285,16 @@ class Agent(AgentOptions):
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: Literal[True] = True,
-        output_type: object = None,
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[True] = True,
+        output_type: object,
     ) -> RunResult[Any]: ...
     @overload
     def prompt(
@@ -288,7 +312,16 @@ class Agent(AgentOptions):
         images: Optional[Sequence[ImageContent]] = None,
         *,
         wait: Literal[False],
-        output_type: object = None,
+        output_type: None = None,
+    ) -> Future[RunResult[OutputT]]: ...
+    @overload
+    def prompt(
+        self,
+        input: PromptInput,
+        images: Optional[Sequence[ImageContent]] = None,
+        *,
+        wait: Literal[False],
+        output_type: object,
     ) -> Future[RunResult[Any]]: ...
     @overload
     def prompt(
@@ -325,12 +358,12 @@ class Agent(AgentOptions):
         return self._launch(run, messages, wait)
 
     @overload
-    def continue_(self, *, wait: Literal[True] = True) -> RunResult: ...
+    def continue_(self, *, wait: Literal[True] = True) -> RunResult[OutputT]: ...
     @overload
-    def continue_(self, *, wait: Literal[False]) -> Future[RunResult]: ...
+    def continue_(self, *, wait: Literal[False]) -> Future[RunResult[OutputT]]: ...
     @overload
-    def continue_(self, *, wait: bool) -> Union[RunResult, Future[RunResult]]: ...
-    def continue_(self, *, wait: bool = True) -> Union[RunResult, Future[RunResult]]:
+    def continue_(self, *, wait: bool) -> Union[RunResult[OutputT], Future[RunResult[OutputT]]]: ...
+    def continue_(self, *, wait: bool = True) -> Union[RunResult[Any], Future[RunResult[Any]]]:
         """pi's ``continue()``: run again from the transcript as it is.
 
         With an assistant message last, queued steering messages (else follow-ups) are run as a
@@ -353,7 +386,7 @@ class Agent(AgentOptions):
     ) -> tuple[_Run, Optional[list[AgentMessage]]]:
         """The run of :meth:`continue_` and its prompts (None: from the transcript as it is); caller holds the lock."""
         messages = self._state.messages
-        if not messages:
+        if all(is_system_message(m) for m in messages):  # none, or only the prompt
             raise InvalidStateError("No messages to continue from")
         if messages[-1].role != "assistant":
             return self._claim(release_session, output=output), None
@@ -444,14 +477,18 @@ class Agent(AgentOptions):
         return AgentLoopConfig(**values)
 
     def _prepare_next_turn_hook(self, options: AgentOptions) -> Optional[PrepareNextTurn]:
-        """Installed only if set at run start; then reads the current attribute at each turn.
+        """Installed only if either form is set at run start; then reads the current attributes at
+        each turn, ``prepare_next_turn_with_context`` first (as pi's Agent).
 
-        A hook taking one positional argument is pi's legacy form and gets only the signal.
+        A ``prepare_next_turn`` taking one positional argument is pi's form with the signal only.
         """
-        if options.prepare_next_turn is None:
+        if options.prepare_next_turn is None and options.prepare_next_turn_with_context is None:
             return None
 
         def prepare_next_turn(context: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
+            with_context = self.prepare_next_turn_with_context
+            if with_context is not None:
+                return with_context(context, signal)
             hook = self.prepare_next_turn
             if hook is None:
                 return None
@@ -585,6 +622,12 @@ class Agent(AgentOptions):
     def has_queued_messages(self) -> bool:
         return not (self._steering_queue.empty() and self._follow_up_queue.empty())
 
+    def peek_queued_messages(self) -> list[AgentMessage]:
+        """The messages the next poll would take, without taking them (pi 1.6): the steering
+        queue's (by ``steering_mode``), else the follow-up queue's (by ``follow_up_mode``)."""
+        steering = self._steering_queue.peek(self.steering_mode)
+        return steering if steering else self._follow_up_queue.peek(self.follow_up_mode)
+
     # -- control ----------------------------------------------------------------------------
 
     @property
@@ -613,7 +656,11 @@ class Agent(AgentOptions):
         return self._idle.wait(timeout)
 
     def reset(self) -> None:
-        """Forget the transcript, runtime fields and both queues; keep model, tools and options."""
+        """Forget the transcript, runtime fields and both queues; keep model, tools and options.
+
+        A transcript with system messages keeps them, replayed into one (pi 1.6): the prompt
+        and the declared tools stay.
+        """
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_RESET)

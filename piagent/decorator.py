@@ -17,8 +17,10 @@ model. Arguments arrive validated and converted to the hinted types (:mod:`piage
 What the function returns becomes the result: a ``str`` is one text block; an
 ``AgentToolResult`` passes through; a content block, or a non-empty list of content blocks,
 is the content; None is an empty result; anything else with a JSON form (dicts, lists,
-numbers, dataclasses, Enums) becomes JSON text, the data kept in ``details``. A value with
-no JSON form, like any exception the function raises, is an error result the model sees.
+numbers, dataclasses, Enums) becomes JSON text, the data kept in ``details`` and as the
+result's ``structured_content`` (pi 1.6); a return hint that is an object (a dataclass, a
+TypedDict, a pydantic model) gives the tool its ``output_schema``. A value with no JSON form,
+like any exception the function raises, is an error result the model sees.
 """
 
 from __future__ import annotations
@@ -30,19 +32,20 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union, overload
 
-from ._options import TOOL_EXECUTION_MODES, optional_choice, positive_number_or_none
+from ._options import REPLAY_POLICIES, TOOL_EXECUTION_MODES, choice, optional_choice, positive_number_or_none
 from .abort import AbortSignal
 from .ai.types import ImageContent, TextContent
 from .arguments import Converter, converter_for
 from .exceptions import InvalidTypeError, InvalidValueError
-from .schema import FunctionSchema, function_schema, jsonable
-from .types import AgentTool, AgentToolResult, ToolExecutionMode, ToolUpdateCallback
+from .schema import FunctionSchema, function_schema, jsonable, resolve_hints, type_schema
+from .types import AgentTool, AgentToolResult, ReplayPolicy, ToolExecutionMode, ToolUpdateCallback
 
 __all__ = ["FunctionTool", "tool", "to_tool_result"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT = (TextContent, ImageContent)
 _check_execution_mode = optional_choice(*TOOL_EXECUTION_MODES)
+_check_replay = choice(*REPLAY_POLICIES)
 
 
 @dataclass
@@ -76,6 +79,7 @@ class FunctionTool(AgentTool):
             self.execution_mode,
             self.timeout,
             self.on_run_thread,
+            self.replay,
         )
         attribute = self.__dict__.get("_attribute")
         if attribute and isinstance(getattr(instance, "__dict__", None), dict):
@@ -96,6 +100,7 @@ def tool(
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -108,6 +113,7 @@ def tool(
     execution_mode: Optional[ToolExecutionMode] = None,
     timeout: Optional[float] = None,
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> Union[FunctionTool, Callable[[Callable[..., Any]], FunctionTool]]:
     """Turn a function into an :class:`AgentTool`; use bare (``@tool``) or with options.
 
@@ -118,10 +124,13 @@ def tool(
     aborted and its thread left to finish). ``on_run_thread=True`` runs the tool on the run
     thread instead of a worker (thread-locals, the caller's database transaction): its batches
     run sequentially, and an abort waits for it (docs/architecture.md#the-thread-contract); it
-    cannot be combined with ``timeout``. Raises TypeError/ValueError at decoration time for a
+    cannot be combined with ``timeout``. ``replay="safe"`` says running a call again is harmless
+    (a read-only tool): recovery may redo a call whose outcome was lost; the default
+    ``"never"`` forbids it. Raises TypeError/ValueError at decoration time for a
     hint with no JSON form, ``*args``, an async or generator function, or bad options.
     """
     _check_execution_mode("execution_mode", execution_mode)
+    _check_replay("replay", replay)
     positive_number_or_none("timeout", timeout)
     if not isinstance(on_run_thread, bool):
         raise InvalidTypeError(f"on_run_thread must be a bool, not {type(on_run_thread).__name__}")
@@ -133,7 +142,7 @@ def tool(
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):
             raise InvalidTypeError(f"@tool decorates a function, not {type(function).__name__}")
-        return _build(function, name, description, label, execution_mode, timeout, on_run_thread)
+        return _build(function, name, description, label, execution_mode, timeout, on_run_thread, replay)
 
     if fn is None:
         return decorate
@@ -152,6 +161,7 @@ def _build(
     execution_mode: Optional[ToolExecutionMode],
     timeout: Optional[float],
     on_run_thread: bool = False,
+    replay: ReplayPolicy = "never",
 ) -> FunctionTool:
     tool_name = name if name is not None else getattr(fn, "__name__", "")
     if not _NAME.match(tool_name):
@@ -176,9 +186,11 @@ def _build(
         parameters=schema.parameters,
         execute=execute,
         label=label if label is not None else tool_name,
+        output_schema=_output_schema(fn, owner),
         execution_mode=execution_mode,
         timeout=timeout,
         on_run_thread=on_run_thread,
+        replay=replay,
         function=fn,
     )
     made.__dict__["_method"] = method
@@ -186,6 +198,21 @@ def _build(
 
 
 _UNBOUND = object()
+
+
+def _output_schema(fn: Callable[..., Any], owner: str) -> Optional[dict[str, Any]]:
+    """The tool's ``output_schema`` (pi 1.6): the JSON Schema of its return hint when that is an
+    object (a dataclass, a TypedDict, a pydantic model, a dict), the structured content of its
+    results; None for text, content blocks, results and hints with no JSON form."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__  # as function_schema
+    hint = resolve_hints(target, owner).get("return")
+    if hint is None or hint is AgentToolResult:
+        return None
+    try:
+        schema = type_schema(hint)
+    except (TypeError, ValueError):
+        return None
+    return schema if schema.get("type") == "object" else None
 
 
 def _is_method(fn: Callable[..., Any]) -> bool:
@@ -273,4 +300,4 @@ def to_tool_result(value: Any, tool_name: str = "tool") -> AgentToolResult:
             f"Tool {tool_name} returned a value of type {type(value).__name__} that cannot be sent to the model "
             f"({exc}); return a str, content blocks, an AgentToolResult or JSON-serialisable data"
         ) from None
-    return AgentToolResult([TextContent(text)], details=data)
+    return AgentToolResult([TextContent(text)], details=data, structured_content=data)

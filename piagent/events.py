@@ -46,6 +46,12 @@ def tool_result_to_dict(result: Any) -> dict[str, Any]:
     d: dict[str, Any] = {"content": [block.to_dict() for block in result.content or []]}
     if result.details is not None:
         d["details"] = result.details
+    if result.structured_content is not None:
+        d["structuredContent"] = result.structured_content
+    if result.is_error:
+        d["isError"] = True
+    if result.usage is not None:
+        d["usage"] = result.usage.to_dict()
     return d
 
 
@@ -117,10 +123,14 @@ class MessageUpdateEvent:
     partial_output: Any = None
     type: Literal["message_update"] = field(default="message_update", init=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        event = self.assistant_message_event.to_dict()
-        event.pop("partial", None)  # the same message is written once, as "message"
-        d = {"type": self.type, "message": self.message.to_dict(), "assistantMessageEvent": event}
+    def to_dict(self, with_message: bool = True) -> dict[str, Any]:
+        """pi's form; ``with_message=False`` leaves out the partial message (then the size, and
+        the time to build it, do not grow with the answer)."""
+        event = self.assistant_message_event.to_dict(with_partial=False)  # written once, as "message"
+        d: dict[str, Any] = {"type": self.type}
+        if with_message:
+            d["message"] = self.message.to_dict()
+        d["assistantMessageEvent"] = event
         if self.partial_output is not None:
             d["partialOutput"] = self.partial_output
         return d
@@ -188,17 +198,20 @@ def _with_validated_args(data: dict[str, Any], validated: Any) -> dict[str, Any]
 class ToolExecutionEndEvent:
     """``validated_args``: the arguments ``execute`` received (validated and coerced, after
     ``prepare_arguments`` and ``before_tool_call``); None when the call never got that far.
-    The raw arguments are on ``tool_execution_start``."""
+    The raw arguments are on ``tool_execution_start``. ``duration_ms`` (pi 1.6): how long
+    ``execute`` took, in milliseconds on a monotonic clock; None when the tool did not run
+    (or was abandoned). ``result.structured_content`` is there for programs and UIs."""
 
     tool_call_id: str
     tool_name: str
     result: AgentToolResult
     is_error: bool
     validated_args: Any = None
+    duration_ms: Optional[int] = None
     type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return _with_validated_args(
+        d = _with_validated_args(
             {
                 "type": self.type,
                 "toolCallId": self.tool_call_id,
@@ -208,6 +221,9 @@ class ToolExecutionEndEvent:
             },
             self.validated_args,
         )
+        if self.duration_ms is not None:
+            d["durationMs"] = self.duration_ms
+        return d
 
 
 AgentEvent = Union[

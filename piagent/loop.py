@@ -10,7 +10,7 @@
 
 The loop: an inner loop of turns (model call, then its tool batch) that goes on while there
 are tool results to answer or steering messages waiting, inside an outer loop that goes on
-while follow-up messages are waiting.
+while follow-up messages are waiting or ``finish_turn`` asked for one more request.
 """
 
 from __future__ import annotations
@@ -18,15 +18,32 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import threading
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, cast
 
 from . import instrumentation
-from ._output_turns import OutputTurns, Verdict
+from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.stream import EventStream
-from .ai.types import AssistantMessage, Context, Model, StreamOptions, ToolResultMessage
+from .ai.transcript import (
+    collapse_system_messages,
+    current_tools,
+    has_system_messages,
+    initial_system_message,
+    is_system_message,
+    tool_state_changes,
+)
+from .ai.types import (
+    AssistantMessage,
+    Context,
+    Message,
+    Model,
+    StreamOptions,
+    SystemMessage,
+    ToolResultMessage,
+    now_ms,
+)
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -39,7 +56,16 @@ from .events import (
 )
 from .exceptions import InvalidValueError
 from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
-from .types import AgentContext, AgentLoopConfig, AgentMessage, TurnContext, TurnUpdate
+from .types import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    PrepareRequestContext,
+    RequestUpdate,
+    ThinkingLevel,
+    TurnContext,
+    TurnUpdate,
+)
 
 __all__ = ["Emit", "agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
 
@@ -63,11 +89,12 @@ def run_agent_loop(
     signal = signal or AbortController().signal
 
     def body(emit: Emit) -> list[AgentMessage]:
-        new_messages: list[AgentMessage] = list(prompts)
-        current = dataclasses.replace(context, messages=list(context.messages) + list(prompts))
+        initial = _declare_tool_changes(context, list(prompts))
+        new_messages: list[AgentMessage] = list(initial)
+        current = dataclasses.replace(context, messages=list(context.messages) + initial)
         emit(AgentStartEvent())
         emit(TurnStartEvent())
-        for message in prompts:
+        for message in initial:
             emit(MessageStartEvent(message))
             emit(MessageEndEvent(message))
         _run(current, new_messages, config, emit, signal, stream_fn)
@@ -208,87 +235,221 @@ def _run(
     signal: AbortSignal,
     stream_fn: Optional[StreamFunction],
 ) -> None:
-    first_turn = True
+    """pi 1.6's ``runLoop``: turns while there are tool results to answer or steering waiting,
+    again while follow-ups wait or ``finish_turn`` asked for one more request.
+
+    A turn: prepare it (``prepare_next_turn``, from the second on), deliver the waiting
+    messages, ``prepare_request``, the model call, the tool batch, ``finish_turn``,
+    ``turn_end``, then the scheduling. A structured output (docs/loop.md#rule-29) takes part
+    through the same steps: its verdict is part of the tool step, an accepted one ends the run
+    as a ``finish_turn`` would, a rejection's feedback is a message prepared for the next turn.
+    """
     output = OutputTurns(config.output, context.tools) if config.output is not None else None
+    last_turn: Optional[TurnContext] = None
+    explicit_continuation = False
     pending = _poll(config.get_steering_messages)
     while True:
         more_tools = True
         while more_tools or pending:
-            if first_turn:
-                first_turn = False
-            else:
+            prepared: list[AgentMessage] = []
+            if last_turn is not None:  # docs/loop.md#rule-32
+                update = _prepare_next_turn(config, output, last_turn, signal)
+                if update is not None:
+                    context = update.context or context
+                    prepared = list(update.messages or [])
+                    config = _updated_config(config, update)
+                if not pending and config.prepare_next_turn is not None:
+                    # preparing may take long: steering queued meanwhile joins this turn (only when
+                    # the poll before found nothing, or one-at-a-time would deliver two)
+                    pending = _poll(config.get_steering_messages)
                 emit(TurnStartEvent())
-            for message in pending:
-                emit(MessageStartEvent(message))
-                emit(MessageEndEvent(message))
-                context.messages.append(message)
-                new_messages.append(message)
+            _append(_declare_tool_changes(context, prepared + pending), context, new_messages, emit)
             pending = []
+
+            if config.prepare_request is not None:  # docs/loop.md#rule-31
+                request = PrepareRequestContext(context, _model(config), cast(ThinkingLevel, config.reasoning or "off"))
+                change = config.prepare_request(request, signal)
+                if change is not None:
+                    context = change.context or context
+                    config = _updated_config(config, change)
 
             message = _stream_assistant_response(context, config, signal, emit, stream_fn, output)
             new_messages.append(message)
-            if message.stop_reason in ("error", "aborted"):
+            if message.stop_reason in ("error", "aborted"):  # docs/loop.md#rule-9
+                if config.finish_turn is not None:
+                    config.finish_turn(TurnContext(message, [], context, new_messages), signal)
                 emit(TurnEndEvent(message, []))
                 emit(AgentEndEvent(new_messages))
                 return
 
-            verdict = output.verdict if output is not None else None
-            calls = message.tool_calls
-            results: list[ToolResultMessage] = []
-            more_tools = False
-            if verdict is not None:  # docs/loop.md#rule-29
-                if verdict.output is not None:
-                    calls = []  # the answer ends the run: other calls in it do not run
-                elif verdict.call is not None:
-                    calls = [c for c in calls if c is not verdict.call]
-                _deliver(verdict, context, new_messages, emit)
-                results = list(verdict.results)
-                more_tools = verdict.output is None
-            if calls:
-                batch = BatchContext(context, message, config, signal, emit)
-                if message.stop_reason == "length":
-                    outcome = fail_truncated_tool_calls(batch, calls)
-                else:
-                    outcome = execute_tool_calls(batch, calls)
-                results += outcome.messages
-                more_tools = more_tools or not outcome.terminate
-                context.messages.extend(outcome.messages)
-                new_messages.extend(outcome.messages)
+            results, more_tools = _tool_step(context, new_messages, message, config, emit, signal, output)
+            last_turn = TurnContext(message, results, context, new_messages)
+            decision = _finish_turn(config, output, last_turn, signal)
             emit(TurnEndEvent(message, results))
-            if verdict is not None and verdict.output is not None:
-                emit(AgentEndEvent(new_messages, verdict.output))
+            if decision == "end":  # docs/loop.md#rule-30
+                emit(AgentEndEvent(new_messages, output.accepted if output is not None else None))
                 return
-
-            if config.prepare_next_turn is not None:
-                update = config.prepare_next_turn(TurnContext(message, results, context, new_messages), signal)
-                if update is not None:
-                    context = update.context or context
-                    config = _updated_config(config, update)
-            if config.should_stop_after_turn is not None and config.should_stop_after_turn(
-                TurnContext(message, results, context, new_messages), signal
-            ):
+            if config.should_stop_after_turn is not None and config.should_stop_after_turn(last_turn, signal):
                 emit(AgentEndEvent(new_messages))
                 return
             pending = _poll(config.get_steering_messages)
-            if verdict is not None and verdict.feedback is not None:
-                pending.insert(0, verdict.feedback)
+            explicit_continuation = decision == "continue" and not (more_tools or pending)
 
         pending = _poll(config.get_follow_up_messages)
-        if not pending:
-            break
+        if pending:
+            explicit_continuation = False
+            continue
+        if explicit_continuation:  # nothing else asked for a request: one on the context as it is
+            explicit_continuation = False
+            continue
+        break
     emit(AgentEndEvent(new_messages))
 
 
-def _deliver(verdict: Verdict, context: AgentContext, new_messages: list[AgentMessage], emit: Emit) -> None:
-    """The results a verdict gives the ``final_answer`` call (tool mode), as tool results."""
-    for result in verdict.results:
-        emit(MessageStartEvent(result))
-        emit(MessageEndEvent(result))
-        context.messages.append(result)
-        new_messages.append(result)
+def _model(config: AgentLoopConfig) -> Model:
+    if config.model is None:
+        raise InvalidValueError("AgentLoopConfig.model is required")
+    return config.model
 
 
-def _updated_config(config: AgentLoopConfig, update: TurnUpdate) -> AgentLoopConfig:
+def _tool_step(
+    context: AgentContext,
+    new_messages: list[AgentMessage],
+    message: AssistantMessage,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal,
+    output: Optional[OutputTurns],
+) -> tuple[list[ToolResultMessage], bool]:
+    """Run the message's tool calls; returns their results and whether the model must answer them.
+
+    A structured output's verdict (docs/loop.md#rule-29) comes first: the results it gives the
+    ``final_answer`` call, and, when it rejected the answer, the model must answer again.
+    """
+    calls = message.tool_calls
+    results: list[ToolResultMessage] = []
+    more_tools = False
+    verdict = output.verdict if output is not None else None
+    if verdict is not None:
+        if verdict.output is not None:
+            calls = []  # the answer ends the run: other calls in it do not run
+        elif verdict.call is not None:
+            calls = [c for c in calls if c is not verdict.call]
+        _append(verdict.results, context, new_messages, emit)
+        results = list(verdict.results)
+        more_tools = verdict.output is None
+    if calls:
+        batch = BatchContext(context, message, config, signal, emit)
+        if message.stop_reason == "length":
+            outcome = fail_truncated_tool_calls(batch, calls)
+        else:
+            outcome = execute_tool_calls(batch, calls)
+        results += outcome.messages
+        more_tools = more_tools or not outcome.terminate
+        context.messages.extend(outcome.messages)
+        new_messages.extend(outcome.messages)
+    return results, more_tools
+
+
+def _finish_turn(
+    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
+) -> Optional[str]:
+    """The turn's decision: ``"end"``, ``"continue"`` or None (docs/loop.md#rule-30).
+
+    ``finish_turn`` runs first; an accepted structured output ends the run whatever it said.
+    """
+    decision = config.finish_turn(turn, signal) if config.finish_turn is not None else None
+    action = _action(decision)
+    if output is not None and output.accepted is not None:
+        return "end"
+    return action
+
+
+def _action(decision: object) -> Optional[str]:
+    if decision is None:
+        return None
+    action = decision.get("action") if isinstance(decision, Mapping) else None
+    if action not in ("end", "continue"):
+        raise InvalidValueError(
+            f'finish_turn returned {decision!r}: expected None, {{"action": "end"}} or {{"action": "continue"}}'
+        )
+    return cast(str, action)
+
+
+def _prepare_next_turn(
+    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
+) -> Optional[TurnUpdate]:
+    """``prepare_next_turn``'s update, a rejected output's feedback first among its messages."""
+    feedback = output.take_feedback() if output is not None else None
+    update = config.prepare_next_turn(turn, signal) if config.prepare_next_turn is not None else None
+    if feedback is None:
+        return update
+    if update is None:
+        return TurnUpdate(messages=[feedback])
+    return dataclasses.replace(update, messages=[feedback, *(update.messages or [])])
+
+
+def _append(
+    messages: Sequence[AgentMessage], context: AgentContext, new_messages: list[AgentMessage], emit: Emit
+) -> None:
+    """Deliver messages: their ``message_start``/``message_end``, then into the context and the new messages."""
+    for message in messages:
+        emit(MessageStartEvent(message))
+        emit(MessageEndEvent(message))
+        context.messages.append(message)
+        new_messages.append(message)
+
+
+def _declare_tool_changes(context: AgentContext, pending: list[AgentMessage]) -> list[AgentMessage]:
+    """``pending`` with the tools the model may call brought in line with ``context.tools`` (pi 1.6,
+    docs/loop.md#rule-36); the same list when the transcript carries no system message.
+
+    The transcript's system messages declare what the model may call; ``context.tools`` is what
+    runs. A difference becomes ``tools_added``/``tools_removed`` on the last pending system
+    message (its own tool fields are taken as intent and replaced by the difference), or on a
+    new system message before the first pending message that is not one.
+    """
+    if not (has_system_messages(context.messages) or has_system_messages(pending)):
+        return pending
+    pending = _with_base_prompt(context, pending)
+    index = next((i for i in range(len(pending) - 1, -1, -1) if is_system_message(pending[i])), -1)
+    own = cast(SystemMessage, pending[index]) if index >= 0 else None
+    baseline = list(pending)
+    if own is not None:
+        baseline[index] = dataclasses.replace(own, tools_added=None, tools_removed=None)
+    added, removed = tool_state_changes(current_tools([*context.messages, *baseline]), context.tools)
+    if own is not None:
+        if not (added or removed or own.tools_added or own.tools_removed):
+            return pending
+        baseline[index] = dataclasses.replace(own, tools_added=added or None, tools_removed=removed or None)
+        return baseline
+    if not (added or removed):
+        return pending
+    update = SystemMessage("", tools_added=added or None, tools_removed=removed or None)
+    first = next((i for i, m in enumerate(pending) if not is_system_message(m)), len(pending))
+    return [*pending[:first], update, *pending[first:]]
+
+
+def _with_base_prompt(context: AgentContext, pending: list[AgentMessage]) -> list[AgentMessage]:
+    """``pending`` bringing the transcript's first system messages: the context's own prompt goes
+    ahead of them as a system message, so that the transcript carries it from then on."""
+    head = initial_system_message(context.system_prompt)
+    if has_system_messages(context.messages) or head is None:
+        return pending
+    head.timestamp = now_ms()
+    first = next(i for i, m in enumerate(pending) if is_system_message(m))
+    return [*pending[:first], head, *pending[first:]]
+
+
+def _request_context(context: AgentContext, messages: list[Message]) -> Context:
+    """The model call's context. With system messages in the transcript (pi 1.6) they carry the
+    prompt and the tools; without, the context's prompt and tools, as in 0.73.1."""
+    if not has_system_messages(messages):
+        return Context(context.system_prompt, messages, list(context.tools))
+    return Context(None, messages, None)
+
+
+def _updated_config(config: AgentLoopConfig, update: RequestUpdate) -> AgentLoopConfig:
     changes: dict[str, Any] = {}
     if update.model is not None:
         changes["model"] = update.model
@@ -315,10 +476,8 @@ def _stream_assistant_response(
     messages = context.messages
     if config.transform_context is not None:
         messages = config.transform_context(messages, signal)
-    llm_context = Context(context.system_prompt, list(config.convert_to_llm(messages)), list(context.tools))
-    model = config.model
-    if model is None:
-        raise InvalidValueError("AgentLoopConfig.model is required")
+    llm_context = _request_context(context, list(config.convert_to_llm(messages)))
+    model = _model(config)
     api_key = config.get_api_key(model.provider) if config.get_api_key is not None else None
     options = StreamOptions.from_object(config, api_key=api_key or config.api_key, signal=signal)
     if output is not None:
@@ -329,7 +488,7 @@ def _stream_assistant_response(
     return observer.model_call(
         lambda: _stream_message(model, llm_context, options, context, emit, stream_fn, output),
         model,
-        llm_context,
+        collapse_system_messages(llm_context),  # observers see the prompt and tools system messages give
         options,
     )
 
@@ -366,6 +525,7 @@ def _stream_message(
             emit(MessageUpdateEvent(partial.snapshot(), event, partial_output))
     if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
+    final.thinking_level = options.reasoning or "off"  # what was asked, whichever stream answered (pi 1.6)
     if output is not None and final.stop_reason not in ("error", "aborted"):
         output.judge(final)
     if partial is not None:

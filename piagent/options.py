@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Optional, TypeVar, Union, _SpecialForm
 
 from typing_extensions import Protocol
 
@@ -28,6 +28,7 @@ from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
 from .output import DEFAULT_OUTPUT_RETRIES, check_output_type
+from .result import OutputT
 from .state import PLACEHOLDER_API, THINKING_LEVELS, check_messages, check_tools, resolve_model
 from .types import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -36,9 +37,11 @@ from .types import (
     AgentTool,
     BeforeToolCall,
     ConvertToLlm,
+    FinishTurn,
     GetApiKey,
     OutputMode,
     PrepareNextTurn,
+    PrepareRequest,
     QueueMode,
     ShouldStopAfterTurn,
     ThinkingLevel,
@@ -105,8 +108,12 @@ def _budgets(name: str, value: Optional[Mapping[str, int]]) -> Optional[dict[str
     return opt.budgets_or_none(name, value)
 
 
-class AgentOptions(Options):
+class AgentOptions(Options, Generic[OutputT]):
     """The options of an :class:`~piagent.Agent`: keyword arguments and public attributes.
+
+    Generic in the output type: ``output_type=Invoice`` makes an ``AgentOptions[Invoice]``
+    (``Agent[Invoice]``, whose runs return ``RunResult[Invoice]``); without a class there
+    (no output type, a JSON Schema dict, a typing form such as ``Literal[...]``) it is ``Any``.
 
     ``AgentOptions(**kwargs)`` validates a set of options on its own; ``Agent`` is an
     ``AgentOptions`` with a transcript and a run loop, so ``Agent(model=..., tools=...)``
@@ -134,6 +141,13 @@ class AgentOptions(Options):
     messages: Option[list[AgentMessage], Iterable[AgentMessage]] = Option(
         default=(), check=_messages, doc="The transcript (copied on assignment; each message has a role)."
     )
+    system_messages: Same[bool] = Option(
+        default=False,
+        check=opt.boolean,
+        doc="Keep the system prompt and tool declarations in the transcript as system messages (pi 1.6): "
+        "the agent starts with a leading one (system_prompt and tools) unless its transcript has one, and "
+        "tool changes between runs are announced to the model (docs/loop.md#rule-36).",
+    )
     session: Same[Optional[AgentSession]] = Option(
         default=None,
         check=_session,
@@ -143,7 +157,8 @@ class AgentOptions(Options):
     )
 
     # -- structured output (docs/structured-output.md) ----------------------------------------
-    output_type: Same[Any] = Option(
+    # _SpecialForm: how type checkers see Literal[...], Optional[int] and other typing forms.
+    output_type: Option[Any, Union[type[OutputT], dict[str, Any], _SpecialForm, None]] = Option(
         default=None, check=check_output_type, doc="The type each run must answer with (None: text)."
     )
     output_mode: Same[OutputMode] = Option(
@@ -175,12 +190,27 @@ class AgentOptions(Options):
     prepare_next_turn: Same[Optional[Union[PrepareNextTurn, LegacyPrepareNextTurn]]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> TurnUpdate | None after each turn; pi's legacy (signal) form works too.",
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; pi's (signal) form works too.",
+    )
+    prepare_next_turn_with_context: Same[Optional[PrepareNextTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(TurnContext, signal) -> TurnUpdate | None before each later turn; wins over prepare_next_turn.",
     )
     should_stop_after_turn: Same[Optional[ShouldStopAfterTurn]] = Option(
         default=None,
         check=opt.callable_or_none,
-        doc="(TurnContext, signal) -> bool after each turn; True ends the run.",
+        doc="(TurnContext, signal) -> bool after each good turn's turn_end; True ends the run.",
+    )
+    finish_turn: Same[Optional[FinishTurn]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc='(TurnContext, signal) -> None | {"action": "end"} | {"action": "continue"}, before each turn_end.',
+    )
+    prepare_request: Same[Optional[PrepareRequest]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(PrepareRequestContext, signal) -> RequestUpdate | None, before every model call.",
     )
     on_payload: Same[Optional[OnPayload]] = Option(
         default=None, check=opt.callable_or_none, doc="(payload, model) -> replacement | None, before each request."

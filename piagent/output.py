@@ -20,6 +20,8 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
+from .ai.alternatives import alternatives_problem
+from .ai.nesting import MAX_SCHEMA_DEPTH, check_depth
 from .ai.types import OutputFormat
 from .arguments import converter_for
 from .exceptions import InvalidTypeError, InvalidValueError
@@ -70,6 +72,10 @@ def _checked_schema(schema: dict[str, Any]) -> dict[str, Any]:
     from jsonschema import Draft202012Validator, SchemaError
     from jsonschema.validators import validator_for
 
+    check_depth(schema, "the output_type schema", MAX_SCHEMA_DEPTH)  # jsonschema would hit RecursionError
+    problem = alternatives_problem(schema)
+    if problem is not None:
+        raise InvalidValueError(f"the output_type schema is refused: {problem}")
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:

@@ -6,6 +6,7 @@ block; anything else must have a ``role``), and adds what the agent loop needs:
 
 * ``drain(mode)``: under the queue's own ``mutex``, remove and return the oldest message
   (``"one-at-a-time"``) or every message (``"all"``); never blocks;
+* ``peek(mode)``: what ``drain(mode)`` would return, left in the queue;
 * ``clear()``: drain everything;
 * ``requeue(messages)``: put messages that were drained but never delivered back at the
   front, in their order.
@@ -60,6 +61,12 @@ class MessageQueue(queue.Queue[AgentMessage]):
                 self._tasks_finished(len(items))
                 self.not_full.notify_all()
         return items
+
+    def peek(self, mode: QueueMode = "all") -> list[AgentMessage]:
+        """What ``drain(mode)`` would return now, left in the queue."""
+        _check_mode("mode", mode)
+        with self.mutex:
+            return list(self.queue) if mode == "all" else list(self.queue)[:1]
 
     def clear(self) -> list[AgentMessage]:
         """Remove every queued message; returns them."""

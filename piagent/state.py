@@ -29,10 +29,12 @@ from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from ._options import REPLAY_POLICIES
 from .ai.capabilities import THINKING_LEVELS as MODEL_THINKING_LEVELS
+from .ai.transcript import current_system_message, current_system_prompt, has_system_messages
 from .ai.types import Cost, Model
 from .events import AgentEvent
-from .exceptions import InvalidTypeError, InvalidValueError
+from .exceptions import InvalidStateError, InvalidTypeError, InvalidValueError
 from .types import AgentMessage, AgentTool, ThinkingLevel
 
 if TYPE_CHECKING:
@@ -93,6 +95,8 @@ def check_tools(tools: Union[Iterable[AgentTool], AgentTool, None]) -> list[Agen
         name = getattr(tool, "name", None)
         if not isinstance(name, str) or not callable(getattr(tool, "execute", None)):
             raise InvalidTypeError(f"tools must be AgentTool objects (a name and an execute callable), got {tool!r}")
+        if getattr(tool, "replay", "never") not in REPLAY_POLICIES:
+            raise InvalidValueError(f"tool {name!r}: replay must be 'never' or 'safe', got {tool.replay!r}")
         if name in seen:
             raise InvalidValueError(f"two tools are named {name!r}; tool names must be unique")
         seen.add(name)
@@ -122,10 +126,21 @@ class AgentState:
 
     @property
     def system_prompt(self) -> str:
+        """The system prompt: replayed from the transcript's system messages when it has some
+        (pi 1.6), else the agent's ``system_prompt`` option."""
+        messages = self._options.messages
+        if has_system_messages(messages):
+            return current_system_prompt(messages)
         return self._options.system_prompt
 
     @system_prompt.setter
     def system_prompt(self, value: Optional[str]) -> None:
+        """Set the option; refused when the transcript carries the prompt (system messages)."""
+        if has_system_messages(self._options.messages):
+            raise InvalidStateError(
+                "the transcript carries the system prompt (it has system messages): append a SystemMessage "
+                "with content or sections to change it"
+            )
         self._options.system_prompt = value
 
     @property
@@ -191,8 +206,10 @@ class AgentState:
         self._pending_tool_calls = _NO_IDS
 
     def _clear(self) -> None:
-        """``reset()``: forget the transcript and the runtime fields, keep the configuration."""
-        self._options.messages = []
+        """``reset()``: forget the transcript and the runtime fields, keep the configuration; a
+        transcript with system messages keeps them replayed into one (pi 1.6)."""
+        head = current_system_message(self._options.messages)
+        self._options.messages = [head] if head is not None else []
         self._end_run()
         self._error_message = None
 

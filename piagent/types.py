@@ -11,7 +11,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union, cast
 
-from typing_extensions import Literal, Protocol
+from typing_extensions import Literal, Protocol, TypedDict
 
 from .abort import AbortSignal
 from .ai.types import (
@@ -20,10 +20,12 @@ from .ai.types import (
     Model,
     OutputFormat,
     StreamOptions,
+    SystemMessage,
     Tool,
     ToolCall,
     ToolChoice,
     ToolResultMessage,
+    Usage,
     UserContent,
 )
 from .instrumentation import Instrumentation
@@ -46,14 +48,21 @@ __all__ = [
     "OutputMode",
     "OutputSpec",
     "OutputValue",
+    "FinishTurn",
     "PrepareNextTurn",
+    "PrepareRequest",
+    "PrepareRequestContext",
     "QueueMode",
+    "ReplayPolicy",
+    "RequestUpdate",
     "ShouldStopAfterTurn",
     "ThinkingLevel",
+    "ToolCallOutcome",
     "ToolExecute",
     "ToolExecutionMode",
     "TransformContext",
     "TurnContext",
+    "TurnDecision",
     "TurnUpdate",
     "ToolUpdateCallback",
 ]
@@ -79,15 +88,28 @@ OutputMode = Literal["auto", "native", "tool"]
 """How the model is made to answer in the output's shape (docs/structured-output.md#modes)."""
 QueueMode = Literal["all", "one-at-a-time"]
 """How many queued steering/follow-up messages one poll takes: all of them or the oldest one."""
+ReplayPolicy = Literal["never", "safe"]
+"""What recovery may do with a call whose intent was recorded but whose outcome is unknown
+(``AgentTool.replay``): ``"never"`` run it again, or run it again because that is ``"safe"``."""
 
 
 @dataclass
 class AgentToolResult:
-    """What a tool returns. ``terminate`` asks the loop to stop after this batch (all must agree)."""
+    """What a tool returns. ``terminate`` asks the loop to stop after this batch (all must agree).
+
+    ``content`` is what the model sees; ``details`` is for logs and UIs. ``structured_content``
+    (pi 1.6): a JSON value matching the tool's ``output_schema``, for programs and UIs, never
+    sent to the model. ``is_error=True`` reports a failure without raising: the model sees
+    ``content`` as an error result, and ``details``/``structured_content`` are kept. ``usage``:
+    what the tool's own model calls cost, if any (not counted in the run's context).
+    """
 
     content: list[UserContent] = field(default_factory=list)
     details: Any = None
     terminate: bool = False
+    structured_content: Any = None
+    is_error: bool = False
+    usage: Optional[Usage] = None
 
 
 ToolUpdateCallback = Callable[[AgentToolResult], None]
@@ -123,6 +145,8 @@ class AgentTool(Tool):
     execution_mode: Optional[ToolExecutionMode] = None
     timeout: Optional[float] = None
     on_run_thread: bool = False
+    output_schema: Optional[dict[str, Any]] = None
+    replay: ReplayPolicy = "never"
 
 
 @dataclass
@@ -132,6 +156,17 @@ class AgentContext:
     system_prompt: str = ""
     messages: list[AgentMessage] = field(default_factory=list)
     tools: list[AgentTool] = field(default_factory=list)
+
+
+@dataclass
+class ToolCallOutcome:
+    """A tool call's final outcome after the hooks (``run_tool_call``): ``duration_ms`` is how
+    long ``execute`` took (monotonic clock), None when the tool did not run."""
+
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+    duration_ms: Optional[int] = None
 
 
 @dataclass
@@ -163,17 +198,28 @@ class AfterToolCallContext:
 
 @dataclass
 class AfterToolCallResult:
-    """Field-by-field override of a tool's outcome; None keeps the original."""
+    """Field-by-field override of a tool's outcome; None keeps the original.
+
+    pi's merge rules: each field set replaces the original in full (no deep merge), except
+    that ``content`` given without ``structured_content`` drops the original structured
+    content, which may no longer match it (give both to keep it).
+    """
 
     content: Optional[list[UserContent]] = None
     details: Any = None
     is_error: Optional[bool] = None
     terminate: Optional[bool] = None
+    structured_content: Any = None
+    usage: Optional[Usage] = None
 
 
 @dataclass
 class TurnContext:
-    """What ``prepare_next_turn`` and ``should_stop_after_turn`` see after a turn."""
+    """What ``finish_turn``, ``prepare_next_turn`` and ``should_stop_after_turn`` see after a turn.
+
+    ``context``: the current context, the turn's assistant message and tool results appended;
+    ``new_messages``: what the run returns if it ends here.
+    """
 
     message: AssistantMessage
     tool_results: list[ToolResultMessage]
@@ -181,9 +227,15 @@ class TurnContext:
     new_messages: list[AgentMessage]
 
 
+class TurnDecision(TypedDict):
+    """Returned by ``finish_turn``: ``{"action": "end"}`` or ``{"action": "continue"}`` (pi 1.6)."""
+
+    action: Literal["continue", "end"]
+
+
 @dataclass
-class TurnUpdate:
-    """Returned by ``prepare_next_turn``: what to use from the next turn on (None keeps it).
+class RequestUpdate:
+    """Returned by ``prepare_request``: what to use for this request and the later ones (None keeps it).
 
     ``tool_choice`` replaces ``AgentLoopConfig.tool_choice`` ("auto", "none", "required" or
     ``{"name": tool}``), e.g. to force a tool call in the first turn only.
@@ -193,6 +245,23 @@ class TurnUpdate:
     model: Optional[Model] = None
     thinking_level: Optional[ThinkingLevel] = None
     tool_choice: ToolChoice = None
+
+
+@dataclass
+class TurnUpdate(RequestUpdate):
+    """Returned by ``prepare_next_turn``: what to use from the next turn on (None keeps it), and
+    ``messages`` to append before its request (with their ``message_start``/``message_end``)."""
+
+    messages: Optional[list[AgentMessage]] = None
+
+
+@dataclass
+class PrepareRequestContext:
+    """What ``prepare_request`` sees: the context, model and thinking level of the coming request."""
+
+    context: AgentContext
+    model: Model
+    thinking_level: ThinkingLevel
 
 
 @dataclass
@@ -230,12 +299,20 @@ BeforeToolCall = Callable[[BeforeToolCallContext, AbortSignal], Optional[BeforeT
 AfterToolCall = Callable[[AfterToolCallContext, AbortSignal], Optional[AfterToolCallResult]]
 PrepareNextTurn = Callable[[TurnContext, AbortSignal], Optional[TurnUpdate]]
 ShouldStopAfterTurn = Callable[[TurnContext, AbortSignal], bool]
+FinishTurn = Callable[[TurnContext, AbortSignal], Optional[TurnDecision]]
+PrepareRequest = Callable[[PrepareRequestContext, AbortSignal], Optional[RequestUpdate]]
 
 
 def keep_llm_messages(messages: Sequence[AgentMessage]) -> list[Message]:
-    """The default ``convert_to_llm``: keep user, assistant and toolResult messages (same objects)."""
+    """The default ``convert_to_llm``: keep system, user, assistant and toolResult messages (same objects).
+
+    A system message is a :class:`SystemMessage`: an application message whose role is "system"
+    stays out, as in 0.73.1.
+    """
     # duck typing: the role is what tells an LLM message apart, whatever its class
-    return [cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES]
+    return [
+        cast(Message, m) for m in messages if getattr(m, "role", None) in _LLM_ROLES or isinstance(m, SystemMessage)
+    ]
 
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
@@ -261,8 +338,14 @@ class AgentLoopConfig(StreamOptions):
     * ``get_steering_messages()`` / ``get_follow_up_messages()`` return lists, never block.
     * ``before_tool_call(BeforeToolCallContext, signal) -> BeforeToolCallResult | None``,
       ``after_tool_call(AfterToolCallContext, signal) -> AfterToolCallResult | None``.
-    * ``prepare_next_turn(TurnContext, signal) -> TurnUpdate | None`` and
-      ``should_stop_after_turn(TurnContext, signal) -> bool`` run after every good turn.
+    * ``finish_turn(TurnContext, signal) -> TurnDecision | None`` runs after every turn (its
+      tool results included), before ``turn_end`` (docs/loop.md#rule-30).
+    * ``should_stop_after_turn(TurnContext, signal) -> bool`` runs after every good turn's
+      ``turn_end`` (docs/loop.md#rule-18).
+    * ``prepare_request(PrepareRequestContext, signal) -> RequestUpdate | None`` runs before
+      every model call (docs/loop.md#rule-31).
+    * ``prepare_next_turn(TurnContext, signal) -> TurnUpdate | None`` runs before each turn
+      after the first, once the loop knows it goes on (docs/loop.md#rule-32).
 
     ``tool_execution`` is "parallel" (default) or "sequential"; parallel batches run on
     ``executor`` if given, else each call on a worker thread of its own (idle workers are
@@ -290,6 +373,8 @@ class AgentLoopConfig(StreamOptions):
     after_tool_call: Optional[AfterToolCall] = None
     prepare_next_turn: Optional[PrepareNextTurn] = None
     should_stop_after_turn: Optional[ShouldStopAfterTurn] = None
+    finish_turn: Optional[FinishTurn] = None
+    prepare_request: Optional[PrepareRequest] = None
     executor: Optional[Executor] = None
     max_workers: Optional[int] = None
     tool_timeout: Optional[float] = None

@@ -212,6 +212,18 @@ def test_json_updates_carry_the_delta_so_the_output_grows_linearly(faux: Any) ->
     assert full_updates[-1]["message"]["content"][0]["text"] == "".join(words)
 
 
+def test_json_updates_never_build_the_message_so_far(faux: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building it at every delta took time growing with the square of the answer (a 300 MB
+    answer never ended); the message is built for the events that carry it, a few per run."""
+    built = []
+    original = piagent.AssistantMessage.to_dict
+    monkeypatch.setattr(piagent.AssistantMessage, "to_dict", lambda self: built.append(1) or original(self))
+    faux.set_responses([faux_message(" ".join(f"w{i}" for i in range(500)))])
+    run = run_cli(faux, "--json", "Talk.")
+    assert run["out"].count('"message_update"') > 100
+    assert len(built) <= 5  # message_start, message_end, turn_end, agent_end
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -98,3 +98,15 @@ def test_an_interactive_session_refuses_a_schema(faux: Any, tmp_path: Path) -> N
     argv = ["--no-session", "--schema", schema_file(tmp_path)]
     code = main(argv, stdin=Terminal(), stdout=io.StringIO(), stderr=err, model=faux.get_model())
     assert code == 2 and "answer one prompt" in err.getvalue()
+
+
+def test_a_non_finite_number_is_never_printed_as_json(faux: Any) -> None:
+    faux.set_responses(
+        [faux_message('{"value": NaN}'), faux_message('{"value": 1e999999}'), faux_message('{"value": 1}')]
+    )
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--no-session", "--output-json", "q"], stdin=io.StringIO(), stdout=out, stderr=err, model=faux.get_model()
+    )
+    assert code == 0 and out.getvalue() == "1\n"
+    assert err.getvalue().count("root: the answer is not JSON") == 2

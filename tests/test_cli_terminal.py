@@ -87,10 +87,10 @@ def input_line_is_empty(screen: str) -> bool:
     return "›" in [line.rstrip() for line in screen.splitlines()]  # tmux drops trailing spaces
 
 
-def piagent_screen(server: ScriptedServer) -> Screen:
+def piagent_screen(server: ScriptedServer, *args: str) -> Screen:
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm-256color", "HOME": os.environ.get("HOME", "/tmp")}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return Screen([sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1"], env)
+    return Screen([sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "--model", "m1", *args], env)
 
 
 def test_text_typed_while_the_answer_streams_stays_on_the_input_line_below_it(server: ScriptedServer) -> None:
@@ -172,3 +172,22 @@ def test_a_prompt_on_a_session_another_agent_is_writing_is_refused_on_screen_and
         release()
         screen.close()
     assert [m.role for m in JsonlSession(path).messages()] == ["user", "user", "assistant"]
+
+
+def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(server: ScriptedServer) -> None:
+    server.reply(chat_text("kept line\n", "title\x1b]2;owned\x07 clear\x1b[2J\x1b[H end"))
+    screen = piagent_screen(server, "--no-session", "hi")
+    try:
+        shown = screen.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+        assert "EXIT=0" in shown
+        assert "kept line" in shown  # not cleared away
+        assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
+        title = subprocess.run(
+            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        ).stdout
+        assert "owned" not in title
+    finally:
+        screen.close()

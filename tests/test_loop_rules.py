@@ -669,7 +669,7 @@ def test_prepare_next_turn_model_and_thinking_level_reach_the_next_call() -> Non
     r = run([user("go")], tools(), config(reasoning="low", prepare_next_turn=prepare), stream_fn)
     assert [req.model for req in stream_fn.requests] == [MODEL, other, other]
     assert [req.options.reasoning for req in stream_fn.requests] == ["low", "high", None]
-    assert seen_turns == [r.result[1], r.result[3], r.result[5]]  # after every turn, the last included
+    assert seen_turns == [r.result[1], r.result[3]]  # before each later turn (pi 1.6): not after the last
 
 
 def test_prepare_next_turn_tool_choice_applies_from_the_next_call_and_none_keeps_it() -> None:
@@ -686,15 +686,21 @@ def test_prepare_next_turn_tool_choice_applies_from_the_next_call_and_none_keeps
     assert [req.options.tool_choice for req in stream_fn.requests] == [{"name": "echo"}, "none", "none"]
 
 
-def test_should_stop_after_turn_sees_the_context_prepare_next_turn_returned() -> None:
-    replacement = AgentContext("replaced", [], [echo_tool()])
+def test_should_stop_after_turn_ends_the_run_before_prepare_next_turn_runs() -> None:
+    """pi 1.6 prepares a turn only once it will start: a run that should_stop_after_turn ends
+    never prepares one, and the hook sees the context the turn was made in."""
+    context = tools()
+    prepared: list[Any] = []
     seen: list[Any] = []
     cfg = config(
-        prepare_next_turn=lambda turn, s: TurnUpdate(context=replacement),
-        should_stop_after_turn=lambda turn, s: seen.append(turn.context) is not None,
+        prepare_next_turn=lambda turn, s: prepared.append(turn),
+        should_stop_after_turn=lambda turn, s: seen.append(turn.context) is None,  # True: stop
     )
-    run([user("go")], tools(), cfg, ScriptedStream([assistant("ok")]))
-    assert seen == [replacement]
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="x")]), assistant("never")])
+    r = run([user("go")], context, cfg, stream_fn)
+    assert prepared == [] and stream_fn.calls == 1
+    assert len(seen) == 1 and roles(seen[0].messages) == ["user", "assistant", "toolResult"]
+    assert r.short[-2:] == ["turn_end", "agent_end"]
 
 
 def test_replaced_context_is_the_one_appended_to_from_then_on() -> None:

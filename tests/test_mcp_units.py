@@ -9,10 +9,10 @@ import pytest
 
 import piagent.mcp
 from piagent import ImageContent
+from piagent.ai.providers._sse import SseFields, iter_sse
 from piagent.mcp import MCPToolError
-from piagent.mcp._content import content_from_result
+from piagent.mcp._content import OutputCheck, content_from_result
 from piagent.mcp._errors import MCPProtocolError
-from piagent.mcp._events import iter_events
 from piagent.mcp._protocol import fill_elicitation_defaults, header_value, param_headers, x_mcp_header_problem
 
 
@@ -26,16 +26,20 @@ def test_importing_piagent_does_not_import_the_mcp_client() -> None:
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
-def test_sse_events_keep_id_and_retry_across_any_chunking() -> None:
+def test_the_sse_reader_keeps_id_and_retry_for_mcp_across_any_chunking() -> None:
     stream = b'id: 7\nretry: 500\ndata: \n\nevent: message\nid: 8\ndata: {"a":\ndata: 1}\r\n\r\n: ping\n\ndata: tail'
     for size in (1, 3, len(stream)):
         chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
-        events = list(iter_events(chunks))
-        assert [(e.id, e.retry, e.event, e.data) for e in events] == [
-            ("7", 500, None, ""),
-            ("8", None, "message", '{"a":\n1}'),
-            (None, None, None, "tail"),
-        ]
+        fields = SseFields()
+        seen = [(fields.last_id, fields.retry, name, data) for name, data in iter_sse(chunks, fields=fields)]
+        assert seen == [("7", 500, None, b""), ("8", 500, "message", b'{"a":\n1}'), ("8", 500, None, b"tail")]
+
+
+def test_an_event_id_counts_once_its_event_is_dispatched() -> None:
+    fields = SseFields()
+    events = iter_sse([b"id: 1\ndata: a\n\nid: 2\ndata: b\n"], fields=fields)
+    assert next(events) == (None, b"a") and fields.last_id == "1"
+    assert list(events) == [(None, b"b")] and fields.last_id == "2"  # the stream's end dispatches it
 
 
 def test_header_values_outside_plain_ascii_use_the_base64_sentinel() -> None:
@@ -119,13 +123,33 @@ def test_audio_and_blob_resources_become_notes_and_image_blobs_images() -> None:
 
 
 def test_structured_content_is_checked_against_the_output_schema() -> None:
-    schema = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
-    assert content_from_result({"structuredContent": {"total": 3}}, schema, True)[0].text == '{"total": 3}'
+    check = OutputCheck({"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]})
+    assert content_from_result({"structuredContent": {"total": 3}}, check, True)[0].text == '{"total": 3}'
     with pytest.raises(MCPProtocolError, match="outputSchema"):
-        content_from_result({"structuredContent": {"total": "3"}}, schema, True)
-    assert content_from_result({"structuredContent": {"total": "3"}}, schema, False) == []  # before 2025-06-18
+        content_from_result({"structuredContent": {"total": "3"}}, check, True)
+    assert content_from_result({"structuredContent": {"total": "3"}}, check, False) == []  # before 2025-06-18
+
+
+def test_an_output_schema_is_compiled_once_for_all_the_calls_of_its_tool() -> None:
+    check = OutputCheck({"type": "object", "properties": {"n": {"type": "integer"}}})
+    content_from_result({"structuredContent": {"n": 1}}, check, True)
+    validator = check.validator
+    for n in range(3):
+        content_from_result({"structuredContent": {"n": n}}, check, True)
+    assert check.validator is validator
+
+
+def test_an_invalid_output_schema_fails_the_call_naming_it() -> None:
+    with pytest.raises(MCPProtocolError, match="not a valid JSON Schema"):
+        content_from_result({"structuredContent": {}}, OutputCheck({"type": 7}), True)
 
 
 def test_is_error_raises_with_the_servers_text() -> None:
     with pytest.raises(MCPToolError, match="disk full"):
         content_from_result({"isError": True, "content": [{"type": "text", "text": "disk full"}]}, None, True)
+
+
+def test_an_event_id_in_its_own_chunk_counts_when_the_next_chunk_ends_the_event() -> None:
+    fields = SseFields()
+    events = iter_sse([b"id: 5\n", b'data: {"a": 1}\n\n'], fields=fields)
+    assert next(events) == (None, b'{"a": 1}') and fields.last_id == "5"

@@ -492,11 +492,29 @@ def test_a_failed_call_marks_its_chat_and_run_spans_with_the_status_code(otel) -
     for span in (chat, run):
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes["error.type"] == "400"
-        assert "no such model" in span.status.description
+        assert span.status.description is None  # the provider's text can echo the prompt: content
+    assert "no such model" not in otel.dump()
     assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
     (duration,) = otel.points("gen_ai.client.operation.duration")
     assert duration.attributes["error.type"] == "400"
     assert otel.points("gen_ai.client.token.usage") == []  # the call reported no usage
+
+
+def test_with_content_captured_the_status_describes_the_provider_error(otel_with_content) -> None:
+    with ScriptedServer() as server:
+        server.reply(b'{"error": {"message": "bad request: no such model"}}', status=400)
+        Agent(model=http_model(server), get_api_key=lambda provider: KEY).prompt("hi")
+    for span in (*otel_with_content.named("chat"), *otel_with_content.named("invoke_agent")):
+        assert "no such model" in span.status.description
+
+
+def test_a_failed_structured_run_keeps_the_raw_output_out_of_its_spans(otel, faux) -> None:
+    faux.set_responses([faux_message("PRIVATE raw answer, not JSON")])
+    result = Agent(model=faux.get_model(), output_type=int, output_retries=0).prompt("hi")
+    assert result.stop_reason == "error" and "PRIVATE" in (result.error_message or "")
+    (run,) = otel.named("invoke_agent")
+    assert run.status.status_code == StatusCode.ERROR and run.status.description is None
+    assert "PRIVATE" not in otel.dump()
 
 
 def test_a_connection_failure_is_typed_by_its_exception_class(otel) -> None:

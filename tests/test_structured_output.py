@@ -14,6 +14,7 @@ import pytest
 from typing_extensions import Literal, TypedDict
 
 from piagent import Agent, AgentEvent, OutputError, tool
+from piagent._output_turns import MAX_QUOTED_CHARS
 from piagent.ai import OutputFormat
 from piagent.testing import FauxProvider, faux_message, faux_text, faux_tool_call
 
@@ -348,3 +349,38 @@ def test_a_refusal_is_not_retried_and_output_says_the_model_refused(faux: FauxPr
     assert result.stop_reason == "refusal" and faux.get_pending_response_count() == 1
     with pytest.raises(OutputError, match="the model refused: I can't help with that."):
         _ = result.output
+
+
+def test_a_huge_rejected_answer_is_quoted_back_only_up_to_the_bound(faux: FauxProvider) -> None:
+    not_json = "x" * 20_000
+    too_long_to_quote = json.dumps({"number": "A" * 20_000})  # JSON, but no total
+    faux.set_responses([faux_message(not_json), faux_message(too_long_to_quote), faux_message(json.dumps(INVOICE))])
+    result = Agent(model=faux.get_model(), output_type=Invoice).prompt("Read the invoice.")
+    assert isinstance(result.output, Invoice)
+    for feedback, answer in ((result.messages[2], not_json), (result.messages[4], too_long_to_quote)):
+        text = feedback.content[0].text
+        assert (
+            f"Received output:\n{answer[:MAX_QUOTED_CHARS]}\n[... 18," in text and "more characters not shown]" in text
+        )
+        assert len(text) < MAX_QUOTED_CHARS + 1_500  # the frame, the problems (cut) and the quote
+
+
+def test_the_error_of_a_failed_huge_answer_keeps_only_the_bounded_quote(faux: FauxProvider) -> None:
+    faux.set_responses([faux_message("y" * 50_000)])
+    result = Agent(model=faux.get_model(), output_type=Invoice, output_retries=0).prompt("?")
+    assert result.stop_reason == "error" and len(result.error_message or "") < MAX_QUOTED_CHARS + 500
+
+
+@pytest.mark.parametrize("number", ["1e999999", "-1e999999", "NaN", "Infinity", "-Infinity"])
+def test_a_number_json_cannot_hold_is_rejected_not_accepted(faux: FauxProvider, number: str) -> None:
+    faux.set_responses([faux_message(f'{{"number": "A", "total": {number}}}'), faux_message(json.dumps(INVOICE))])
+    result = Agent(model=faux.get_model(), output_type=Invoice).prompt("?")
+    assert result.output == Invoice("A-17", 12.5, lines=[LineItem("tea", 12.5)])
+    assert "root: the answer is not JSON" in result.messages[2].content[0].text
+
+
+def test_a_deeply_nested_answer_is_rejected_naming_the_bound(faux: FauxProvider) -> None:
+    faux.set_responses([faux_message("[" * 5000 + "]" * 5000), faux_message(json.dumps(INVOICE))])
+    result = Agent(model=faux.get_model(), output_type=Invoice).prompt("?")
+    assert isinstance(result.output, Invoice)
+    assert "root: the answer is nested deeper than 100 levels" in result.messages[2].content[0].text

@@ -4,7 +4,9 @@
 errors left to the package's gate); ``tests/test_typed_program.py`` runs it, so it stays a
 real program. It uses what users write most: ``@tool``, ``prompt()`` with and without
 ``wait``, listeners of both forms, hooks, options as keywords and as attributes, and a
-structured output whose type flows into ``RunResult.output``.
+structured output whose type flows into ``RunResult.output``, given per prompt or to the
+agent (``Agent(output_type=Sum)`` is an ``Agent[Sum]``); ``assert_type`` lines fail the type
+check if a type stops flowing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from typing_extensions import assert_type
 
 from piagent import (
     AbortSignal,
@@ -52,6 +56,13 @@ class Sum:
 
     total: int
     explanation: str = ""
+
+
+@dataclass
+class Check:
+    """A yes or no."""
+
+    ok: bool
 
 
 def before(context: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
@@ -116,6 +127,22 @@ def main() -> list[str]:
         later_total: int = later.result(timeout=30).output.total  # before the next prompt: one run at a time
         untyped: RunResult[Any] = agent.prompt("no output type")
         seen.append(f"{total} {later_total} {untyped.stop_reason}")
+
+        # The agent-level form: Agent(output_type=Sum) is an Agent[Sum], and its runs' outputs are Sums.
+        summing = Agent(model=model, output_type=Sum)
+        assert_type(summing, Agent[Sum])
+        faux.set_responses([faux_message(json.dumps({"total": 9})), faux_message(json.dumps({"total": 11}))])
+        summed = summing.prompt("4 + 5")
+        assert_type(summed, RunResult[Sum])
+        assert_type(summed.output, Sum)
+        pending = summing.prompt("5 + 6", wait=False)
+        assert_type(pending, Future[RunResult[Sum]])
+        summed_later: int = pending.result(timeout=30).output.total
+        faux.set_responses([faux_message(json.dumps({"ok": True}))])
+        assert_type(summing.prompt("checked?", output_type=Check), RunResult[Check])  # a run's own type wins
+        assert_type(Agent(model=model), Agent[Any])  # no output_type: as before
+        assert_type(Agent(model=model).prompt("hi"), RunResult[Any])
+        seen.append(f"{summed.output.total} {summed_later}")
     finally:
         faux.unregister()
     return seen

@@ -161,3 +161,52 @@ def test_the_command_answers_through_the_server(llama_server):
     assert done.stdout.strip()
     assert "supports_null_content=false" in done.stderr  # what -v says about an unknown server
     assert "error" not in done.stderr
+
+
+# --------------------------------------------------------------------------- tool calls with no flag set
+# llama-cpp-python's server offers tools only when tool_choice is given, and cannot stream an
+# automatic choice (an empty HTTP 200 stream): piagent says "auto" and learns to send that
+# request unstreamed (docs/servers.md#tool-calls). The model is declared with no compat.
+
+
+def test_an_automatic_tool_choice_calls_the_tool_and_goes_on_after_its_result(served_model, chat_format):
+    seen = []
+
+    def execute(tool_call_id, args, signal, on_update):
+        seen.append(args)
+        return AgentToolResult([TextContent("Paris: sunny, 24 °C")])
+
+    weather = AgentTool(WEATHER.name, WEATHER.description, WEATHER.parameters, execute)
+    agent = Agent(model=served_model, system_prompt="Use the tools.", tools=[weather], max_turns=2)
+    updates = []
+    agent.subscribe(lambda event: updates.append(event) if event.type == "message_update" else None)
+    result = agent.prompt("Call get_weather for Paris.")
+    assistants = [m for m in result.messages if m.role == "assistant"]
+    assert all(m.stop_reason != "error" for m in assistants), [m.error_message for m in assistants]
+    if chat_format == "chatml-function-calling":
+        assert seen and assistants[0].tool_calls[0].name == "get_weather"
+        assert len(assistants) == 2  # the turn after the tool result (auto again) was answered too
+        assert updates  # the agent saw the answers' events as it sees a stream's
+    else:
+        assert result.stop_reason in ("stop", "length") and not seen  # the plain template offers no tool
+
+
+def piagent_command(llama_server, tmp_path, *flags):
+    """``piagent --base-url ... -m any --tools read_file [flags] 'Read notes.txt'`` in a directory
+    holding notes.txt, with its own HOME."""
+    (tmp_path / "notes.txt").write_text("The meeting is at noon.\n")
+    env = dict(keyless_env(), HOME=str(tmp_path / "home"))
+    return subprocess.run(
+        [sys.executable, "-m", "piagent", "--base-url", llama_server, "-m", "any", "--tools", "read_file",
+         "--max-turns", "2", "--max-tokens", "60", *flags, "Read notes.txt"],
+        capture_output=True, text=True, timeout=WAIT * 2, env=env, cwd=tmp_path,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("flags", [(), ("--tool-choice", "read_file")], ids=["auto", "forced first"])
+def test_the_command_calls_read_file_with_no_flag_for_the_server(llama_server, chat_format, tmp_path, flags):
+    needs_function_calling(chat_format)
+    done = piagent_command(llama_server, tmp_path, *flags)
+    assert "→ read_file(" in done.stdout + done.stderr, done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("error:")], done.stderr
+    assert done.returncode in (0, 3), done.stderr  # 3: the turn limit, while the model still called tools

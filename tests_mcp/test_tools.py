@@ -269,3 +269,13 @@ def test_text_content_of_a_faux_answer_is_untouched() -> None:
     with everything() as client:
         agent = Agent(model=faux.get_model(), tools=client.tools())
         assert agent.prompt("hi").text == "plain"
+
+
+def test_structured_content_of_an_mcp_result_is_the_tool_results_structured_content() -> None:
+    with everything() as client:
+        tool = next(t for t in client.tools() if t.name == "get-structured-content")
+        assert tool.output_schema is not None
+        (result,), events = run_agent([tool], [("get-structured-content", {"location": "New York"})])
+        end = next(e for e in events if e.type == "tool_execution_end")
+        assert end.result.structured_content == result.details["structuredContent"]
+        assert end.result.structured_content["temperature"] is not None

@@ -31,6 +31,7 @@ from .registry import (
     unregister_api_provider,
 )
 from .stream import AssistantMessageEventStream, EventStream
+from .transcript import current_system_message, current_system_prompt, current_tools
 from .types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -42,6 +43,7 @@ from .types import (
     Model,
     OutputFormat,
     StreamOptions,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     Tool,
@@ -71,6 +73,7 @@ __all__ = [
     "OutputFormat",
     "StreamFunction",
     "StreamOptions",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "Tool",
@@ -82,6 +85,9 @@ __all__ = [
     "complete",
     "complete_simple",
     "content_from_dict",
+    "current_system_message",
+    "current_system_prompt",
+    "current_tools",
     "custom_model",
     "forget_learned",
     "get_api_provider",

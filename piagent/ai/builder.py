@@ -27,22 +27,40 @@ from .types import (
 __all__ = ["MessageBuilder"]
 
 
-class _Parts:
-    """Text grown by appending; joined lazily and at most once per read after growth."""
+_COMPACT_CHARS = 1 << 16
+"""Pending deltas are joined into the text once they hold this many characters."""
 
-    __slots__ = ("_joined", "_pending")
+
+class _Parts:
+    """Text grown by appending deltas, joined every :data:`_COMPACT_CHARS` characters and on read.
+
+    The text is grown in place where CPython can (nothing else holds it), so a long answer
+    takes about its own size in memory, not that again in delta objects and a copy.
+    """
+
+    __slots__ = ("_joined", "_pending", "_pending_chars")
 
     def __init__(self) -> None:
         self._joined = ""
         self._pending: list[str] = []
+        self._pending_chars = 0
 
     def append(self, delta: str) -> None:
         self._pending.append(delta)
+        self._pending_chars += len(delta)
+        if self._pending_chars >= _COMPACT_CHARS:
+            self._compact()
+
+    def _compact(self) -> None:
+        joined, self._joined = self._joined, ""  # the only reference left: grown in place
+        joined += "".join(self._pending)
+        self._joined = joined
+        self._pending.clear()
+        self._pending_chars = 0
 
     def value(self) -> str:
         if self._pending:
-            self._joined += "".join(self._pending)
-            self._pending.clear()
+            self._compact()
         return self._joined
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-__all__ = ["KEYLESS_PROVIDERS", "env_var_for", "env_vars_for", "get_env_api_key", "known_key_vars", "needs_api_key"]
+__all__ = ["KEYLESS_PROVIDERS", "env_var_for", "env_vars_for", "get_env_api_key", "needs_api_key"]
 
 _ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -64,8 +64,3 @@ def get_env_api_key(provider: str) -> Optional[str]:
         if value:
             return value
     return None
-
-
-def known_key_vars() -> frozenset[str]:
-    """Every environment variable a known provider reads its key from."""
-    return frozenset(name for names in _ENV_VARS.values() for name in names)

@@ -378,6 +378,19 @@ def get_model(provider_or_ref: str, model_id: Optional[str] = None) -> Model:
     )
 
 
+def _known_capabilities(model_id: str) -> Optional[Capabilities]:
+    """The capabilities the catalogue gives ``model_id`` (an id or alias, under any provider),
+    or None when it knows none or its providers disagree."""
+    with _lock:
+        found = {
+            model.capabilities
+            for provider, models in _catalogue.items()
+            for model in [models.get(_aliases.get(provider, {}).get(model_id, model_id))]
+            if model is not None and model.capabilities is not None
+        }
+    return found.pop() if len(found) == 1 else None
+
+
 def get_models(provider: str) -> list[Model]:
     """Copies of every model of ``provider``, newest first (empty list for an unknown provider)."""
     _use_user_catalogue()
@@ -431,14 +444,18 @@ def custom_model(
     ``base_url`` defaults to the local server's usual address when ``provider`` is one of
     :data:`LOCAL_SERVERS`. ``capabilities`` (a :class:`Capabilities` or its fields as a dict,
     e.g. ``{"thinking": "effort", "efforts": ["low", "high"]}``) says how it is driven; it
-    implies ``reasoning``. With ``register`` (the default) the model is also added to the
-    catalogue, so ``"provider:id"`` strings find it.
+    implies ``reasoning``. Without it, an id the catalogue knows (``gpt-5.6-sol`` behind a
+    proxy) is driven by the catalogue's capabilities, which come before any guess made from
+    ``base_url`` (docs/models.md#custom-models). With ``register`` (the default) the model is
+    also added to the catalogue, so ``"provider:id"`` strings find it.
     """
     if base_url is None:
         base_url = LOCAL_SERVERS.get(provider)
         if base_url is None:
             raise InvalidValueError(f"custom_model({id!r}) needs a base_url for provider {provider!r}")
-    if capabilities is not None and not isinstance(capabilities, Capabilities):
+    if capabilities is None:
+        capabilities = _known_capabilities(id)
+    elif not isinstance(capabilities, Capabilities):
         capabilities = Capabilities.from_dict(capabilities)
     model = Model(
         id=id,

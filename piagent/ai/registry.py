@@ -5,6 +5,10 @@ A provider is a pair of functions ``(model, context, options) -> AssistantMessag
 (a level) onto the API's own knob. Once called, a provider reports every failure inside the
 stream (an ``error`` event), never by raising; only the dispatchers here raise, for an
 unregistered ``api`` or a model whose ``api`` is not the provider's.
+
+A context whose messages include system messages (pi 1.6) reaches a provider folded: the
+system messages replayed into its system prompt and tools, unless the provider renders them in
+place and the model accepts that (docs/llm.md#system-messages).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
 from .stream import AssistantMessageEventStream
+from .transcript import resolve_transcript
 from .types import AssistantMessage, Context, Model, StreamOptions
 
 __all__ = [
@@ -33,6 +38,9 @@ __all__ = [
 
 StreamFunction = Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]
 
+MID_CONVERSATION_COMPAT = "supports_mid_convo_system_messages"
+"""The ``model.compat`` key of a model that accepts system messages inside the conversation."""
+
 
 @dataclass(frozen=True)
 class ApiProvider:
@@ -45,20 +53,32 @@ _providers: dict[str, ApiProvider] = {}
 _lock = threading.Lock()
 
 
-def _checked(api: str, fn: StreamFunction) -> StreamFunction:
+def _checked(api: str, fn: StreamFunction, system_messages: bool) -> StreamFunction:
     def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
         if model.api != api:
             raise ProviderNotFoundError(f"Mismatched api: {model.api} expected {api}")
-        return fn(model, context, options)
+        in_place = system_messages and bool((model.compat or {}).get(MID_CONVERSATION_COMPAT))
+        return fn(model, resolve_transcript(context, in_place), options)
 
     return call
 
 
 def register_api_provider(
-    api: str, stream: StreamFunction, stream_simple: Optional[StreamFunction] = None
+    api: str,
+    stream: StreamFunction,
+    stream_simple: Optional[StreamFunction] = None,
+    *,
+    system_messages: bool = False,
 ) -> ApiProvider:
-    """Register (or replace) the provider for ``api``; ``stream_simple`` defaults to ``stream``."""
-    provider = ApiProvider(api, _checked(api, stream), _checked(api, stream_simple or stream))
+    """Register (or replace) the provider for ``api``; ``stream_simple`` defaults to ``stream``.
+
+    ``system_messages=True``: the provider renders later system messages in place for a model
+    whose ``compat`` sets ``supports_mid_convo_system_messages``; every other context reaches it
+    with its system messages folded into the system prompt and the tools.
+    """
+    provider = ApiProvider(
+        api, _checked(api, stream, system_messages), _checked(api, stream_simple or stream, system_messages)
+    )
     with _lock:
         _providers[api] = provider
     return provider

@@ -36,6 +36,7 @@ __all__ = [
     "OutputFormat",
     "StopReason",
     "StreamOptions",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "Tool",
@@ -326,6 +327,44 @@ class _ShownInNotebooks:
 
 
 @dataclass
+class SystemMessage(_ShownInNotebooks):
+    """A system message in the transcript (pi 1.6): the prompt and the tool declarations.
+
+    The leading one is the system prompt (``content``) with its named ``sections`` and the
+    tools it declares (``tools_added``); a later one adds instructions (``content``), replaces
+    sections by name (a None value removes one) and declares tools that become available
+    (``tools_added``) or stop being available (``tools_removed``, names) from that point on.
+    Replaying every system message in order gives the current prompt and tools
+    (:mod:`piagent.ai.transcript`).
+    """
+
+    content: Union[str, list[TextContent]] = ""
+    sections: Optional[dict[str, Optional[str]]] = None
+    tools_added: Optional[list[Tool]] = None
+    tools_removed: Optional[list[str]] = None
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["system"] = field(default="system", init=False)
+
+    @property
+    def text(self) -> str:
+        """``content``'s text (not the sections)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(block.text for block in self.content if block.type == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": "system", "content": _content_to_dict(self.content)}
+        if self.sections:
+            d["sections"] = dict(self.sections)
+        if self.tools_added:
+            d["toolsAdded"] = [tool.to_dict() for tool in self.tools_added]
+        if self.tools_removed:
+            d["toolsRemoved"] = [{"name": name} for name in self.tools_removed]
+        d["timestamp"] = self.timestamp
+        return d
+
+
+@dataclass
 class UserMessage(_ShownInNotebooks):
     content: Union[str, list[UserContent]]
     timestamp: int = field(default_factory=now_ms)
@@ -352,6 +391,8 @@ class AssistantMessage(_ShownInNotebooks):
     role: Literal["assistant"] = field(default="assistant", init=False)
     #: With ``stop_reason == "refusal"``: ``{"category": str | None, "explanation": str | None}``.
     refusal: Optional[dict[str, Any]] = None
+    #: The thinking level the agent loop asked this answer for (pi 1.6); None outside the loop.
+    thinking_level: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(
@@ -367,6 +408,7 @@ class AssistantMessage(_ShownInNotebooks):
                 "stopReason": self.stop_reason,
                 "errorMessage": self.error_message,
                 "refusal": self.refusal,
+                "thinkingLevel": self.thinking_level,
                 "timestamp": self.timestamp,
             }
         )
@@ -398,6 +440,10 @@ class ToolResultMessage(_ShownInNotebooks):
     details: Any = None
     is_error: bool = False
     timestamp: int = field(default_factory=now_ms)
+    usage: Optional[Usage] = None
+    """What the tool's own model calls cost, if it reported it (not the run's context)."""
+    duration_ms: Optional[int] = None
+    """How long the tool ran, in milliseconds on a monotonic clock; None when it did not run."""
     role: Literal["toolResult"] = field(default="toolResult", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -411,6 +457,10 @@ class ToolResultMessage(_ShownInNotebooks):
         }
         if self.details is not None:
             d["details"] = self.details
+        if self.usage is not None:
+            d["usage"] = self.usage.to_dict()
+        if self.duration_ms is not None:
+            d["durationMs"] = self.duration_ms
         return d
 
     @property
@@ -418,7 +468,7 @@ class ToolResultMessage(_ShownInNotebooks):
         return "".join(block.text for block in self.content if block.type == "text")
 
 
-Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+Message = Union[SystemMessage, UserMessage, AssistantMessage, ToolResultMessage]
 
 
 def message_from_dict(d: Mapping[str, Any]) -> Message:
@@ -438,6 +488,8 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
         ) from None
     if role == "user":
         return UserMessage(_content_list_from(d.get("content", "")), **stamp)
+    if role == "system":
+        return _system_message_from(d, stamp)
     if role == "assistant":
         return AssistantMessage(
             content=_content_list_from(d.get("content") or []),
@@ -450,6 +502,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             response_id=d.get("responseId"),
             response_model=d.get("responseModel"),
             refusal=d.get("refusal"),
+            thinking_level=d.get("thinkingLevel") if isinstance(d.get("thinkingLevel"), str) else None,
             **stamp,
         )
     if role == "toolResult":
@@ -459,9 +512,42 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
             content=_content_list_from(d.get("content") or []),
             details=d.get("details"),
             is_error=bool(d.get("isError", False)),
+            usage=Usage.from_dict(d["usage"]) if isinstance(d.get("usage"), Mapping) else None,
+            duration_ms=_optional_int(d.get("durationMs")),
             **stamp,
         )
     raise InvalidValueError(f"Unknown message role: {role!r}")
+
+
+def _system_message_from(d: Mapping[str, Any], stamp: dict[str, Any]) -> SystemMessage:
+    sections = d.get("sections")
+    if sections is not None and not (
+        isinstance(sections, Mapping)
+        and all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in sections.items())
+    ):
+        raise InvalidValueError("a system message's 'sections' must map names to strings or null")
+    added = d.get("toolsAdded")
+    removed = d.get("toolsRemoved")
+    if added is not None and not isinstance(added, list):
+        raise InvalidValueError("a system message's 'toolsAdded' must be a list of tools")
+    if removed is not None and not (
+        isinstance(removed, list) and all(isinstance(r, Mapping) and isinstance(r.get("name"), str) for r in removed)
+    ):
+        raise InvalidValueError("a system message's 'toolsRemoved' must be a list of {name} objects")
+    return SystemMessage(
+        content=_content_list_from(d.get("content", "")),
+        sections=dict(sections) if sections is not None else None,
+        tools_added=[Tool.from_dict(tool) for tool in added] if added is not None else None,
+        tools_removed=[r["name"] for r in removed] if removed is not None else None,
+        **stamp,
+    )
+
+
+def _optional_int(value: Any) -> Optional[int]:
+    """An integer field that may be absent; anything but a number reads as absent."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return int(value) if abs(value) < 2**63 else None
 
 
 # --------------------------------------------------------------------------- model, tool, context
@@ -506,6 +592,18 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_dict(self) -> dict[str, Any]:
+        """pi's tool declaration: name, description and parameters (what the model sees)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Tool:
+        _check_mapping(d, "a tool declaration")
+        name, parameters = d.get("name"), d.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(name, str) or not isinstance(parameters, Mapping):
+            raise InvalidValueError("a tool declaration needs a string 'name' and an object 'parameters'")
+        return cls(name, str(d.get("description") or ""), dict(parameters))
 
 
 @dataclass
@@ -628,7 +726,8 @@ class AssistantMessageEvent:
             raise InvalidValueError(f"a {self.type!r} event has no content index")
         return self.content_index
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, with_partial: bool = True) -> dict[str, Any]:
+        """pi's camelCase form; ``with_partial=False`` leaves out ``partial``, the message so far."""
         d: dict[str, Any] = {"type": self.type}
         if self.content_index is not None:
             d["contentIndex"] = self.content_index
@@ -644,6 +743,6 @@ class AssistantMessageEvent:
             d["message"] = self.message.to_dict()
         if self.error is not None:
             d["error"] = self.error.to_dict()
-        if self.partial is not None:
+        if self.partial is not None and with_partial:
             d["partial"] = self.partial.to_dict()
         return d

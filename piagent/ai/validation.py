@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from ..exceptions import ToolArgumentsError
+from .alternatives import alternatives_problem
 from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
@@ -67,18 +68,27 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
 
 
 def validate_json_value(
-    original: Any, schema: Any, subject: str, received: str = "value", raw_text: Optional[str] = None
+    original: Any,
+    schema: Any,
+    subject: str,
+    received: str = "value",
+    raw_text: Optional[str] = None,
+    *,
+    keep_accepted: bool = False,
 ) -> Any:
     """Coerce and validate a copy of ``original`` against ``schema``, as for tool arguments.
 
     Returns the coerced copy; raises :class:`~piagent.exceptions.ToolArgumentsError` whose
     message is the frame above with ``subject`` (``tool "name"``, ``output "Invoice"``) and
     ``received`` (``arguments``, ``output``) in it, and ``raw_text`` (the text ``original``
-    was parsed from) in place of the indented JSON when given.
+    was parsed from) in place of the indented JSON when given. With ``keep_accepted`` (a
+    structured output), a value that one of its ``anyOf``/``oneOf`` alternatives accepts as it
+    is stays as it is (``null`` for ``Optional[str]`` is not made ``""``); tool arguments keep
+    pi's rule, where the first alternative that validates after coercion wins.
     """
     compiled = _compiled(schema)
     args = copy.deepcopy(original)
-    coerced = _coerce(args, schema, compiled)
+    coerced = _coerce(args, schema, compiled, keep_accepted)
     if coerced is not args:
         if isinstance(coerced, dict) and isinstance(args, dict):
             args.clear()
@@ -153,8 +163,7 @@ class _Compiled:
         from jsonschema import Draft202012Validator
         from jsonschema.validators import validator_for
 
-        for pattern in schema_patterns(schema):
-            problem = slow_pattern_problem(pattern)
+        for problem in (*map(slow_pattern_problem, schema_patterns(schema)), alternatives_problem(schema)):
             if problem is not None:
                 raise ToolArgumentsError(f"The tool's parameter schema is refused: {problem}. Fix the schema.")
         self.schema = schema
@@ -199,18 +208,20 @@ def _compiled(schema: Any) -> _Compiled:
 # --------------------------------------------------------------------------- coercion
 
 
-def _coerce(value: Any, schema: Any, compiled: _Compiled) -> Any:
+def _coerce(value: Any, schema: Any, compiled: _Compiled, keep_accepted: bool = False) -> Any:
     if not isinstance(schema, dict):
         return value
     all_of = schema.get("allOf")
     if isinstance(all_of, list):
         for sub in all_of:
-            value = _coerce(value, sub, compiled)
+            value = _coerce(value, sub, compiled, keep_accepted)
     for keyword in ("anyOf", "oneOf"):
         alternatives = schema.get(keyword)
         if isinstance(alternatives, list):
+            if keep_accepted and any(compiled.is_valid(value, alt) for alt in alternatives):
+                continue
             for alt in alternatives:
-                candidate = _coerce(copy.deepcopy(value), alt, compiled)
+                candidate = _coerce(copy.deepcopy(value), alt, compiled, keep_accepted)
                 if compiled.is_valid(candidate, alt):
                     value = candidate
                     break
@@ -226,21 +237,21 @@ def _coerce(value: Any, schema: Any, compiled: _Compiled) -> Any:
         if isinstance(properties, dict):
             for key, sub in properties.items():
                 if key in value:
-                    value[key] = _coerce(value[key], sub, compiled)
+                    value[key] = _coerce(value[key], sub, compiled, keep_accepted)
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             known = properties if isinstance(properties, dict) else {}
             for key in value:
                 if key not in known:
-                    value[key] = _coerce(value[key], extra, compiled)
+                    value[key] = _coerce(value[key], extra, compiled, keep_accepted)
     if "array" in types and isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, list):
             for i, sub in enumerate(items[: len(value)]):
-                value[i] = _coerce(value[i], sub, compiled)
+                value[i] = _coerce(value[i], sub, compiled, keep_accepted)
         elif isinstance(items, dict):
             for i, item in enumerate(value):
-                value[i] = _coerce(item, items, compiled)
+                value[i] = _coerce(item, items, compiled, keep_accepted)
     return value
 
 

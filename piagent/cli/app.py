@@ -43,7 +43,7 @@ from .config import (
     resolve_model,
 )
 from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
-from .render import Console, ConsoleRenderer, JsonRenderer, usage_line
+from .render import Console, ConsoleRenderer, JsonRenderer, is_terminal, usage_line
 from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
 __all__ = ["DEFAULT_MAX_TURNS", "build_agent", "build_parser", "end_status", "main", "run_once"]
@@ -180,9 +180,13 @@ def build_agent(
     if tools is None:
         tools = check_options(args, cwd)
     servers = connect_mcp_servers(args)
-    tools = tools + [tool for server in servers for tool in server.tools()]
+    served = [tool for server in servers for tool in server.tools()]
     choice = _tool_choice(args.tool_choice)
     try:
+        clash = sorted({t.name for t in served} & {t.name for t in tools})
+        if clash:
+            raise SetupError(f"an MCP server offers a tool with the name of a built-in tool: {', '.join(clash)}")
+        tools = tools + served
         _check_choice_name(choice, tools)
     except SetupError:
         for server in servers:
@@ -264,7 +268,7 @@ def run_once(
     elif code == EXIT_OK and isinstance(renderer, ConsoleRenderer):
         structured.print_output(result, console.out)
     if summary:
-        console.note(console.style(usage_line(result), "2"))
+        console.note(usage_line(result), "2")
     return code
 
 
@@ -273,10 +277,6 @@ def _read_all(stream: IO[str]) -> str:
         return stream.read()
     except (OSError, ValueError):
         return ""
-
-
-def _is_terminal(stream: Any) -> bool:
-    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def main(
@@ -332,14 +332,14 @@ def main(
     prompt = " ".join(args.prompt).strip()
     summary = args.verbose or (console.is_tty and not args.json)
     try:
-        if not prompt and _is_terminal(stdin):
+        if not prompt and is_terminal(stdin):
             if structured.wants_output(args):
                 console.note(
                     "piagent: --schema and --output-json answer one prompt: pass it as an argument or on stdin"
                 )
                 return EXIT_USAGE
             return _interactive(agent, chosen, console, stdin, summary)
-        piped = "" if _is_terminal(stdin) else _read_all(stdin).strip()
+        piped = "" if is_terminal(stdin) else _read_all(stdin).strip()
         if piped and prompt:
             log.info("stdin (%d characters) is the context of the prompt", len(piped))
             prompt = f"{piped}\n\n{prompt}"

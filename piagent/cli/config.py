@@ -162,7 +162,7 @@ def describe_model(model: Model) -> str:
 
         server = detect_server(model) or "unknown OpenAI-compatible server"
         settings = resolve_compat(model)
-        shown = ("supports_null_content", "structured_output_form")
+        shown = ("supports_null_content", "structured_output_form", "streams_tool_choice_auto")
         line += f" ({server}; " + ", ".join(f"{key}={json.dumps(settings[key])}" for key in shown) + ")"
     return line
 

@@ -71,7 +71,7 @@ class InteractiveSession:
     def run(self) -> int:
         """Read and act on lines until the user quits; returns the exit status."""
         model = f" with {self.label}" if self.label else ""
-        self.console.note(self.console.style(f"piagent{model}. /help lists the commands; Ctrl-D quits.", "2"))
+        self.console.note(f"piagent{model}. /help lists the commands; Ctrl-D quits.", "2")
         code = EXIT_OK
         try:
             while True:
@@ -105,9 +105,9 @@ class InteractiveSession:
             return self._command(line)
         if self.busy:
             self.agent.steer(line)
-            self.console.note(self.console.style(f"(steering queued: {line})", "2"))
+            self.console.note(f"(steering queued: {line})", "2")
         else:
-            self.console.note(self.console.style(f"{MARKER}{line}", "1"))
+            self.console.note(f"{MARKER}{line}", "1")
             self._start(line)
         return True
 
@@ -123,7 +123,7 @@ class InteractiveSession:
                 self.console.note("usage: /follow TEXT")
             elif self.busy:
                 self.agent.follow_up(text)
-                self.console.note(self.console.style(f"(follow-up queued: {text})", "2"))
+                self.console.note(f"(follow-up queued: {text})", "2")
             else:
                 self._start(text)
         else:
@@ -184,7 +184,7 @@ class InteractiveSession:
         if error is not None:
             self.console.note(f"error: {error}")
         elif self.summary:
-            self.console.note(self.console.style(usage_line(future.result()), "2"))
+            self.console.note(usage_line(future.result()), "2")
         if not self._aborted.is_set() and self.agent.has_queued_messages():
             try:
                 self._track(self.agent.continue_(wait=False))

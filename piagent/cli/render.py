@@ -7,6 +7,10 @@
 
 Listeners run on the agent's run thread; the spinner runs on its own thread. Every write
 goes through :class:`Console`, which serialises them.
+
+Text from the model, tools and servers is untrusted: on a terminal it goes through
+:func:`terminal_safe` (an escape sequence could set the clipboard, the window title or clear
+the screen). Piped output carries it as it came; ``--json`` escapes every control character.
 """
 
 from __future__ import annotations
@@ -14,16 +18,46 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import threading
 import time
 from typing import IO, Any, Callable, Optional
 
-__all__ = ["Console", "ConsoleRenderer", "JsonRenderer", "summarize_args", "summarize_result", "usage_line"]
+__all__ = [
+    "Console",
+    "ConsoleRenderer",
+    "JsonRenderer",
+    "is_terminal",
+    "json_line",
+    "summarize_args",
+    "summarize_result",
+    "terminal_safe",
+    "usage_line",
+]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.1
 SUMMARY_WIDTH = 100
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab: C0, DEL and C1 (``\\x9b`` is an 8-bit CSI)."""
+_JSON_UNESCAPED_CONTROL = re.compile("[\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as ``\\xHH``.
+
+    Nothing in it can then drive a terminal: no escape sequence (OSC 52 writing the clipboard,
+    a title change, a screen clear), no carriage return overwriting a line. ``\\r\\n`` is a newline.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON with every control character escaped (DEL and C1 too, which
+    ``json.dumps`` leaves as they are): safe to show on a terminal, equal once parsed."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return _JSON_UNESCAPED_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _shorten(text: str, width: int = SUMMARY_WIDTH) -> str:
@@ -67,7 +101,8 @@ class Console:
         self.out = out
         self.err = err
         self.lock = threading.RLock()
-        self.is_tty = bool(getattr(err, "isatty", lambda: False)())
+        self.is_tty = is_terminal(err)
+        self.out_is_tty = is_terminal(out)
         self.color = self.is_tty if color is None else color
         self._status = ""
         self.out_at_line_start = True
@@ -126,6 +161,10 @@ class Console:
     def style(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color else text
 
+    def shown(self, text: str) -> str:
+        """Untrusted text as it may be written to stderr (:func:`terminal_safe` on a terminal)."""
+        return terminal_safe(text) if self.is_tty else text
+
     def _clear_status(self) -> None:
         if self._status:
             self.err.write("\r\033[K")
@@ -157,7 +196,7 @@ class Console:
         """Answer text: dropped while :attr:`muted` (a delta that was on its way when aborted)."""
         with self.lock:
             if not self.muted:
-                self.write_out(text)
+                self.write_out(terminal_safe(text) if self.out_is_tty else text)
 
     def _drop_out(self) -> None:
         self.out_closed = True
@@ -174,12 +213,13 @@ class Console:
             if not self.out_at_line_start:
                 self.write_out("\n")
 
-    def note(self, text: str) -> None:
-        """One line on stderr."""
+    def note(self, text: str, code: str = "") -> None:
+        """One line on stderr (:meth:`shown`), in the style ``code`` if given."""
+        text = self.shown(text)
         with self.lock:
             self._clear_status()
             self._hide_input()
-            self.err.write(text + "\n")
+            self.err.write((self.style(text, code) if code else text) + "\n")
             self.err.flush()
             self._show_input()
 
@@ -190,6 +230,7 @@ class Console:
         with self.lock:
             self._clear_status()
             if text:
+                text = terminal_safe(text)
                 self.err.write(text)
                 self._status = text
             self.err.flush()
@@ -258,7 +299,7 @@ class ConsoleRenderer:
         self._user_messages += 1
         if self._user_messages > 1 and self.show_injected:  # a steering or follow-up message
             self.console.end_out_line()
-            self.console.note(self.console.style(f"» {_message_text(message)}", "36"))
+            self.console.note(f"» {_message_text(message)}", "36")
 
     def _on_message_update(self, event: Any) -> None:
         update = event.assistant_message_event
@@ -270,7 +311,7 @@ class ConsoleRenderer:
         elif update.type == "thinking_delta":
             with self.console.lock:
                 self._thinking = True
-                self.console.err.write(self.console.style(update.delta, "2"))
+                self.console.err.write(self.console.style(self.console.shown(update.delta), "2"))
                 self.console.err.flush()
 
     def _on_message_end(self, event: Any) -> None:
@@ -284,15 +325,15 @@ class ConsoleRenderer:
             text = message.error_message or message.stop_reason
             self.console.end_out_line()
             label = "aborted" if message.stop_reason == "aborted" else "error"
-            self.console.note(self.console.style(f"{label}: {text}", "31"))
+            self.console.note(f"{label}: {text}", "31")
         elif message.stop_reason == "refusal":
             category = (getattr(message, "refusal", None) or {}).get("category")
             self.console.end_out_line()
-            self.console.note(self.console.style(f"(the model refused{': ' + category if category else ''})", "33"))
+            self.console.note(f"(the model refused{': ' + category if category else ''})", "33")
 
     def _on_tool_execution_start(self, event: Any) -> None:
         self.console.end_out_line()
-        self.console.note(self.console.style(f"→ {event.tool_name}({summarize_args(event.args)})", "33"))
+        self.console.note(f"→ {event.tool_name}({summarize_args(event.args)})", "33")
         with self.console.lock:
             self._running[event.tool_call_id] = (event.tool_name, time.monotonic())
         self._spinner.ensure_started()
@@ -307,7 +348,7 @@ class ConsoleRenderer:
         elapsed = time.monotonic() - started
         mark, code = ("✗", "31") if event.is_error else ("✓", "32")
         line = f"{mark} {event.tool_name} ({elapsed:.1f}s): {summarize_result(event.result)}"
-        self.console.note(self.console.style(line, code))
+        self.console.note(line, code)
 
     def _on_agent_end(self, event: Any) -> None:
         self.console.end_out_line()
@@ -326,10 +367,10 @@ class JsonRenderer:
         self.full = full
 
     def __call__(self, event: Any) -> None:
-        data = event.to_dict()
-        if event.type == "message_update" and not self.full:
-            data.pop("message", None)
-        self.console.write_out(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+        # an update without its partial message is not even built: building it at every delta
+        # would take time growing with the square of the answer's length
+        data = event.to_dict(with_message=self.full) if event.type == "message_update" else event.to_dict()
+        self.console.write_out(json_line(data) + "\n")
 
     def close(self) -> None:
         pass
@@ -346,6 +387,11 @@ def usage_line(result: Any) -> str:
         parts.append(f"${usage.cost.total:.4f}")
     parts.append(f"{assistant} turn{'s' if assistant != 1 else ''}")
     return "· " + " · ".join(parts)
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal."""
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def _message_text(message: Any) -> str:

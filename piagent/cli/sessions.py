@@ -18,6 +18,7 @@ from ..exceptions import SessionError
 from ..sessions import JsonlSession, list_sessions, most_recent_session, new_session_path, session_dir
 from ..sessions._format import new_session_id
 from .config import SetupError, resolve_model
+from .render import is_terminal, terminal_safe
 
 __all__ = ["add_session_arguments", "open_session", "print_sessions", "session_model"]
 
@@ -70,8 +71,10 @@ def session_model(
 
 
 def print_sessions(cwd: str, out: IO[str], environ: Optional[Mapping[str, str]] = None) -> None:
-    """One line per session of ``cwd``, the most recent first: time, messages, first prompt, path."""
+    """One line per session of ``cwd``, the most recent first: time, messages, first prompt, path
+    (their text made :func:`terminal_safe` on a terminal)."""
     directory = session_dir(cwd, environ)
+    shown = terminal_safe if is_terminal(out) else str
     infos = list_sessions(directory)
     if not infos:
         out.write(f"no sessions in {directory}\n")
@@ -80,4 +83,4 @@ def print_sessions(cwd: str, out: IO[str], environ: Optional[Mapping[str, str]] 
         first = " ".join(info.first_message.split())
         first = first if len(first) <= 60 else first[:59] + "…"
         name = f"[{info.name}] " if info.name else ""
-        out.write(f"{when}  {info.message_count:4d} messages  {name}{first or '(no prompt)'}\n    {info.path}\n")
+        out.write(shown(f"{when}  {info.message_count:4d} messages  {name}{first or '(no prompt)'}\n    {info.path}\n"))

@@ -9,17 +9,23 @@ validated JSON, on one line. A run that ends without a valid output exits with s
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from typing import IO, Any, Optional
 
+from .._files import open_regular, read_bounded
+from ..ai.nesting import MAX_SCHEMA_DEPTH, loads
+from ..exceptions import InvalidValueError
 from ..output import check_output_type
 from ..result import RunResult
 from .config import SetupError
+from .render import json_line
 
 __all__ = ["add_arguments", "output_schema", "print_output", "wants_output"]
 
 ANY_JSON: dict[str, Any] = {}
 """The schema of ``--output-json``: any JSON value."""
+MAX_SCHEMA_BYTES = 1024 * 1024
+"""The largest ``--schema`` file read."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +49,15 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
     if not args.schema:
         return None
     try:
-        with open(args.schema, encoding="utf-8") as file:
-            schema = json.load(file)
+        fd = open_regular(args.schema)
+        try:
+            schema = loads(read_bounded(fd, MAX_SCHEMA_BYTES, args.schema), "the schema", MAX_SCHEMA_DEPTH)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise SetupError(f"--schema {args.schema}: {exc.strerror or exc}") from None
+    except InvalidValueError as exc:
+        raise SetupError(f"--schema {args.schema}: {exc}") from None
     except ValueError as exc:
         raise SetupError(f"--schema {args.schema}: not JSON ({exc})") from None
     if not isinstance(schema, dict):
@@ -61,5 +72,5 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
 def print_output(result: RunResult, out: IO[str]) -> None:
     """The validated JSON of ``result`` on one line (nothing if it has none)."""
     if result.structured is not None:
-        out.write(json.dumps(result.structured.data, ensure_ascii=False) + "\n")
+        out.write(json_line(result.structured.data) + "\n")
         out.flush()

@@ -3,7 +3,8 @@
 :func:`execute_tool_calls` picks the algorithm: sequential when the config says so or any
 called tool has ``execution_mode="sequential"`` or ``on_run_thread=True``, parallel otherwise.
 :func:`fail_truncated_tool_calls` answers the calls of a length-stopped message without
-running them (docs/loop.md#rule-10).
+running them (docs/loop.md#rule-10). :func:`run_tool_call` runs one call outside a batch, for
+tools that call other tools (docs/loop.md#rule-37).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._common import (
 )
 from .parallel import run_parallel
 from .sequential import run_sequential
+from .single import run_tool_call
 
 __all__ = [
     "BatchContext",
@@ -30,6 +32,7 @@ __all__ = [
     "abandoned_tool_threads",
     "execute_tool_calls",
     "fail_truncated_tool_calls",
+    "run_tool_call",
 ]
 
 

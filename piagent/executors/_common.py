@@ -71,13 +71,16 @@ def exception_message(exc: BaseException) -> str:
 
 @dataclass
 class Outcome:
-    """A finished call: its result after overrides, whether it is an error, and the validated
-    arguments ``execute`` received (None for a call that never passed preflight)."""
+    """A finished call: its result after overrides, whether it is an error, the validated
+    arguments ``execute`` received (None for a call that never passed preflight) and how long
+    ``execute`` took in milliseconds, on a monotonic clock (None when it did not run or was
+    abandoned)."""
 
     call: ToolCall
     result: AgentToolResult
     is_error: bool
     args: Any = None
+    duration_ms: Optional[int] = None
 
 
 @dataclass
@@ -141,7 +144,9 @@ def emit_end(batch: BatchContext, outcome: Outcome) -> None:
     """
     outcome.result = bounded(outcome.result, batch.config.max_tool_result_chars)
     batch.emit(
-        ToolExecutionEndEvent(outcome.call.id, outcome.call.name, outcome.result, outcome.is_error, outcome.args)
+        ToolExecutionEndEvent(
+            outcome.call.id, outcome.call.name, outcome.result, outcome.is_error, outcome.args, outcome.duration_ms
+        )
     )
 
 
@@ -209,7 +214,9 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
     return Prepared(index, call, tool, args, timeout)
 
 
-def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool) -> Outcome:
+def finalize(
+    batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool, duration_ms: Optional[int] = None
+) -> Outcome:
     """Apply ``after_tool_call`` (docs/loop.md#rule-14); a raising hook makes an error result."""
     hook = batch.config.after_tool_call
     if hook is not None:
@@ -219,35 +226,49 @@ def finalize(batch: BatchContext, job: Prepared, result: AgentToolResult, is_err
                 batch.signal,
             )
         except Exception as exc:
-            return Outcome(job.call, error_result(exception_message(exc)), True, job.args)
+            return Outcome(job.call, error_result(exception_message(exc)), True, job.args, duration_ms)
         if override is not None and not isinstance(override, AfterToolCallResult):
             message = f"after_tool_call returned {type(override).__name__}, expected AfterToolCallResult or None"
-            return Outcome(job.call, error_result(message), True, job.args)
+            return Outcome(job.call, error_result(message), True, job.args, duration_ms)
         if override is not None:
             problem = None if override.content is None else content_problem(override.content)
             if problem is not None:
                 return Outcome(
-                    job.call, error_result(f"after_tool_call returned invalid content: {problem}"), True, job.args
+                    job.call,
+                    error_result(f"after_tool_call returned invalid content: {problem}"),
+                    True,
+                    job.args,
+                    duration_ms,
                 )
-            changes = {
-                name: getattr(override, name)
-                for name in ("content", "details", "terminate")
-                if getattr(override, name) is not None
-            }
-            if changes:
-                result = dataclasses.replace(result, **changes)
+            result = _overridden(result, override)
             if override.is_error is not None:
                 is_error = override.is_error
-    return Outcome(job.call, result, is_error, job.args)
+    return Outcome(job.call, result, is_error, job.args, duration_ms)
+
+
+def _overridden(result: AgentToolResult, override: AfterToolCallResult) -> AgentToolResult:
+    """pi's merge: each field set replaces the original; ``content`` without ``structured_content``
+    drops the original structured content, which may no longer match it."""
+    changes = {
+        name: getattr(override, name)
+        for name in ("content", "details", "terminate", "usage", "structured_content")
+        if getattr(override, name) is not None
+    }
+    if override.content is not None and override.structured_content is None:
+        changes["structured_content"] = None
+    return dataclasses.replace(result, **changes) if changes else result
 
 
 def result_message(outcome: Outcome) -> ToolResultMessage:
+    """The transcript's record of a call; ``structured_content`` stays out (never sent to the model)."""
     return ToolResultMessage(
         tool_call_id=outcome.call.id,
         tool_name=outcome.call.name,
         content=list(outcome.result.content or []),
         details=outcome.result.details,
         is_error=outcome.is_error,
+        usage=outcome.result.usage,
+        duration_ms=outcome.duration_ms,
     )
 
 
@@ -294,11 +315,12 @@ class Update:
 
 @dataclass(frozen=True)
 class Done:
-    """A call returned or raised: its outcome, before ``after_tool_call``."""
+    """A call returned or raised: its outcome, before ``after_tool_call``, and how long it ran."""
 
     job: Prepared
     result: AgentToolResult
     is_error: bool
+    duration_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -337,16 +359,19 @@ class Notifications:
         if job.timeout is not None:
             job.deadline = time.monotonic() + job.timeout
             self._queue.put(Started(job))
+        started = time.monotonic()
         try:
             result, is_error = execute(job, on_update or self.on_update_for(job))
         except BaseException as exc:
-            self._settle(job, error_result(exception_message(exc)), True)
+            self._settle(job, error_result(exception_message(exc)), True, elapsed_ms(started))
             raise
-        self._settle(job, result, is_error)
+        self._settle(job, result, is_error, elapsed_ms(started))
 
-    def _settle(self, job: Prepared, result: AgentToolResult, is_error: bool) -> None:
+    def _settle(
+        self, job: Prepared, result: AgentToolResult, is_error: bool, duration_ms: Optional[int] = None
+    ) -> None:
         if job.settle():  # else it timed out first: this outcome is not reported
-            self._queue.put(Done(job, result, is_error))
+            self._queue.put(Done(job, result, is_error, duration_ms))
 
     def wake(self) -> None:
         self._queue.put(Wake())
@@ -361,8 +386,13 @@ class Notifications:
             return None
 
 
+def elapsed_ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
+
+
 def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tuple[AgentToolResult, bool]:
-    """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result."""
+    """Call the tool; a raise (or a value that is not an AgentToolResult) is an error result, and
+    so is a result with ``is_error=True`` (kept whole: its details and structured content too)."""
     run_tool = job.tool.execute
     observer = instrumentation.current()  # the seam: piagent/instrumentation.py
     if observer is not None:
@@ -379,7 +409,7 @@ def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tupl
     problem = content_problem(result.content)
     if problem is not None:
         return error_result(f"Tool {job.call.name} returned invalid content: {problem}"), True
-    return result, False
+    return result, result.is_error is True
 
 
 def content_problem(content: Any) -> Optional[str]:
@@ -485,11 +515,11 @@ def collect(
     grace = DEFAULT_ABORT_GRACE if batch.config.abort_grace is None else batch.config.abort_grace
     abort_deadline: Optional[float] = None
 
-    def leave(job: Prepared, result: AgentToolResult, is_error: bool) -> None:
+    def leave(job: Prepared, result: AgentToolResult, is_error: bool, duration_ms: Optional[int] = None) -> None:
         del waiting[job.index]
         if dispatcher is not None:
             dispatcher.left(job)
-        _finish(batch, job, result, is_error, finished)
+        _finish(batch, job, result, is_error, duration_ms, finished)
 
     unlink = batch.signal.add_listener(notes.wake)
     try:
@@ -526,15 +556,20 @@ def collect(
                     ToolExecutionUpdateEvent(job.call.id, job.call.name, job.call.arguments, note.partial, job.args)
                 )
             elif isinstance(note, Done):
-                leave(job, note.result, note.is_error)
+                leave(job, note.result, note.is_error, note.duration_ms)
             # Started: nothing to do, its deadline now counts
     finally:
         unlink()
 
 
 def _finish(
-    batch: BatchContext, job: Prepared, result: AgentToolResult, is_error: bool, finished: dict[int, Outcome]
+    batch: BatchContext,
+    job: Prepared,
+    result: AgentToolResult,
+    is_error: bool,
+    duration_ms: Optional[int],
+    finished: dict[int, Outcome],
 ) -> None:
-    outcome = finalize(batch, job, result, is_error)
+    outcome = finalize(batch, job, result, is_error, duration_ms)
     finished[job.index] = outcome
     emit_end(batch, outcome)

@@ -6,8 +6,12 @@ waiter, and the transport's reader thread(s) hand every incoming message to
 multiplexed; no caller ever reads the wire). A request ends with its result, the server's
 error (:class:`MCPRemoteError`), its timeout (:class:`MCPTimeoutError`), its abort signal
 (:class:`~piagent.AbortedError`, at once) or the connection's end (:class:`MCPConnectionError`).
-Server-to-client requests are answered on a thread of their own, so a slow callback never
-blocks the reader.
+Server-to-client requests are answered on a few threads of their own
+(:data:`ANSWER_THREADS`), so a slow callback never blocks the reader; at most
+:data:`MAX_SERVER_REQUESTS` wait or run at once, and more are refused at once with an error.
+A message that cannot be parsed (not JSON, or nested too deeply for Python's parser) fails the
+requests in flight and the connection stays; anything else going wrong in a reader ends the
+connection (:meth:`Connection.broken`), so no request ever waits for a reader that is gone.
 """
 
 from __future__ import annotations
@@ -22,10 +26,18 @@ from typing import Any, Callable, Optional, Union
 from ..abort import AbortedError, AbortSignal
 from ._errors import MCPConnectionError, MCPError, MCPProtocolError, MCPRemoteError, MCPTimeoutError
 from ._protocol import INTERNAL_ERROR, METHOD_NOT_FOUND
+from ._workers import Workers
 
-__all__ = ["Connection", "RequestHandler"]
+__all__ = ["ANSWER_THREADS", "MAX_MESSAGE_BYTES", "MAX_SERVER_REQUESTS", "Connection", "RequestHandler"]
 
 logger = logging.getLogger("piagent.mcp")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""One message from the server (a stdio line, an HTTP body or SSE event, inflated): a larger one ends the exchange."""
+ANSWER_THREADS = 4
+"""Threads that answer the server's requests (``ping``, ``sampling/createMessage``...) of one connection."""
+MAX_SERVER_REQUESTS = 64
+"""Server requests waiting for an answer or being answered at once; more get an error at once."""
 
 RequestId = Union[str, int]
 RequestHandler = Callable[[str, dict], dict]
@@ -70,7 +82,7 @@ class Connection:
         self._pending: dict[RequestId, _Pending] = {}
         self._progress: dict[RequestId, _Pending] = {}
         self._closed: Optional[MCPError] = None
-        self._garbage: Optional[str] = None
+        self._answers = Workers("mcp-answer", ANSWER_THREADS, MAX_SERVER_REQUESTS)
         transport.open(self)
 
     @property
@@ -143,6 +155,22 @@ class Connection:
 
     # -- called by the transport's reader threads -------------------------------------------
 
+    def receive(self, data: bytes) -> None:
+        """Parse one message (a stdio line, an SSE event's data, a JSON body) and route it."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            self.garbage(data[:200].decode("utf-8", "replace"))
+            return
+        except RecursionError:
+            self.garbage(f"a message of {len(data):,} bytes nested too deeply to parse")
+            return
+        try:
+            for one in message if isinstance(message, list) else [message]:  # a list: a JSON-RPC batch
+                self.deliver(one)
+        except RecursionError:  # parsed, but too deep for what routing does with it
+            self.garbage(f"a message of {len(data):,} bytes nested too deeply to handle")
+
     def deliver(self, message: Any) -> None:
         """Route one message from the server (a parsed JSON value)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -153,9 +181,9 @@ class Connection:
             raw_params = message.get("params")
             params: dict = raw_params if isinstance(raw_params, dict) else {}
             if "id" in message:
-                threading.Thread(
-                    target=self._answer, args=(message["id"], method, params), name="mcp-answer", daemon=True
-                ).start()
+                if not self._answers.submit(self._answer, message["id"], method, params):
+                    busy = MCPRemoteError(INTERNAL_ERROR, f"too many requests at once (at most {MAX_SERVER_REQUESTS})")
+                    self._send_answer(message["id"], method, busy)
             elif method == "notifications/progress":
                 with self._lock:
                     pending = self._progress.get(params.get("progressToken", ""))
@@ -208,16 +236,24 @@ class Connection:
         for waiter in pending:
             waiter.settle(error)
 
-    def _answer(self, request_id: RequestId, method: str, params: dict) -> None:
+    def _answer(self, request_id: Any, method: str, params: dict) -> None:
         try:
-            response: dict = {"jsonrpc": "2.0", "id": request_id, "result": self.on_request(method, params)}
+            outcome: Union[dict, MCPRemoteError] = self.on_request(method, params)
         except MCPRemoteError as exc:
-            response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": exc.code, "message": exc.message}}
-            if exc.data is not None:
-                response["error"]["data"] = exc.data
+            outcome = exc
         except Exception as exc:
             logger.exception("answering the MCP server's %s request failed", method)
-            response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+            outcome = MCPRemoteError(INTERNAL_ERROR, str(exc))
+        self._send_answer(request_id, method, outcome)
+
+    def _send_answer(self, request_id: Any, method: str, outcome: Union[dict, MCPRemoteError]) -> None:
+        response: dict = {"jsonrpc": "2.0", "id": request_id}
+        if isinstance(outcome, MCPRemoteError):
+            response["error"] = {"code": outcome.code, "message": outcome.message}
+            if outcome.data is not None:
+                response["error"]["data"] = outcome.data
+        else:
+            response["result"] = outcome
         try:
             self.transport.send(response)
         except MCPError as exc:

@@ -9,6 +9,13 @@ ends before its answer is resumed with GET and ``Last-Event-ID`` after the serve
 session id means the session expired (:class:`SessionExpiredError`). Custom headers (an API
 key, a bearer token) go on every request and never into logs or errors. OAuth is not
 implemented. See docs/mcp.md#streamable-http.
+
+A server is treated like any hostile HTTP server: a redirect is followed only to the same
+origin and only when it keeps the method and body (307, 308), so no header, session id or
+body ever reaches another host; bodies are read as they arrive, inflated by piagent piece by
+piece and bounded (``MAX_MESSAGE_BYTES`` per JSON body or SSE line and event); posts nobody
+waits for (notifications, answers) run on a few threads with a read timeout; every connection
+in use can be shut by ``close()``, which therefore returns at once.
 """
 
 from __future__ import annotations
@@ -17,15 +24,20 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Optional
+from urllib.parse import urljoin
 
 import requests
 
-from .._interrupts import Tracker, session
-from ..exceptions import AbortedRequest
-from ._errors import MCPConnectionError, MCPRemoteError
-from ._events import iter_events
+from .._interrupts import Tracker, read_body, session
+from ..ai.providers._http import _Inflater, _origin
+from ..ai.providers._sse import SseFields, iter_sse
+from ..exceptions import AbortedRequest, ProviderStreamError
+from ._connection import MAX_MESSAGE_BYTES
+from ._errors import MCPConnectionError, MCPError, MCPRemoteError
+from ._workers import Workers
 
 __all__ = ["HttpTransport", "SessionExpiredError", "StreamBrokenError"]
 
@@ -41,6 +53,20 @@ CONNECT_TIMEOUT = 10.0
 """Seconds to open a TCP connection to the server."""
 LISTEN_WAIT = 5.0
 """Seconds connecting waits for the server to answer the standalone GET stream (handshake era)."""
+POST_TIMEOUT = 10.0
+"""Seconds a notification or an answer to the server waits for its HTTP status."""
+POST_THREADS = 4
+"""Threads that send notifications and answers (nobody waits for them)."""
+MAX_QUEUED_POSTS = 64
+"""Notifications and answers waiting or being sent; more are dropped with a warning."""
+RESUME_CHECK = 0.5
+"""Seconds between two looks at whether a request waiting to resume its stream is still wanted."""
+MAX_REDIRECTS = 5
+"""Same-origin 307/308 redirects followed per request; any other redirect is refused."""
+ERROR_BODY_BYTES = 65_536
+"""What is read of an HTTP error answer's body (for its JSON-RPC error)."""
+CLOSE_WAIT = 5.0
+"""Seconds ``close()`` waits, in all, for the transport's threads once their connections are shut."""
 
 
 _LISTEN = object()
@@ -66,6 +92,7 @@ class HttpTransport:
         self._trackers: dict[Any, Tracker] = {}  # the connections of each exchange in flight
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
+        self._posts = Workers("mcp-http-post", POST_THREADS, MAX_QUEUED_POSTS)
 
     def describe(self) -> str:
         return self.url
@@ -78,8 +105,12 @@ class HttpTransport:
     def send(self, message: dict, headers: Optional[dict] = None, request_id: Any = None) -> None:
         if self._closing.is_set():
             raise MCPConnectionError("the MCP client is closed")
-        target = self._exchange if request_id is not None else self._post_quietly
-        self._spawn(target, message, headers or {}, request_id)
+        if request_id is not None:
+            self._spawn(self._exchange, message, headers or {}, request_id)
+        elif not self._posts.submit(self._post_quietly, message, headers or {}):
+            logger.warning(
+                "MCP: dropped a %s: %d posts already wait", message.get("method", "response"), MAX_QUEUED_POSTS
+            )
 
     def _spawn(self, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name="mcp-http", daemon=True)
@@ -89,7 +120,7 @@ class HttpTransport:
         thread.start()
 
     def _headers(self, extra: Optional[dict] = None, accept: str = "application/json, text/event-stream") -> dict:
-        headers = {**self._custom, "Accept": accept}
+        headers = {**self._custom, "Accept": accept, "Accept-Encoding": "gzip, deflate"}  # what _Inflater undoes
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_header is not None:
@@ -97,21 +128,56 @@ class HttpTransport:
         headers.update(extra or {})
         return headers
 
-    def _post(self, message: dict, headers: dict) -> requests.Response:
+    def _request(
+        self, method: str, headers: dict, body: Optional[bytes] = None, read_timeout: Optional[float] = None
+    ) -> requests.Response:
+        """One HTTP request to the server, following same-origin 307/308 redirects only."""
+        url = self.url
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._http.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                stream=True,
+                timeout=(CONNECT_TIMEOUT, read_timeout),
+                allow_redirects=False,
+            )
+            if not response.is_redirect:
+                return response
+            response.close()
+            target = urljoin(url, response.headers.get("location", ""))
+            if _origin(target) != _origin(url):
+                scheme, host, port = _origin(target)
+                raise MCPConnectionError(
+                    f"the MCP server at {self.url} redirected to another origin ({scheme}://{host}:{port}): refused, "
+                    "piagent never sends a request's headers or body to another host; connect to that address"
+                )
+            if response.status_code not in (307, 308):
+                raise MCPConnectionError(
+                    f"the MCP server at {self.url} answered HTTP {response.status_code} (a redirect that changes "
+                    "the method): refused; connect to the address it names"
+                )
+            url = target
+        raise MCPConnectionError(f"the MCP server at {self.url} redirected more than {MAX_REDIRECTS} times")
+
+    def _post(self, message: dict, headers: dict, read_timeout: Optional[float] = None) -> requests.Response:
         body = json.dumps(message, separators=(",", ":")).encode("utf-8")
         all_headers = self._headers(headers)
         all_headers["Content-Type"] = "application/json"
-        return self._http.post(self.url, data=body, headers=all_headers, stream=True, timeout=(CONNECT_TIMEOUT, None))
+        return self._request("POST", all_headers, body, read_timeout)
 
-    def _post_quietly(self, message: dict, headers: dict, request_id: Any) -> None:
+    def _post_quietly(self, message: dict, headers: dict) -> None:
         """A notification or a response: 202 expected; failures are logged (nobody waits)."""
         try:
-            with self._post(message, headers) as response:
+            with self._tracked(object()), self._post(message, headers, POST_TIMEOUT) as response:
                 if response.status_code >= 400:
                     logger.warning(
                         "MCP server refused a %s: HTTP %s", message.get("method", "response"), response.status_code
                     )
-        except requests.RequestException as exc:
+        except AbortedRequest:
+            pass  # the client closed
+        except (requests.RequestException, MCPError) as exc:
             logger.warning("could not send to the MCP server: %s", _clean(exc))
 
     def _exchange(self, message: dict, headers: dict, request_id: Any) -> None:
@@ -120,6 +186,12 @@ class HttpTransport:
                 self._exchange_tracked(message, headers, request_id)
         except AbortedRequest:
             pass  # cancelled: the caller has already stopped waiting
+        except MCPError as exc:
+            self._sink.fail(request_id, exc)
+        except Exception as exc:  # a bound, a MemoryError, a bug: the caller must not wait for it
+            if not self._closing.is_set():
+                logger.debug("MCP exchange failed", exc_info=True)
+            self._sink.fail(request_id, _read_error(self.url, exc))
 
     @contextlib.contextmanager
     def _tracked(self, key: Any) -> Iterator[None]:
@@ -165,13 +237,7 @@ class HttpTransport:
             self._sink.fail(request_id, StreamBrokenError("the MCP server closed the response stream before answering"))
 
     def _read_json(self, response: requests.Response, request_id: Any) -> None:
-        try:
-            payload = json.loads(response.content)
-        except (ValueError, requests.RequestException) as exc:
-            self._sink.fail(request_id, MCPConnectionError(f"unreadable answer from the MCP server: {_clean(exc)}"))
-            return
-        for message in payload if isinstance(payload, list) else [payload]:
-            self._sink.deliver(message)
+        self._sink.receive(_read_all(response, MAX_MESSAGE_BYTES))
         if not self._answered(request_id):
             self._sink.fail(request_id, StreamBrokenError("the MCP server's JSON answer did not answer the request"))
 
@@ -184,41 +250,26 @@ class HttpTransport:
 
         Returns the last event id seen and the retry interval (ms) to use before resuming.
         """
-        last_id: Optional[str] = None
-        retry = DEFAULT_RETRY_MS
+        fields = SseFields()
         try:
-            for event in iter_events(response.iter_content(chunk_size=None)):
-                if event.id is not None:
-                    last_id = event.id
-                if event.retry is not None:
-                    retry = event.retry
-                if not event.data.strip():
+            for _, data in iter_sse(_inflated(response), MAX_MESSAGE_BYTES, fields):
+                if not data.strip():
                     continue  # a priming event: just an id (and maybe retry)
-                try:
-                    message = json.loads(event.data)
-                except ValueError:
-                    self._sink.garbage(event.data)
-                    continue
-                self._sink.deliver(message)
+                self._sink.receive(data)
                 if key is not _LISTEN and self._answered(key):
                     break
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
-            if not self._closing.is_set():
+            if not self._closing.is_set():  # a broken connection: resumed if an id came
                 logger.debug("MCP response stream broke: %s", _clean(exc))
-        return last_id, retry
+        return fields.last_id, DEFAULT_RETRY_MS if fields.retry is None else fields.retry
 
     def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
         """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
         for _ in range(MAX_RESUMES):
-            if self._closing.wait(retry / 1000.0) or self._answered(request_id):
+            if not self._pause(retry, request_id):
                 return
             try:
-                response = self._http.get(
-                    self.url,
-                    headers=self._headers({"Last-Event-ID": last_id}, accept="text/event-stream"),
-                    stream=True,
-                    timeout=(CONNECT_TIMEOUT, None),
-                )
+                response = self._request("GET", self._headers({"Last-Event-ID": last_id}, accept="text/event-stream"))
             except requests.RequestException as exc:
                 logger.debug("resuming an MCP stream failed: %s", _clean(exc))
                 continue
@@ -232,17 +283,30 @@ class HttpTransport:
                 return
         self._sink.fail(request_id, StreamBrokenError(f"the MCP response stream broke {MAX_RESUMES + 1} times"))
 
+    def _pause(self, retry_ms: int, request_id: Any) -> bool:
+        """Wait the server's ``retry`` interval before resuming; False once the request no longer
+        needs it (answered, timed out, aborted) or the client closes. The request is looked at
+        every ``RESUME_CHECK`` seconds, so a huge interval keeps no thread past its request."""
+        deadline = time.monotonic() + retry_ms / 1000.0
+        while not self._answered(request_id):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            if self._closing.wait(min(left, RESUME_CHECK)):
+                return False
+        return False
+
     # -- the standalone GET stream (handshake era) --------------------------------------------
 
-    def listen(self) -> None:
+    def listen(self, wait: float = LISTEN_WAIT) -> None:
         """Open the GET stream for server-initiated messages; 405 means the server has none.
 
-        Returns once the server answered the GET (at most ``LISTEN_WAIT`` seconds): a server
+        Returns once the server answered the GET (at most ``wait`` seconds): a server
         may send requests unrelated to any POST only there, so it must be open before calls.
         """
         opened = threading.Event()
         self._spawn(self._listen, opened)
-        opened.wait(LISTEN_WAIT)
+        opened.wait(wait)
 
     def _listen(self, opened: threading.Event) -> None:
         try:
@@ -250,6 +314,8 @@ class HttpTransport:
                 self._listen_loop(opened)
         except AbortedRequest:
             pass
+        except Exception as exc:  # a bound or a refused redirect: server-initiated messages stop
+            logger.warning("the MCP GET stream ended: %s", _read_error(self.url, exc))
         finally:
             opened.set()
 
@@ -258,12 +324,7 @@ class HttpTransport:
         for _ in range(1000):  # a server that closes it is polled again after its retry interval
             extra = {} if last_id is None else {"Last-Event-ID": last_id}
             try:
-                response = self._http.get(
-                    self.url,
-                    headers=self._headers(extra, accept="text/event-stream"),
-                    stream=True,
-                    timeout=(CONNECT_TIMEOUT, None),
-                )
+                response = self._request("GET", self._headers(extra, accept="text/event-stream"))
             except requests.RequestException as exc:
                 logger.debug("the MCP GET stream could not open: %s", _clean(exc))
                 return
@@ -302,22 +363,50 @@ class HttpTransport:
         for tracker in trackers:
             tracker.cancel()
         if self.session_id is not None:
-            with contextlib.suppress(requests.RequestException):
-                self._http.delete(self.url, headers=self._headers(), timeout=(CONNECT_TIMEOUT, 5.0)).close()
+            with contextlib.suppress(requests.RequestException, MCPError):
+                self._request("DELETE", self._headers(), read_timeout=POST_TIMEOUT).close()
+        deadline = time.monotonic() + CLOSE_WAIT
         for thread in threads:
             if thread is not threading.current_thread():
-                thread.join(timeout=5.0)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _inflated(response: requests.Response) -> Iterator[bytes]:
+    """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once."""
+    inflater = _Inflater(response.headers.get("Content-Encoding", ""))
+    for data in read_body(response):
+        yield from inflater.feed(data)
+
+
+def _read_all(response: requests.Response, limit: int) -> bytes:
+    """The whole (inflated) body; :class:`MCPConnectionError` once it exceeds ``limit`` bytes."""
+    body = bytearray()
+    for piece in _inflated(response):
+        body += piece
+        if len(body) > limit:
+            raise MCPConnectionError(f"the MCP server's answer is larger than {limit:,} bytes")
+    return bytes(body)
+
+
+def _read_error(url: str, exc: BaseException) -> MCPConnectionError:
+    """An error for a failure while reading the server's answer (a bound, memory, a bug)."""
+    if isinstance(exc, MCPConnectionError):
+        return exc
+    reason = f"the MCP server at {url} sent a message larger than {MAX_MESSAGE_BYTES:,} bytes"
+    if not isinstance(exc, ProviderStreamError) or "larger than" not in str(exc):
+        reason = f"reading the answer of the MCP server at {url} failed: {_clean(exc)}"
+    return MCPConnectionError(reason)
 
 
 def _http_error(response: requests.Response) -> MCPRemoteError:
     """The JSON-RPC error in an HTTP error response, else one that names the status."""
     status = response.status_code
     try:
-        body = response.json()
+        body = json.loads(_read_all(response, ERROR_BODY_BYTES))
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and isinstance(error.get("code"), int):
             return MCPRemoteError(error["code"], str(error.get("message", "")), error.get("data"), http_status=status)
-    except (ValueError, requests.RequestException):
+    except (ValueError, RecursionError, requests.RequestException, OSError, MCPError, ProviderStreamError):
         pass
     if status == 202:
         return MCPRemoteError(HTTP_ERROR, "the MCP server accepted a request without answering it", http_status=status)

@@ -1,9 +1,12 @@
 """The stdio transport: a server subprocess speaking newline-delimited JSON-RPC.
 
 One reader thread parses stdout line by line; another forwards stderr to logging (logger
-``piagent.mcp.server``). Closing follows the spec's order: close stdin, wait
+``piagent.mcp.server``, lines cut at ``MAX_STDERR_LINE_BYTES``); a third writes to stdin
+what :meth:`StdioTransport.send` queues, so a server that stops reading blocks no caller: its
+requests end with their timeout or abort, and once ``MAX_PENDING_INPUT_BYTES`` wait unread
+the connection ends with an error. Closing follows the spec's order: close stdin, wait
 ``SHUTDOWN_GRACE`` seconds, SIGTERM, wait again, SIGKILL; the process is always reaped and
-both threads joined.
+the threads joined.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from ._connection import MAX_MESSAGE_BYTES
 from ._errors import MCPConnectionError, MCPError
 
 __all__ = ["StdioTransport"]
@@ -27,8 +31,12 @@ server_logger = logging.getLogger("piagent.mcp.server")
 
 SHUTDOWN_GRACE = 2.0
 """Seconds the server gets to exit after stdin closes (and again after SIGTERM)."""
-MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES
 """A longer stdout line is refused (the connection ends with an error)."""
+MAX_STDERR_LINE_BYTES = 8192
+"""A longer stderr line is logged cut to this size (the rest of it is read and dropped)."""
+MAX_PENDING_INPUT_BYTES = MAX_MESSAGE_BYTES
+"""Bytes queued for a server that does not read its stdin before the connection ends with an error."""
 
 
 class StdioTransport:
@@ -44,10 +52,13 @@ class StdioTransport:
         self.env = env
         self.cwd = cwd
         self.process: Optional[subprocess.Popen] = None
-        self._write_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stderr_tail: deque[str] = deque(maxlen=5)
         self._closing = False
+        self._input = threading.Condition()
+        self._pending: deque[bytes] = deque()  # written by the stdin thread, in order
+        self._pending_bytes = 0
+        self._input_error: Optional[MCPConnectionError] = None  # set once stdin is gone
 
     def describe(self) -> str:
         return " ".join([self.command, *self.args])
@@ -69,21 +80,63 @@ class StdioTransport:
         except OSError as exc:
             raise MCPConnectionError(f"cannot start MCP server {self.describe()!r}: {exc}") from exc
         self._sink = sink
-        for target, name in ((self._read_stdout, "mcp-stdout"), (self._read_stderr, "mcp-stderr")):
+        threads = (
+            (self._read_stdout, "mcp-stdout"),
+            (self._read_stderr, "mcp-stderr"),
+            (self._write_stdin, "mcp-stdin"),
+        )
+        for target, name in threads:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
 
     def send(self, message: dict, headers: Optional[dict] = None, request_id: Any = None) -> None:
-        process = self.process
+        """Queue ``message`` for the server's stdin; never waits for the server to read it."""
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        with self._input:
+            if self._input_error is not None:
+                raise self._input_error
+            if self._pending_bytes + len(data) > MAX_PENDING_INPUT_BYTES:
+                unread = MCPConnectionError(
+                    f"MCP server {self.describe()!r} does not read its input "
+                    f"({self._pending_bytes:,} bytes wait, at most {MAX_PENDING_INPUT_BYTES:,})"
+                )
+                self._input_error = unread
+            else:
+                self._pending.append(data)
+                self._pending_bytes += len(data)
+                self._input.notify()
+                return
+        self._sink.broken(unread)  # the next call starts the server again
+        raise unread
+
+    def _write_stdin(self) -> None:
+        """Write what :meth:`send` queued until closing; then close stdin (the server sees EOF)."""
+        assert self.process is not None and self.process.stdin is not None
+        stdin = self.process.stdin
         try:
-            with self._write_lock:
-                assert process is not None and process.stdin is not None
-                process.stdin.write(data)
-                process.stdin.flush()
+            while True:
+                with self._input:
+                    while not self._pending and not self._closing:
+                        self._input.wait()
+                    if not self._pending:
+                        break
+                    data = self._pending.popleft()
+                view = memoryview(data)
+                while view:  # the raw fd: stdin's buffer (and its lock) is never used
+                    view = view[os.write(stdin.fileno(), view) :]
+                with self._input:
+                    self._pending_bytes -= len(data)
         except (OSError, ValueError) as exc:
-            raise MCPConnectionError(f"MCP server {self.describe()!r} is gone: {exc}{self._tail()}") from exc
+            with self._input:
+                self._input_error = MCPConnectionError(f"MCP server {self.describe()!r} is gone: {exc}{self._tail()}")
+        finally:
+            with self._input:
+                if self._input_error is None:
+                    self._input_error = MCPConnectionError(f"MCP server {self.describe()!r}: its stdin is closed")
+                self._pending.clear()
+            with contextlib.suppress(OSError):
+                stdin.close()
 
     def cancel(self, request_id: Any) -> None:
         """Nothing to close on stdio: the connection sends ``notifications/cancelled``."""
@@ -101,16 +154,13 @@ class StdioTransport:
                     error = MCPConnectionError(f"MCP server sent a line over {MAX_LINE_BYTES} bytes")
                     break
                 text = line.strip()
-                if not text:
-                    continue
-                try:
-                    message = json.loads(text)
-                except ValueError:
-                    self._sink.garbage(text.decode("utf-8", "replace"))
-                    continue
-                self._sink.deliver(message)
+                if text:
+                    self._sink.receive(text)
         except (OSError, ValueError):
             pass
+        except Exception as exc:  # never a silent end: the connection is marked broken below
+            logger.exception("the MCP stdout reader failed")
+            error = MCPConnectionError(f"reading from MCP server {self.describe()!r} failed: {exc!r}")
         if error is None:
             code = self.process.poll()
             if code is None and not self._closing:
@@ -124,9 +174,21 @@ class StdioTransport:
 
     def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
+        stderr = self.process.stderr
         try:
-            for raw in iter(self.process.stderr.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip()
+            while True:
+                raw = stderr.readline(MAX_STDERR_LINE_BYTES)
+                if not raw:
+                    break
+                cut = 0
+                ended = raw.endswith(b"\n")
+                while not ended:  # the rest of a long line: read in pieces and dropped
+                    more = stderr.readline(MAX_STDERR_LINE_BYTES)
+                    if not more:
+                        break
+                    ended = more.endswith(b"\n")
+                    cut += len(more) - ended
+                line = raw.decode("utf-8", "replace").rstrip() + (f" [{cut:,} more bytes cut]" if cut else "")
                 if line:
                     self._stderr_tail.append(line)
                     server_logger.info("%s", line)
@@ -141,12 +203,9 @@ class StdioTransport:
         process = self.process
         if process is None:
             return
-        self._closing = True
-        try:
-            if process.stdin is not None:
-                process.stdin.close()
-        except OSError:
-            pass
+        with self._input:
+            self._closing = True  # the stdin thread writes what is queued, then closes stdin
+            self._input.notify()
         for stop in (None, process.terminate, process.kill):
             if stop is not None:
                 with contextlib.suppress(OSError):

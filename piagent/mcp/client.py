@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import atexit
 import logging
+import re
 import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
+from .._output_turns import OUTPUT_TOOL_NAME
 from ..abort import AbortSignal
 from ..ai.types import TextContent
 from ..types import AgentContext, AgentToolResult, TurnContext, TurnUpdate
 from ._connection import Connection, not_supported
-from ._content import MCPTool, content_from_result
+from ._content import MCPTool, OutputCheck, content_from_result
 from ._errors import (
     MCPConnectionError,
     MCPError,
@@ -32,7 +34,7 @@ from ._errors import (
     MCPTimeoutError,
     UnsupportedProtocolVersionError,
 )
-from ._http import HttpTransport, SessionExpiredError, StreamBrokenError
+from ._http import LISTEN_WAIT, HttpTransport, SessionExpiredError, StreamBrokenError
 from ._protocol import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
@@ -64,13 +66,15 @@ server_log = logging.getLogger("piagent.mcp.server")
 DEFAULT_TIMEOUT = 300.0
 """Seconds any one request may take (a tool call included) before it is cancelled."""
 CONNECT_TIMEOUT = 30.0
-"""Seconds the handshake (or discovery) may take, server start-up included."""
+"""Seconds connecting may take in all: server start-up, the ``server/discover`` probe and the handshake."""
 DISCOVER_TIMEOUT = 10.0
 """Seconds ``protocol="auto"`` waits for ``server/discover`` before treating the server as handshake-era."""
 MAX_INPUT_ROUNDS = 8
 """How many input-required rounds one stateless request may take before it fails."""
 MAX_LIST_PAGES = 100
 """A ``tools/list`` with more pages than this fails (a server cycling cursors cannot loop us)."""
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""MCP's rule for a tool name (2025-11-25); a tool whose name (prefix included) breaks it is left out."""
 
 Root = Mapping[str, Any]
 """A root: ``{"uri": "file:///...", "name": "..."}`` (a plain path string is accepted too)."""
@@ -155,6 +159,7 @@ class MCPClient:
         self._subscription_id: Any = None
         self._input_schemas: Optional[dict[str, Any]] = None  # by tool name, from the last listing
         self._closed = False
+        self._connect_deadline = 0.0  # monotonic; connecting (probe included) must end by then
         self._connect()
         _open_clients.add(self)
 
@@ -204,6 +209,7 @@ class MCPClient:
         connection = Connection(transport, self._on_notification, self._on_request)
         self._connection = connection
         self._transport = transport
+        self._connect_deadline = time.monotonic() + self.connect_timeout
         try:
             if self.requested_protocol in HANDSHAKE_VERSIONS:
                 self._initialize(self.requested_protocol)
@@ -219,6 +225,10 @@ class MCPClient:
         logger.info(
             "MCP server %s speaks %s", self.server_info.get("name", transport.describe()), self.protocol_version
         )
+
+    def _connect_left(self) -> float:
+        """Seconds left of ``connect_timeout`` for this connection's handshake (or discovery)."""
+        return max(0.0, self._connect_deadline - time.monotonic())
 
     def _auto(self) -> None:
         version = LATEST_STATELESS_VERSION
@@ -256,7 +266,8 @@ class MCPClient:
         self.protocol_version = version
         assert self._connection is not None
         self._connection.cancel_by_notification = not isinstance(self._transport, HttpTransport)
-        result = self._rpc("server/discover", {}, timeout=self.discover_timeout if probing else self.connect_timeout)
+        left = self._connect_left()
+        result = self._rpc("server/discover", {}, timeout=min(self.discover_timeout, left) if probing else left)
         supported = result.get("supportedVersions")
         mutual = [v for v in STATELESS_VERSIONS if isinstance(supported, list) and v in supported]
         if not mutual:
@@ -285,7 +296,7 @@ class MCPClient:
             "capabilities": self._capabilities(offered),
             "clientInfo": self.client_info,
         }
-        result = self._connection.request("initialize", params, timeout=self.connect_timeout)
+        result = self._connection.request("initialize", params, timeout=self._connect_left())
         version = result.get("protocolVersion")
         if version not in HANDSHAKE_VERSIONS:
             raise UnsupportedProtocolVersionError(
@@ -300,7 +311,7 @@ class MCPClient:
             self._transport.protocol_header = version
         self._connection.notify("notifications/initialized")
         if isinstance(self._transport, HttpTransport):
-            self._transport.listen()
+            self._transport.listen(min(self._connect_left(), LISTEN_WAIT))
 
     def _capabilities(self, version: str) -> dict:
         capabilities: dict = {}
@@ -403,6 +414,7 @@ class MCPClient:
                     assert isinstance(self._transport, HttpTransport)
                     self._transport.session_id = None
                     self._transport.protocol_header = None
+                    self._connect_deadline = time.monotonic() + self.connect_timeout
                     self._initialize(LATEST_HANDSHAKE_VERSION)
                     self._tools_stale = True
             except StreamBrokenError:
@@ -509,11 +521,15 @@ class MCPClient:
         return self._tools_expire is not None and time.monotonic() >= self._tools_expire
 
     def tools(self) -> list[MCPTool]:
-        """The server's tools as :class:`AgentTool`s (listed again only when :meth:`tools_changed`)."""
+        """The server's tools as :class:`AgentTool`s (listed again only when :meth:`tools_changed`).
+
+        A tool whose name (``prefix`` included) breaks MCP's rule (:data:`TOOL_NAME`) or is
+        ``final_answer`` (structured output's tool) is left out with a warning.
+        """
         with self._lock:
             if self.tools_changed():
                 self._tools_stale = False
-                self._tools = [self._agent_tool(d) for d in self.list_tools()]
+                self._tools = [self._agent_tool(d) for d in self.list_tools() if _usable_name(self.prefix + d["name"])]
             assert self._tools is not None
             return list(self._tools)
 
@@ -522,6 +538,7 @@ class MCPClient:
         schema = definition.get("inputSchema")
         annotations = _dict(definition.get("annotations"))
         output_schema = definition.get("outputSchema") if isinstance(definition.get("outputSchema"), dict) else None
+        output_check = None if output_schema is None else OutputCheck(output_schema)  # compiled once, per tool
 
         def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
             def progress(params: dict) -> None:
@@ -531,7 +548,7 @@ class MCPClient:
 
             result = self.call_tool(name, args, signal=signal, on_progress=progress)
             structured = at_least(self.protocol_version or HANDSHAKE_VERSIONS[0], "2025-06-18")
-            content = content_from_result(result, output_schema, structured)
+            content = content_from_result(result, output_check, structured)
             return AgentToolResult(content, details=result)
 
         return MCPTool(
@@ -622,6 +639,17 @@ def _valid_header_annotations(definition: dict) -> bool:
     if problem is not None:
         logger.warning("MCP tool %r left out: %s", definition["name"], problem)
     return problem is None
+
+
+def _usable_name(name: str) -> bool:
+    """False (with a warning quoting it escaped) for a name outside :data:`TOOL_NAME` or piagent's own."""
+    if not TOOL_NAME.fullmatch(name):
+        logger.warning("MCP tool %.80r left out: a tool name is 1 to 128 of A-Z, a-z, 0-9, '_', '-' and '.'", name)
+        return False
+    if name == OUTPUT_TOOL_NAME:
+        logger.warning("MCP tool %r left out: structured output uses that name (a prefix= keeps it)", name)
+        return False
+    return True
 
 
 def _supported(exc: MCPRemoteError) -> Optional[list[str]]:

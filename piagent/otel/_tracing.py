@@ -141,19 +141,24 @@ class OpenTelemetryInstrumentation(Instrumentation):
         try:
             messages = body(observe)
         except BaseException as exc:
-            self._end_run(run, c.error_type(exc), str(exc) or type(exc).__name__, exc)
+            self._end_run(run, c.error_type(exc), self._content(str(exc)), exc)
             raise
         finally:
             _RUN.reset(run_token)
             otel_context.detach(token)
         last = run.last_assistant
         if last is not None and last.stop_reason == "aborted":
-            self._end_run(run, c.ABORTED, last.error_message)
+            self._end_run(run, c.ABORTED, self._content(last.error_message))
         elif last is not None and last.stop_reason == "error":
-            self._end_run(run, run.error_type or c.OTHER, last.error_message)
+            self._end_run(run, run.error_type or c.OTHER, self._content(last.error_message))
         else:
             self._end_run(run, None, None)
         return messages
+
+    def _content(self, text: Optional[str]) -> Optional[str]:
+        """``text`` (an error text, which can quote the prompt or the model's output) if content
+        is captured, else None: the status then has no description, ``error.type`` says what failed."""
+        return text if self.capture_content else None
 
     def _end_run(
         self, run: _Run, error: Optional[str], description: Optional[str], exc: Optional[BaseException] = None
@@ -274,7 +279,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             if run is not None:
                 run.error_type = error
         if error is not None:
-            _fail(span, error, message.error_message)
+            _fail(span, error, self._content(message.error_message))
         return error
 
     def model_call_failed(self, error: BaseException) -> None:
@@ -346,8 +351,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
         span = tool.span
         metric = tool.metric
         if error is not None:
-            description = c.tool_result_text(event.result.content) if self.capture_content and event else None
-            _fail(span, error, description)
+            _fail(span, error, self._content(c.tool_result_text(event.result.content) if event else None))
             metric = {**metric, c.ERROR_TYPE: error}
         elif self.capture_content and event is not None:
             span.set_attribute(c.TOOL_CALL_RESULT, c.tool_result_text(event.result.content))

@@ -10,6 +10,7 @@ or abort with the opposite script, so a request is decided exactly once, either 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from ._keys import RunKeys, redis_errors
 from ._scripts import WITHDRAW
 
 __all__ = ["Approval"]
+
+logger = logging.getLogger("piagent.remote")
 
 DEFAULT_TIMEOUT = 300.0  # seconds a tool call waits for a decision
 POLL = 0.05  # seconds between abort checks while waiting (the wait itself is BLPOP on Redis)
@@ -82,13 +85,28 @@ def approval_hook(
             reason = "Operation aborted" if signal.aborted else f"Approval timed out after {policy.timeout:g} s"
             outcome = {"approved": False, "reason": reason, "timedOut": not signal.aborted}
         else:
-            outcome = json.loads(raw)
+            outcome = _decision(raw, call.id, keys.run_id)
         publish({"type": "approval_decision", "toolCallId": call.id, **outcome})
-        if outcome["approved"]:
+        if outcome["approved"] is True:
             return None
         return BeforeToolCallResult(block=True, reason=outcome.get("reason") or "Denied by the approver")
 
     return before_tool_call
+
+
+def _decision(raw: str, call_id: str, run_id: str) -> dict[str, Any]:
+    """A decision as written by ``RunHandle.approve``/``deny``: ``approved`` exactly ``true``
+    approves; anything else (another value, not JSON, not an object) denies, with a warning
+    for what is malformed."""
+    try:
+        decision = json.loads(raw)
+    except (ValueError, RecursionError):
+        decision = None
+    if not isinstance(decision, dict) or not isinstance(decision.get("approved"), bool):
+        logger.warning("run %r: a malformed decision on tool call %r denied it: %.200s", run_id, call_id, raw)
+        return {"approved": False, "reason": "Denied: the decision was malformed"}
+    reason = decision.get("reason")
+    return {"approved": decision["approved"], "reason": reason if isinstance(reason, str) else None}
 
 
 def _wait(client: redis.Redis, key: str, timeout: float, signal: AbortSignal) -> Optional[str]:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any, Optional, Union
 
 import redis
 
+from ..ai.nesting import MAX_RECORD_DEPTH, loads
 from ..exceptions import InvalidTypeError, InvalidValueError
 from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
 from ._scripts import ABORT, DECIDE
 
 __all__ = ["RunHandle"]
+
+logger = logging.getLogger("piagent.remote")
 
 READ_SLICE_MS = 1000  # events() blocks on Redis in slices this long (it checks its timeout between them)
 READ_COUNT = 500  # events fetched per XREAD
@@ -82,7 +86,12 @@ class RunHandle:
         """The tool calls waiting for a decision: ``{tool_call_id: {"toolName", "args", ...}}``."""
         with self._errors("pending_approvals"):
             raw = self._redis.hgetall(self.keys.approvals)
-        return {str(call_id): json.loads(request) for call_id, request in raw.items()}
+        pending = {}
+        for call_id, request in raw.items():
+            parsed = _json_object(request, f"approval request {call_id!r} of run {self.run_id!r}")
+            if parsed is not None:
+                pending[str(call_id)] = parsed
+        return pending
 
     def _decision(self, tool_call_id: str, decision: dict[str, Any]) -> bool:
         if not isinstance(tool_call_id, str) or not tool_call_id:
@@ -117,7 +126,9 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                event = json.loads((fields or {}).get("event") or "{}")
+                event = _json_object((fields or {}).get("event") or "{}", f"event {entry_id} of run {self.run_id!r}")
+                if event is None:
+                    continue
                 event["eventId"] = entry_id
                 yield event
                 idle_since = time.monotonic()
@@ -140,3 +151,17 @@ class RunHandle:
 
     def __repr__(self) -> str:
         return f"<RunHandle run_id={self.run_id!r}>"
+
+
+def _json_object(text: Any, what: str) -> Optional[dict[str, Any]]:
+    """``text`` as a JSON object, or None with a warning (anyone who can write the run's keys
+    can write anything there: one bad entry is skipped, never the end of the reader)."""
+    try:
+        value = loads(str(text), what, MAX_RECORD_DEPTH)
+    except ValueError as exc:
+        logger.warning("skipped %s: not JSON (%s)", what, str(exc)[:200])
+        return None
+    if not isinstance(value, dict):
+        logger.warning("skipped %s: not a JSON object", what)
+        return None
+    return value

@@ -164,7 +164,7 @@ class Attachment:
                     return
                 for entry_id, fields in entries:
                     last = entry_id
-                    message = _message(fields)
+                    message = self._message(entry_id, fields)
                     if message is None or self._reached_transcript(entry_id, message):
                         self._acknowledge(entry_id)  # stale control entries, or delivered before a crash
                     else:
@@ -174,7 +174,7 @@ class Attachment:
         """Did the crashed worker's session append this message (its index was noted at message_start)?"""
         index = self._redis.hget(self.keys.delivering, entry_id)
         messages = self.agent.state.messages
-        if index is None or int(index) >= len(messages):
+        if index is None or not str(index).isdigit() or int(index) >= len(messages):
             return False
         delivered = messages[int(index)]
         return isinstance(delivered, UserMessage) and delivered.to_dict() == message.to_dict()
@@ -206,7 +206,7 @@ class Attachment:
 
     def _handle(self, entry_id: str, fields: dict[str, str]) -> None:
         kind = fields.get("kind")
-        message = _message(fields)
+        message = self._message(entry_id, fields)
         if message is not None:
             self._enqueue(entry_id, str(kind), message)
             return
@@ -218,6 +218,15 @@ class Attachment:
             self._stopping.set()
         elif kind not in ("abort", "wake", "attached"):
             logger.warning("run %r: ignored a control entry of unknown kind %r", self.keys.run_id, kind)
+
+    def _message(self, entry_id: str, fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
+        """The user message of a steer/follow_up entry, else None; a malformed one is reported
+        (a warning) and skipped, never the end of the worker."""
+        try:
+            return _message(fields)
+        except ValueError as exc:
+            logger.warning("run %r: skipped control entry %s: %s", self.keys.run_id, entry_id, exc)
+            return None
 
     def _enqueue(self, entry_id: str, kind: str, message: AgentMessage) -> None:
         with self._lock:
@@ -390,10 +399,14 @@ def _first_prompt(agent: Agent) -> list[AgentMessage]:
 
 
 def _message(fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
-    """The user message of a steer/follow_up entry (its producer's timestamp kept), else None."""
+    """The user message of a steer/follow_up entry (its producer's timestamp kept), else None;
+    ValueError for one whose timestamp is not a count of milliseconds."""
     if not fields or fields.get("kind") not in ("steer", "follow_up"):
         return None
-    return UserMessage([TextContent(fields.get("text", ""))], timestamp=int(fields.get("timestamp") or 0))
+    timestamp = fields.get("timestamp") or "0"
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 16):
+        raise InvalidValueError(f"a {fields['kind']} entry's timestamp must be milliseconds, got {timestamp[:40]!r}")
+    return UserMessage([TextContent(fields.get("text", ""))], timestamp=int(timestamp))
 
 
 def _lost(run_id: str, exc: BaseException) -> RemoteError:

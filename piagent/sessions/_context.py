@@ -27,7 +27,7 @@ __all__ = [
     "message_to_record",
 ]
 
-LLM_ROLES = ("user", "assistant", "toolResult")
+LLM_ROLES = ("system", "user", "assistant", "toolResult")
 COMPACTION_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 )
@@ -94,6 +94,8 @@ def message_from_record(data: Any, entry_id: str) -> Any:
         raise SessionFormatError(f"entry {entry_id}: a message entry needs a 'message' object with a string 'role'")
     if data["role"] not in LLM_ROLES:
         return StoredMessage(data)
+    if data["role"] == "system" and data.get("content") is None:  # as pi reads a hand-edited file
+        data = {**data, "content": ""}
     try:
         return message_from_dict(data)
     except (TypeError, ValueError) as exc:
@@ -168,8 +170,9 @@ def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
 def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
     """The context of a branch, given as its entries from the root to the leaf.
 
-    With a ``compaction`` on the branch, the last one wins: its summary comes first, then the
-    entries from its ``firstKeptEntryId`` up to it, then the entries after it. Messages,
+    With a ``compaction`` on the branch, the last one wins: its summary comes first (after the
+    system message it recorded, pi 1.6), then the entries from its ``firstKeptEntryId`` up to
+    it (system messages left out: the recorded one replays them), then the entries after it. Messages,
     ``custom_message`` and ``branch_summary`` entries give messages; every other entry type
     gives none.
     """
@@ -179,6 +182,8 @@ def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
     selected: Sequence[Mapping[str, Any]] = path
     if compaction_at is not None:
         compaction = path[compaction_at]
+        if isinstance(compaction.get("systemMessage"), dict):  # pi 1.6: the prompt replayed when compacted
+            context.messages.append(message_from_record(compaction["systemMessage"], str(compaction.get("id"))))
         context.messages.append(
             StoredMessage(
                 {
@@ -192,12 +197,18 @@ def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
         first_kept = compaction.get("firstKeptEntryId")
         before = path[:compaction_at]
         kept_from = next((i for i, entry in enumerate(before) if entry.get("id") == first_kept), len(before))
-        selected = list(before[kept_from:]) + list(path[compaction_at + 1 :])
+        kept = [e for e in before[kept_from:] if not _is_system_entry(e)]  # the compaction carries them
+        selected = kept + list(path[compaction_at + 1 :])
     for entry in selected:
         message = _context_message(entry)
         if message is not None:
             context.messages.append(message)
     return context
+
+
+def _is_system_entry(entry: Mapping[str, Any]) -> bool:
+    message = entry.get("message")
+    return entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "system"
 
 
 def _bash_text(data: Mapping[str, Any]) -> str:

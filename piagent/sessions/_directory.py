@@ -7,14 +7,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
+from .._files import open_regular
+from ..ai.nesting import MAX_RECORD_DEPTH, loads
+from ..exceptions import InvalidValueError
 from ._format import iso_to_ms, now_iso
+from ._jsonl import MAX_SESSION_BYTES
 
 __all__ = ["SessionInfo", "list_sessions", "most_recent_session", "new_session_path", "session_dir"]
 
@@ -48,12 +51,33 @@ class SessionInfo:
     first_message: str
 
 
-def _header(path: str) -> Optional[dict[str, Any]]:
+def _open(path: str) -> Optional[IO[bytes]]:
+    """A session file to read, or None for what is not a regular file of at most
+    :data:`MAX_SESSION_BYTES` bytes (a FIFO, ``/dev/zero``, a huge file: left out of listings)."""
     try:
-        with open(path, "rb") as file:
-            header = json.loads(file.readline())
-    except (OSError, ValueError):
+        fd = open_regular(path)
+    except (OSError, InvalidValueError):
         return None
+    if os.fstat(fd).st_size > MAX_SESSION_BYTES:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def _record(line: bytes) -> Any:
+    """The JSON of one line, or None if it is not JSON or nested too deep."""
+    try:
+        return loads(line, "a session line", MAX_RECORD_DEPTH)
+    except ValueError:  # InvalidValueError too
+        return None
+
+
+def _header(path: str) -> Optional[dict[str, Any]]:
+    file = _open(path)
+    if file is None:
+        return None
+    with file:
+        header = _record(file.readline(MAX_SESSION_BYTES))
     if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str):
         return header
     return None
@@ -90,13 +114,13 @@ def list_sessions(directory: str) -> list[SessionInfo]:
     for path in _session_files(directory):
         header = _header(path) or {}
         count, first, name, last = 0, "", None, iso_to_ms(header.get("timestamp"))
-        with open(path, "rb") as file:
+        file = _open(path)
+        if file is None:
+            continue
+        with file:
             file.readline()
             for line in file:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
+                entry = _record(line)
                 if not isinstance(entry, dict):
                     continue
                 if entry.get("type") == "session_info":

@@ -13,10 +13,11 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
+from ..ai.nesting import MAX_RECORD_DEPTH, check_depth, loads, may_be_deeper
 from ..exceptions import SessionFormatError
 
 __all__ = [
@@ -86,8 +87,18 @@ def new_entry_id(taken: Any) -> str:
 
 
 def dumps(record: Record) -> str:
-    """One record as one line of compact JSON (no newline), as ``JSON.stringify`` writes it."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    """One record as one line of compact JSON (no newline), as ``JSON.stringify`` writes it.
+
+    SessionFormatError for a record nested deeper than :data:`MAX_RECORD_DEPTH` levels (it
+    could not be read back)."""
+    what = f"a session {record.get('type', 'record')} entry"
+    try:
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise SessionFormatError(f"{what} is nested deeper than {MAX_RECORD_DEPTH} levels") from None
+    if may_be_deeper(text, MAX_RECORD_DEPTH):
+        check_depth(record, what, MAX_RECORD_DEPTH, SessionFormatError)
+    return text
 
 
 def make_header(session_id: str, cwd: str, parent_session: Optional[str] = None) -> Record:
@@ -103,18 +114,21 @@ def make_header(session_id: str, cwd: str, parent_session: Optional[str] = None)
     return header
 
 
-def parse_lines(lines: list[bytes], source: str) -> list[Record]:
-    """Parse JSONL lines (without their newlines); the caller has removed a torn last line.
+def parse_lines(lines: Sequence[Union[bytes, str]], source: str) -> list[Record]:
+    """Parse JSONL lines (without their newlines), or rows; the caller has removed a torn last line.
 
-    Blank lines are skipped. A line that is not a JSON object raises
-    :class:`SessionFormatError` naming ``source`` and the line number: the file was damaged,
-    and refusing keeps it intact (docs/sessions.md#damaged-files).
+    Blank lines are skipped. A line that is not a JSON object, or nested deeper than
+    :data:`MAX_RECORD_DEPTH` levels, raises :class:`SessionFormatError` naming ``source`` and the
+    line number: the file was damaged, and refusing keeps it intact (docs/sessions.md#damaged-files).
+    Bytes that are not UTF-8 are read as U+FFFD, as pi reads them.
     """
     records: list[Record] = []
-    loads = json.loads
     for number, line in enumerate(lines, 1):
         try:
-            record = loads(line)
+            text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+            record = loads(text, f"{source}, line {number}", MAX_RECORD_DEPTH, SessionFormatError)
+        except SessionFormatError:
+            raise
         except ValueError as exc:
             if not line.strip():
                 continue

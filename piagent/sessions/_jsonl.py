@@ -18,7 +18,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from ..exceptions import SessionBusyError, SessionError
+from .._files import open_regular, read_bounded
+from ..exceptions import InvalidValueError, SessionBusyError, SessionError, SessionFormatError
 from ._format import CURRENT_VERSION, check_header, dumps, migrate, parse_lines
 from ._runlock import claim_run
 from ._session import Session
@@ -29,12 +30,14 @@ try:
 except ImportError:  # pragma: no cover - Windows (docs/sessions.md#jsonl-files)
     fcntl = None  # type: ignore[assignment]  # JsonlStore refuses to start without it
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "JsonlSession", "JsonlStore"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "MAX_SESSION_BYTES", "JsonlSession", "JsonlStore"]
 
 logger = logging.getLogger("piagent.sessions")
 
 #: Seconds a writer or reader waits for another writer's lock before SessionBusyError.
 DEFAULT_LOCK_TIMEOUT = 10.0
+#: The largest session file piagent reads (a load, a migration, a listing).
+MAX_SESSION_BYTES = 256 * 1024 * 1024
 
 Record = dict[str, Any]
 
@@ -96,16 +99,14 @@ class JsonlStore:
         self._seen: Optional[tuple[int, int]] = None  # (inode, size) after this store's last load or append
 
     def load(self) -> list[Record]:
-        if os.path.isdir(self.path):
-            raise SessionError(f"{self.path} is a directory, not a session file")
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = _open_session_file(self.path, os.O_RDONLY)
         except FileNotFoundError:
             self._seen = None
             return []
         try:
-            with _FileLock(fd, False, self.lock_timeout, self.path), os.fdopen(os.dup(fd), "rb") as file:
-                data = file.read()
+            with _FileLock(fd, False, self.lock_timeout, self.path):
+                data = _read_session_file(fd, self.path)
             self._seen = (os.fstat(fd).st_ino, len(data))
         finally:
             os.close(fd)
@@ -158,7 +159,7 @@ class JsonlStore:
         if self._fd is None:
             directory = os.path.dirname(self.path)
             os.makedirs(directory, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fd = _open_session_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         return self._fd
 
     def _reopen(self) -> None:
@@ -216,16 +217,18 @@ class JsonlStore:
             first = os.pread(fd, end, 0)
         if parse_lines([first.split(b"\n", 1)[0]], self.path)[0].get("version") == CURRENT_VERSION:
             return False
-        lines = [line for line in _split(os.pread(fd, size, 0), self.path) if line.strip()]
+        os.lseek(fd, 0, os.SEEK_SET)
+        lines = [line for line in _split(_read_session_file(fd, self.path), self.path) if line.strip()]
         records = parse_lines(lines, self.path)
         check_header(records, self.path)
         migrate(records)
-        directory = os.path.dirname(self.path)
+        target = os.path.realpath(self.path)  # through a symlink: replace the file, keep the link
+        directory = os.path.dirname(target)
         handle, temporary = tempfile.mkstemp(prefix=".migrating-", suffix=".jsonl", dir=directory)
         try:
             _write_all(handle, b"".join(_migrated_line(line, record) + b"\n" for line, record in zip(lines, records)))
             os.fsync(handle)
-            os.replace(temporary, self.path)
+            os.replace(temporary, target)
         except BaseException:
             os.close(handle)
             os.unlink(temporary)
@@ -241,7 +244,7 @@ def _migrated_line(line: bytes, record: Record) -> bytes:
 
     (Python and JavaScript print some numbers differently: re-encoding would change them.)
     """
-    original = json.loads(line)
+    original = json.loads(line.decode("utf-8", "replace"))
     if original == record:
         return line.strip()
     if "id" not in original and "parentId" not in original and record.get("type") != "session":
@@ -250,6 +253,23 @@ def _migrated_line(line: bytes, record: Record) -> bytes:
             ids = f',"id":{json.dumps(record["id"])},"parentId":{json.dumps(record["parentId"])}}}'
             return line.strip()[:-1] + ids.encode("utf-8")
     return dumps(record).encode("utf-8")
+
+
+def _open_session_file(path: str, flags: int) -> int:
+    """``os.open`` for a session file: SessionFormatError if it is not a regular file (a FIFO
+    would block, ``/dev/zero`` never ends)."""
+    try:
+        return open_regular(path, flags)
+    except InvalidValueError as exc:
+        raise SessionFormatError(f"{exc}: a session is a regular file") from None
+
+
+def _read_session_file(fd: int, path: str) -> bytes:
+    """The file from its current offset, at most :data:`MAX_SESSION_BYTES` (else SessionFormatError)."""
+    try:
+        return read_bounded(fd, MAX_SESSION_BYTES, path)
+    except InvalidValueError as exc:
+        raise SessionFormatError(str(exc)) from None
 
 
 def _write_all(fd: int, data: bytes) -> None:

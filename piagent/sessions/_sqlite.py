@@ -9,7 +9,6 @@ so appends from many threads and processes are serialised by SQLite's write lock
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from ..exceptions import InvalidValueError, SessionBusyError, SessionError
-from ._format import dumps
+from ._format import dumps, parse_lines
 from ._jsonl import DEFAULT_LOCK_TIMEOUT
 from ._runlock import claim_run
 from ._session import Session
@@ -70,8 +69,7 @@ class SqliteStore:
                 "SELECT entry FROM piagent_session_entries WHERE session_id = ? ORDER BY position", (self.session_id,)
             ).fetchall()
             self._seen = len(rows)
-        loads = json.loads
-        return [loads(row[0])] + [loads(entry) for (entry,) in rows]
+        return parse_lines([row[0]] + [entry for (entry,) in rows], repr(self))
 
     def append(self, header: Record, entries: Sequence[Record]) -> None:
         with self._lock:

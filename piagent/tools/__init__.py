@@ -7,8 +7,9 @@
 * ``read_file(root)``, ``write_file(root)``, ``list_dir(root)``: text files under ``root``;
   paths escaping it (``..``, absolute paths, symlinks) are refused. ``file_tools(root,
   read_only=False)`` gives all three (or the two readers).
-* ``run_command(cwd=None, timeout=120, max_output_bytes=50_000)``: a shell command, killed
-  (its whole process group) on abort or timeout, output truncated to its tail.
+* ``run_command(cwd=None, timeout=120, max_output_bytes=50_000, inherit=(), max_processes=64)``:
+  a shell command, killed (its whole process group) on abort, timeout or too many processes,
+  output truncated to its tail, in an allowlisted environment.
 * ``calculator()``: arithmetic via the ``ast`` module, never ``eval``.
 """
 

@@ -163,7 +163,7 @@ def _checked(value: Any) -> Number:
 def calculator() -> AgentTool:
     """A ``calculator`` tool: evaluates an arithmetic expression safely and returns the number."""
 
-    @tool(name="calculator")
+    @tool(name="calculator", replay="safe")
     def calculate(
         expression: Annotated[str, "An arithmetic expression, e.g. '2 * (3 + 4) ** 2' or 'sqrt(2) / 2'."],
     ) -> str:

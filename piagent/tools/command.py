@@ -8,28 +8,36 @@ output open is no longer read (it is not killed: piagent cannot find it). Output
 stderr interleaved) keeps its last ``max_output_bytes`` bytes, with a note saying what was cut.
 A non-zero exit status is an error result that carries the output and the status.
 
-By default the command inherits the environment without the variables that hold secrets
-(:func:`command_environment`): provider keys and every variable named ``*_KEY``, ``*_TOKEN``,
-``*_SECRET``, ``*_PASSWORD``, ``*_PASSWD`` or ``*_CREDENTIALS`` (README "Limits and safety").
+Processes: on Linux the command's session is counted every :data:`_COUNT_EVERY` seconds (from
+``/proc``); once more than ``max_processes`` are found, every process of the session is killed
+with SIGKILL and the call is an error. This holds for root too (``RLIMIT_NPROC`` does not: it
+is per user and root ignores it). Between two counts a fork bomb can go past the bound;
+processes that left the session (``setsid``) are neither counted nor killed.
+
+The command's environment is an allowlist (:func:`command_environment`): ``PATH``, ``HOME``,
+the locale and a few others, plus the variables named in ``inherit`` (README "Limits and
+safety"); a secret in any other variable never reaches it, whatever its name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import selectors
 import signal as signals
 import subprocess
 import threading
-from collections.abc import Mapping
-from typing import IO, Annotated, Optional
+import time
+from collections.abc import Iterable, Mapping
+from typing import IO, Annotated, Callable, Optional
 
 from ..abort import AbortSignal
-from ..ai.env import known_key_vars
 from ..decorator import tool
 from ..exceptions import InvalidValueError
 from ..types import AgentTool
 
-__all__ = ["command_environment", "run_command"]
+__all__ = ["ALLOWED_VARIABLES", "command_environment", "run_command"]
 
 _CHUNK = 65536
 _DRAIN_AFTER_EXIT = 2.0
@@ -37,27 +45,19 @@ _DRAIN_AFTER_EXIT = 2.0
 may hold it open; they are killed after that)."""
 _DRAIN_AFTER_KILL = 0.5
 """Seconds to wait for the pipe to close after the group was killed, before reading stops."""
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
-"""A variable whose name, upper-cased, is one of these words or ends with ``_`` and one of
-them holds a secret (README "Limits and safety")."""
+_COUNT_EVERY = 0.05
+"""Seconds between two counts of the command's processes."""
+ALLOWED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
+"""The variables a command inherits by default, with every ``LC_*`` locale variable."""
+_LOCALE = re.compile(r"LC_[A-Z]+\Z")
 
 
-def _is_secret_name(name: str) -> bool:
-    """Whether ``name`` looks like a secret's variable: ``KEY``, ``TOKEN``, ``SECRET``,
-    ``PASSWORD``, ``PASSWD`` or ``CREDENTIALS``, alone or after an underscore at its end, in
-    any case (``AWS_SECRET_ACCESS_KEY``, ``db_password``; not ``KEYBOARD`` nor ``MONKEY``)."""
-    upper = name.upper()
-    return any(upper == word or upper.endswith("_" + word) for word in _SECRET_WORDS)
-
-
-def command_environment(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) without the variables that hold secrets: those a
-    provider reads its key from, and any whose name ends with ``_KEY``, ``_TOKEN``,
-    ``_SECRET``, ``_PASSWORD``, ``_PASSWD`` or ``_CREDENTIALS`` or is one of those words
-    (:func:`_is_secret_name`)."""
+def command_environment(environ: Optional[Mapping[str, str]] = None, inherit: Iterable[str] = ()) -> dict[str, str]:
+    """The variables of ``environ`` (default ``os.environ``) a command may see: those of
+    :data:`ALLOWED_VARIABLES`, ``LC_*``, and those named in ``inherit``; nothing else."""
     source = os.environ if environ is None else environ
-    known = known_key_vars()
-    return {name: value for name, value in source.items() if name not in known and not _is_secret_name(name)}
+    names = set(ALLOWED_VARIABLES) | set(inherit)
+    return {name: value for name, value in source.items() if name in names or _LOCALE.match(name)}
 
 
 def run_command(
@@ -66,17 +66,24 @@ def run_command(
     timeout: float = 120.0,
     max_output_bytes: int = 50_000,
     env: Optional[dict[str, str]] = None,
+    inherit: Iterable[str] = (),
+    max_processes: int = 64,
 ) -> AgentTool:
     """A ``run_command`` tool running ``/bin/sh -c <command>`` in ``cwd``.
 
     ``timeout``: seconds before the command is killed; ``max_output_bytes``: how much of the
     output's tail the model sees; ``env``: the command's whole environment, as given (default:
-    the inherited one without secrets, :func:`command_environment`, taken at each call).
+    the allowlist of :func:`command_environment` plus the variables named in ``inherit``,
+    taken at each call); ``max_processes``: how many processes the command may run at once
+    (Linux; see the module docstring).
     """
     if not timeout > 0:
         raise InvalidValueError("timeout must be a positive number of seconds")
     if max_output_bytes < 1:
         raise InvalidValueError("max_output_bytes must be positive")
+    if max_processes < 1:
+        raise InvalidValueError("max_processes must be positive")
+    inherited = tuple(inherit)
     directory = None if cwd is None else os.fspath(cwd)
     if directory is not None and not os.path.isdir(directory):
         raise InvalidValueError(f"cwd {directory!r} is not an existing directory")
@@ -84,7 +91,8 @@ def run_command(
     @tool(name="run_command")
     def run(command: Annotated[str, "The shell command line to run."], signal: AbortSignal) -> str:
         """Run a shell command and return its combined stdout and stderr."""
-        return _run(command, directory, env, timeout, max_output_bytes, signal)
+        environment = command_environment(inherit=inherited) if env is None else env
+        return _run(command, directory, environment, timeout, max_output_bytes, max_processes, signal)
 
     return run
 
@@ -150,9 +158,10 @@ class _Tail:
 def _run(
     command: str,
     cwd: Optional[str],
-    env: Optional[dict[str, str]],
+    env: dict[str, str],
     timeout: float,
     limit: int,
+    max_processes: int,
     signal: AbortSignal,
 ) -> str:
     signal.throw_if_aborted()
@@ -160,7 +169,7 @@ def _run(
         command,
         shell=True,
         cwd=cwd,
-        env=command_environment() if env is None else env,
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -169,18 +178,17 @@ def _run(
     assert process.stdout is not None
     output = _Tail(process.stdout, limit)
     remove_listener = signal.add_listener(lambda: _kill_group(process))
-    timed_out = False
     try:
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        ended = _watch(process, lambda seconds: _exited(process, seconds), timeout, max_processes)
+        timed_out, too_many = ended is None, ended is True
+        if timed_out:
             _kill_group(process)
             process.wait()
     finally:
         remove_listener()
     remove_wake = signal.add_listener(output.wake.set)  # an abort ends this wait at once
-    output.wake.wait(_DRAIN_AFTER_KILL if timed_out or signal.aborted else _DRAIN_AFTER_EXIT)
+    drain = _DRAIN_AFTER_KILL if timed_out or too_many or signal.aborted else _DRAIN_AFTER_EXIT
+    too_many = _watch(process, output.wake.wait, drain, max_processes) is True or too_many
     remove_wake()
     if output.thread.is_alive():  # background processes still hold the pipe open
         _kill_group(process)
@@ -192,11 +200,72 @@ def _run(
     text = output.text()
     if signal.aborted:
         raise RuntimeError(f"{text}\n\nCommand aborted")
+    if too_many:
+        raise RuntimeError(
+            f"{text}\n\nCommand killed: it ran more than {max_processes} processes at once (max_processes)"
+        )
     if timed_out:
         raise TimeoutError(f"{text}\n\nCommand timed out after {timeout:g} seconds and was killed")
     if process.returncode != 0:
         raise RuntimeError(f"{text}\n\nCommand exited with code {process.returncode}")
     return text
+
+
+def _exited(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _watch(
+    process: subprocess.Popen[bytes], done: Callable[[float], bool], seconds: float, max_processes: int
+) -> Optional[bool]:
+    """Wait up to ``seconds`` for ``done`` (called with how long it may wait), counting the
+    command's processes meanwhile: False when done, True when there were more than
+    ``max_processes`` (all killed then), None when the time ran out."""
+    deadline = time.monotonic() + seconds
+    counting = os.path.isdir("/proc")
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        if done(min(left, _COUNT_EVERY) if counting else left):
+            return False
+        if counting and len(_session_members(process.pid)) > max_processes:
+            _kill_session(process)
+            process.wait()
+            return True
+
+
+def _session_members(session: int) -> list[int]:
+    """The processes of ``session`` (from ``/proc``; those that vanish meanwhile are left out)."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[0] not in (b"Z", b"X") and int(fields[3]) == session:
+            members.append(int(name))
+    return members
+
+
+def _kill_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's group, then whatever else of its session is left, until none is."""
+    _kill_group(process)
+    for _ in range(100):
+        members = _session_members(process.pid)
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signals.SIGKILL)
+        time.sleep(_COUNT_EVERY / 10)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -131,7 +131,7 @@ def read_file(root: os.PathLike[str] | str, *, max_bytes: int = 50_000) -> Agent
     """A ``read_file`` tool for text files under ``root``; output is cut at ``max_bytes``."""
     base = _root(root)
 
-    @tool(name="read_file")
+    @tool(name="read_file", replay="safe")
     def read(
         path: Annotated[str, "File path, relative to the working directory."],
         offset: Annotated[int, "First line to read (1-based)."] = 1,
@@ -226,7 +226,7 @@ def list_dir(root: os.PathLike[str] | str, *, max_entries: int = 500) -> AgentTo
     """A ``list_dir`` tool: the entries of a directory under ``root``, directories ending in ``/``."""
     base = _root(root)
 
-    @tool(name="list_dir")
+    @tool(name="list_dir", replay="safe")
     def listing(path: Annotated[str, "Directory path, relative to the working directory."] = ".") -> str:
         """List a directory's entries, sorted; directories end with '/'."""
         try:

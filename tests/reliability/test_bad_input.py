@@ -204,13 +204,17 @@ def test_a_raising_tool_hook_is_an_error_result(faux, hook):
         "get_api_key",
         "prepare_next_turn",
         "should_stop_after_turn",
+        "finish_turn",
+        "prepare_request",
     ],
 )
 def test_a_raising_loop_hook_ends_the_run_as_an_error_message(faux, hook):
     agent = agent_with_history(faux)
     before = list(agent.state.messages)
     setattr(agent, hook, _raise(f"{hook} broke"))
-    faux.set_responses([faux_message("answer")])
+    # prepare_next_turn runs only before a second turn (pi 1.6): a tool call makes one
+    first = [faux_message([faux_tool_call("missing", {})])] if hook == "prepare_next_turn" else []
+    faux.set_responses([*first, faux_message("answer")])
     result = agent.prompt("second")
     assert (result.stop_reason, result.error_message) == ("error", f"{hook} broke")
     assert_kept(before, agent)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
+import json
 import socket
 import threading
 from typing import Any
@@ -19,7 +20,9 @@ import requests
 
 from piagent.ai import AssistantMessage, Context, StreamOptions, UserMessage, stream
 from piagent.ai.providers import _http
+from tests.ai.providers.openai_wire import chunk
 from tests.reliability.wires import WIRES, Wire
+from tests.support.bounded import run_bounded
 from tests.support.scripted_server import ScriptedServer, Wait
 
 pytestmark = pytest.mark.timeout(20)
@@ -138,6 +141,31 @@ def test_a_body_without_chunked_framing_streams_as_it_arrives(server, wire):
     message = events.result(timeout=10)
     assert seen_before_rest == [True]  # the first delta came before the server sent the rest
     assert message.stop_reason == "stop" and message.text == "Hello"
+
+
+def test_an_answer_cut_at_max_response_bytes_takes_about_its_own_size_in_memory(server):
+    """A 300 MB body of small text deltas, cut at 256 MiB, peaked at twice the answer (the
+    deltas and their join); scaled down here: 40 MiB of deltas, cut at 32 MiB, in a child."""
+    piece = b"data: " + json.dumps(chunk({"content": "x" * 1000})).encode() + b"\n\n"
+    server.reply([piece] * (40 * 1024 * 1024 // len(piece)), chunked=False)
+    done = run_bounded(
+        f"""
+        import resource
+        from piagent.ai import Context, StreamOptions, UserMessage, stream
+        from piagent.ai.types import Model
+        model = Model("m", api="openai-completions", provider="openai", base_url="{server.url}/v1")
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        options = StreamOptions(api_key="k", max_response_bytes=32 * 1024 * 1024)
+        message = stream(model, Context("s", [UserMessage("hi")]), options).result(timeout=60)
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+        print(message.error_message, len(message.text), grown, sep="|")
+        """,
+        memory_mb=512,
+    )
+    error, kept, grown = done.stdout.strip().split("|")
+    assert error == "The response is larger than max_response_bytes=33,554,432 bytes", done.stderr
+    assert 20_000_000 < int(kept) < 32 * 1024 * 1024  # the answer so far is kept
+    assert int(grown) < 1.3 * int(kept)  # was 2x: every delta object, then their join
 
 
 # --------------------------------------------------------------------------- time bounds

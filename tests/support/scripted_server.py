@@ -86,6 +86,19 @@ class _NamedThreadsServer(ThreadingHTTPServer):
         thread.start()
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1, no request log, and a client that hung up (an abort under test) is no error."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def handle(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            super().handle()
+
+
 class ScriptedServer:
     def __init__(self) -> None:
         self._replies: list[Reply] = []
@@ -94,17 +107,7 @@ class ScriptedServer:
         self._stop = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def handle(self) -> None:
-                # the client hung up (an abort under test); nothing to report
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    super().handle()
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""

@@ -88,33 +88,70 @@ def test_an_abort_ends_the_call_whatever_a_detached_child_does(tmp_path: Path) -
         kill_escaped(pid_file)
 
 
-def test_commands_do_not_see_provider_keys_or_secret_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    secrets = {
-        "OPENAI_API_KEY": "sk-openai-leak",
-        "HF_TOKEN": "hf-leak",
-        "GEMINI_API_KEY": "gem-leak",
-        "MY_SERVICE_TOKEN": "svc-leak",
-        "DB_SECRET": "db-leak",
-        "vendor_api_key": "lower-leak",
-        "AWS_SECRET_ACCESS_KEY": "aws-leak",
-        "DB_PASSWORD": "pw-leak",
-        "SMTP_PASSWD": "passwd-leak",
-        "CLOUD_CREDENTIALS": "cred-leak",
-        "PASSWORD": "bare-leak",
-    }
-    for name, value in secrets.items():
+COMMON_SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-leak",
+    "HF_TOKEN": "hf-leak",
+    "AWS_SECRET_ACCESS_KEY": "aws-leak",
+    "DB_PASSWORD": "pw-leak",
+    "PGPASSWORD": "pg-leak",
+    "MYSQL_PWD": "mysql-leak",
+    "DATABASE_URL": "postgres://app:db-url-leak@db/app",
+    "REDIS_URL": "redis://:redis-leak@cache:6379/0",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent-leak.sock",
+    "SECRET_KEY_BASE": "rails-leak",
+    "DJANGO_SECRET_KEY": "django-leak",
+    "GITHUB_PAT": "ghp-leak",
+    "NPM_AUTH": "npm-leak",
+    "AWS_SESSION_TOKEN": "aws-session-leak",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/keys/gcp-leak.json",
+    "SENTRY_DSN": "https://sentry-leak@o1.ingest.sentry.io/1",
+    "KUBECONFIG": "/home/me/.kube/kube-leak",
+    "DOCKER_AUTH_CONFIG": "docker-leak",
+}
+
+
+def test_commands_see_only_the_allowlisted_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in COMMON_SECRETS.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("KEEP_ME", "visible")
-    monkeypatch.setenv("KEYBOARD_LAYOUT", "dvorak")
+    monkeypatch.setenv("LC_TIME", "C")
     text = call(run_command(tmp_path), command="env")
-    assert "KEEP_ME=visible" in text
-    assert "KEYBOARD_LAYOUT=dvorak" in text
-    assert [value for value in secrets.values() if value in text] == []
+    assert [name for name, value in COMMON_SECRETS.items() if value in text] == []
+    assert f"PATH={os.environ['PATH']}" in text and "LC_TIME=C" in text
+
+
+def test_inherit_names_the_further_variables_a_command_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGPASSWORD", "wanted")
+    monkeypatch.setenv("OTHER", "not wanted")
+    text = call(run_command(tmp_path, inherit=["PGPASSWORD"]), command="env")
+    assert "PGPASSWORD=wanted" in text and "OTHER" not in text
 
 
 def test_an_explicit_environment_is_passed_as_given(tmp_path: Path) -> None:
     text = call(run_command(tmp_path, env={"PATH": os.environ["PATH"], "MY_TOKEN": "given"}), command="env")
     assert "MY_TOKEN=given" in text
+
+
+def session_members(session: int) -> list[int]:
+    """Live processes of ``session`` (zombies waiting to be reaped are dead)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] not in ("Z", "X") and int(fields[3]) == session:
+                found.append(int(name))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="the process bound counts through /proc (Linux)")
+@pytest.mark.parametrize("shell_waits", [True, False], ids=["shell-waits", "shell-exits"])
+def test_a_fork_bomb_is_killed_as_a_whole_at_the_process_bound(tmp_path: Path, shell_waits: bool) -> None:
+    """Bounded (2**8 shells, each sleeping 5 s) so that a failure cannot take the machine down;
+    it runs as root in CI, where RLIMIT_NPROC would not apply."""
+    pid_file = tmp_path / "pid"
+    bomb = f"echo $$ > {pid_file}; b() {{ if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; sleep 5; }}; b 7 &"
+    with pytest.raises(RuntimeError, match=r"more than 64 processes at once \(max_processes\)"):
+        call(run_command(tmp_path), command=bomb + (" wait" if shell_waits else ""))
+    assert session_members(int(pid_file.read_text())) == []
 
 
 def test_run_command_works_in_a_process_holding_over_a_thousand_descriptors(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ from ..._interrupts import (
     read_body,
     session,
     shut,
+    shut_socket,
     socket_of,
     wait,
     wait_slice,
@@ -212,7 +213,7 @@ class _Inflater:
 
 
 class HttpStream:
-    """A 2xx streaming response. Iterate :meth:`sse`; :meth:`close` always."""
+    """A 2xx streaming response. Iterate :meth:`sse` (or read :meth:`body`); :meth:`close` always."""
 
     def __init__(self, response: requests.Response, signal: Optional[AbortSignal], limits: Limits) -> None:
         self.response = response
@@ -224,6 +225,7 @@ class HttpStream:
             signal.add_listener(lambda: shut(response)) if signal is not None else (lambda: None)
         )
         self._watch = InterruptWatch.start(response)
+        self._socket = socket_of(response)  # found now: once the body ended it is back in the pool
         self._chunks: Iterator[bytes] = _body(response, limits, self._read_timeout, self._stop_watch)
 
     def _stop_watch(self) -> None:
@@ -245,6 +247,15 @@ class HttpStream:
         for event in iter_sse(self._chunks, self.limits.max_event_bytes):
             self._last_event = time.monotonic()
             yield event
+
+    def body(self) -> bytes:
+        """The whole body, for an answer that is not streamed; the same bounds apply."""
+        return b"".join(self._chunks)
+
+    def discard(self) -> None:
+        """Keep the connection out of later requests (a server that broke the exchange may be
+        closing it): the pool then opens a new one instead of failing on this one."""
+        shut_socket(self._socket)
 
     def release(self, timeout: float = RELEASE_TIMEOUT, limit: int = RELEASE_LIMIT) -> None:
         """Call at the logical end of the stream (``[DONE]``, ``message_stop``...): read what is

@@ -24,6 +24,7 @@ __all__ = [
     "forget_learned_compat",
     "learn_compat",
     "refuses_json_schema_output",
+    "refuses_streamed_tool_choice",
     "server_compat",
 ]
 
@@ -33,24 +34,53 @@ __all__ = [
 #: ``structured_output_form``: how ``response_format`` asks for a schema: ``"json_schema"``
 #: (OpenAI's ``{type: "json_schema", json_schema: {name, schema, strict}}``) or
 #: ``"json_object"`` (the llama.cpp family's ``{type: "json_object", schema}``).
+#: ``streams_tool_choice_auto``: a request offering tools with ``tool_choice: "auto"`` may be
+#: streamed (else it goes out with ``stream: false``, its answer turned into the same events).
 KNOWN_SERVERS: dict[str, dict[str, Any]] = {
     # api.openai.com and vLLM follow OpenAI's schema, where null is the documented form.
-    "openai": {"supports_null_content": True, "structured_output_form": "json_schema"},
-    "vllm": {"supports_null_content": True, "structured_output_form": "json_schema"},
+    "openai": {
+        "supports_null_content": True,
+        "structured_output_form": "json_schema",
+        "streams_tool_choice_auto": True,
+    },
+    "vllm": {
+        "supports_null_content": True,
+        "structured_output_form": "json_schema",
+        "streams_tool_choice_auto": True,
+    },
     # llama-cpp-python's server validates content as a string (HTTP 500 on null); llama.cpp's
     # llama-server, Ollama ("invalid message content type: <nil>") and LM Studio rejected
     # null in releases still in use. All of them accept "".
     # llama-cpp-python's server accepts only "text"/"json_object" (with an optional schema
     # turned into a grammar); llama-server accepts that form as well as json_schema.
-    "llama.cpp": {"supports_null_content": False, "structured_output_form": "json_object"},
+    # llama-cpp-python's chatml-function-calling refuses to stream an automatic tool choice
+    # (an empty HTTP 200 stream, "Automatic streaming tool choice is not supported").
+    "llama.cpp": {
+        "supports_null_content": False,
+        "structured_output_form": "json_object",
+        "streams_tool_choice_auto": False,
+    },
     # Ollama (0.5+) and LM Studio constrain json_schema; LM Studio refuses json_object.
-    "ollama": {"supports_null_content": False, "structured_output_form": "json_schema"},
-    "lmstudio": {"supports_null_content": False, "structured_output_form": "json_schema"},
+    "ollama": {
+        "supports_null_content": False,
+        "structured_output_form": "json_schema",
+        "streams_tool_choice_auto": True,
+    },
+    "lmstudio": {
+        "supports_null_content": False,
+        "structured_output_form": "json_schema",
+        "streams_tool_choice_auto": True,
+    },
 }
 #: An unknown server gets ``""``: every server above accepts it, null is refused by several;
 #: and OpenAI's json_schema form, which all but llama-cpp-python's server accept (that one is
-#: recognised by its refusal, see :func:`refuses_json_schema_output`).
-UNKNOWN_SERVER: dict[str, Any] = {"supports_null_content": False, "structured_output_form": "json_schema"}
+#: recognised by its refusal, see :func:`refuses_json_schema_output`); streamed tool calls, which
+#: all but llama-cpp-python's server stream (see :func:`refuses_streamed_tool_choice`).
+UNKNOWN_SERVER: dict[str, Any] = {
+    "supports_null_content": False,
+    "structured_output_form": "json_schema",
+    "streams_tool_choice_auto": True,
+}
 
 #: Compat values learned from an unknown local server's refusals, by ``base_url``. Bounded:
 #: one entry per server a process talks to; cleared by :func:`forget_learned_compat`.
@@ -109,6 +139,17 @@ def forget_learned_compat() -> None:
         _learned.clear()
 
 
+def _may_learn(model: Model, compat: dict[str, Any], key: str, default: Any) -> bool:
+    """True when ``key`` still has the unknown server's ``default`` and may be learned: the
+    server is unknown and on this machine, and ``model.compat`` does not set ``key``."""
+    return (
+        compat.get(key) == default
+        and key not in (model.compat or {})
+        and detect_server(model) is None
+        and is_local_url(model.base_url)
+    )
+
+
 def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: BaseException) -> bool:
     """True when ``error`` is an unknown local server refusing the ``json_schema`` form of
     ``response_format`` that piagent chose by default: an HTTP 4xx/5xx whose text names
@@ -118,8 +159,19 @@ def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: Base
         isinstance(error, HttpStatusError)
         and 400 <= error.status < 600
         and "response_format" in error.message
-        and compat.get("structured_output_form") == "json_schema"
-        and "structured_output_form" not in (model.compat or {})
-        and detect_server(model) is None
-        and is_local_url(model.base_url)
+        and _may_learn(model, compat, "structured_output_form", "json_schema")
+    )
+
+
+def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: dict[str, Any]) -> bool:
+    """True when an unknown local server answered the streamed ``payload``, which offered tools
+    with ``tool_choice: "auto"``, with an HTTP 200 stream holding no event at all: what
+    llama-cpp-python's ``chatml-function-calling`` does ("Automatic streaming tool choice is
+    not supported"). The caller then sends the request once more unstreamed, and learns
+    ``streams_tool_choice_auto=False`` if that is answered."""
+    return (
+        bool(payload.get("tools"))
+        and payload.get("tool_choice") == "auto"
+        and payload.get("stream") is True
+        and _may_learn(model, compat, "streams_tool_choice_auto", True)
     )

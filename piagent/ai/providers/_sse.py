@@ -1,10 +1,13 @@
 """Server-sent events (the ``text/event-stream`` format) from a stream of byte chunks.
 
-Lines end in LF or CRLF (a lone CR, allowed by the standard, is not used by any LLM API). An
-event is the ``data:`` lines up to a blank line, joined with LF; ``event:`` names it; comments
-(``:``), ``id:`` and ``retry:`` are ignored. A last event not followed by a blank line is still
-delivered. Work is linear in the bytes received, and no line or event may exceed
-``max_event_bytes`` (a :class:`~piagent.exceptions.ProviderStreamError` ends the stream).
+The one SSE reader of piagent: the providers' streams and MCP's Streamable HTTP both use it.
+Lines end in LF or CRLF (a lone CR, allowed by the standard, is used by no LLM API and no MCP
+server). An event is the ``data:`` lines up to a blank line, joined with LF; ``event:`` names
+it; comments (``:``) are skipped; ``id:`` and ``retry:`` are kept in ``fields`` when the caller
+passes an :class:`SseFields` (MCP resumes a broken stream with them), else ignored. A last
+event not followed by a blank line is still delivered. Work is linear in the bytes received,
+and no line or event may exceed ``max_event_bytes`` (a
+:class:`~piagent.exceptions.ProviderStreamError` ends the stream).
 """
 
 from __future__ import annotations
@@ -14,19 +17,37 @@ from typing import Optional
 
 from ...exceptions import ProviderStreamError
 
-__all__ = ["iter_sse"]
+__all__ = ["SseFields", "iter_sse"]
 
 SseEvent = tuple[Optional[str], bytes]
+
+
+class SseFields:
+    """What a stream said besides its events, as the standard keeps it for reconnecting.
+
+    ``last_id``: the last event id, set when the event that carried it is dispatched (also one
+    with no data: a "priming" event); ``retry``: the last ``retry:`` value (milliseconds).
+    """
+
+    __slots__ = ("last_id", "retry")
+
+    def __init__(self) -> None:
+        self.last_id: Optional[str] = None
+        self.retry: Optional[int] = None
 
 
 def _too_large(what: str, limit: int) -> ProviderStreamError:
     return ProviderStreamError(f"The stream sent {what} larger than max_event_bytes={limit:,} bytes")
 
 
-def iter_sse(chunks: Iterable[bytes], max_event_bytes: int = 16 * 1024 * 1024) -> Iterator[SseEvent]:
-    """Yield ``(event name or None, data bytes)`` for every event in ``chunks``."""
+def iter_sse(
+    chunks: Iterable[bytes], max_event_bytes: int = 16 * 1024 * 1024, fields: Optional[SseFields] = None
+) -> Iterator[SseEvent]:
+    """Yield ``(event name or None, data bytes)`` for every event in ``chunks``; ``fields``
+    (if given) follows the stream's ``id:`` and ``retry:`` lines."""
     tail: list[bytes] = []  # the start of a line that has not ended yet
     tail_size = 0
+    event_id: Optional[str] = None  # of the event being read (``fields`` only)
     name: Optional[str] = None
     data: list[bytes] = []
     data_size = 0
@@ -36,6 +57,7 @@ def iter_sse(chunks: Iterable[bytes], max_event_bytes: int = 16 * 1024 * 1024) -
         if (
             not tail
             and not data
+            and event_id is None
             and chunk.startswith(b"data: ")
             and chunk.find(b"\n") == len(chunk) - 2
             and chunk.endswith(b"\n\n")
@@ -65,6 +87,8 @@ def iter_sse(chunks: Iterable[bytes], max_event_bytes: int = 16 * 1024 * 1024) -
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
+                if event_id is not None and fields is not None:
+                    fields.last_id, event_id = event_id, None
                 if data:
                     yield name, data[0] if len(data) == 1 else b"\n".join(data)
                     data = []
@@ -78,11 +102,19 @@ def iter_sse(chunks: Iterable[bytes], max_event_bytes: int = 16 * 1024 * 1024) -
                 data.append(value)
             elif line.startswith(b"event:"):
                 name = line[6:].strip().decode("utf-8", "replace")
-            # ":" comments, "id:" and "retry:" carry nothing a provider needs
+            elif fields is not None:  # ":" comments are skipped; "id:" and "retry:" kept if asked
+                field, _, value = line.partition(b":")
+                value = value[1:] if value.startswith(b" ") else value
+                if field == b"id" and b"\0" not in value:
+                    event_id = value.decode("utf-8", "replace")
+                elif field == b"retry" and value.isdigit():
+                    fields.retry = int(value)
     if tail:
         line = b"".join(tail).rstrip(b"\r")
         if line.startswith(b"data:"):
             value = line[5:]
             data.append(value[1:] if value.startswith(b" ") else value)
+    if event_id is not None and fields is not None:
+        fields.last_id = event_id
     if data:
         yield name, b"\n".join(data)

@@ -53,6 +53,7 @@ from ..capabilities import (
 from ..output import add_anthropic_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import transform_messages
 from ..types import (
     AssistantMessage,
@@ -175,16 +176,28 @@ def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:
 
 
 def convert_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """Already-transformed messages as Anthropic ``messages`` (tool results merged per turn)."""
+    """Already-transformed messages as Anthropic ``messages`` (tool results merged per turn).
+
+    A system message (only for a model that takes them in place, docs/llm.md#system-messages)
+    is held back until just before the next assistant message sent, or the end, as pi-ai does: a
+    tool result must follow its tool use directly, so nothing may come between them.
+    """
     out: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "user":
+        if is_system_message(message):
+            text = render_system_message_update(message)
+            if text:
+                held.append({"role": "system", "content": [{"type": "text", "text": text}]})
+        elif message.role == "user":
             blocks = _user_blocks(message.content)
             if blocks:
                 out.append({"role": "user", "content": blocks})
         elif message.role == "assistant":
             blocks = _assistant_blocks(message)
             if blocks:
+                out.extend(held)
+                held.clear()
                 out.append({"role": "assistant", "content": blocks})
         elif message.role == "toolResult":
             block = _tool_result_block(message)
@@ -198,7 +211,7 @@ def convert_messages(messages: list[Any]) -> list[dict[str, Any]]:
                 previous["content"].append(block)
             else:
                 out.append({"role": "user", "content": [block]})
-    return out
+    return out + held
 
 
 def _tool_choice(choice: Any) -> Optional[dict[str, Any]]:
@@ -480,4 +493,4 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
     return stream_events(model, options, body)
 
 
-register_api_provider(API, stream_anthropic, stream_anthropic)
+register_api_provider(API, stream_anthropic, stream_anthropic, system_messages=True)

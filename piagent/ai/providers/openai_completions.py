@@ -1,6 +1,7 @@
 """OpenAI chat completions (``api="openai-completions"``): OpenAI and every compatible server.
 
-``POST {base_url}/chat/completions`` with ``stream: true``. The same code speaks to OpenAI,
+``POST {base_url}/chat/completions`` with ``stream: true`` (``false`` where a server cannot
+stream an automatic tool choice, see below). The same code speaks to OpenAI,
 Groq, DeepSeek, OpenRouter, xAI, Mistral and local servers (Ollama, vLLM, llama.cpp, LM
 Studio). Where servers differ, ``model.compat`` decides; unset keys are detected from
 ``base_url``:
@@ -11,7 +12,8 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   other field) say ``"max_tokens"``
 ``supports_developer_role``       system prompt of a reasoning model sent as ``developer`` (api.openai.com)
 ``supports_usage_in_streaming``   send ``stream_options.include_usage`` (default True)
-``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek)
+``supports_reasoning_effort``     send ``reasoning_effort`` (False for x.ai and DeepSeek, unless
+                                  the model's capabilities declare an ``effort`` control)
 ``supports_prompt_cache_key``     send ``prompt_cache_key`` from ``session_id`` (api.openai.com)
 ``supports_prompt_cache_retention`` send ``cache_retention`` as ``prompt_cache_retention`` /
                                   ``prompt_cache_options`` (api.openai.com; also read by the
@@ -28,7 +30,17 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   (OpenAI's) or ``"json_object"`` (``{type, schema}``, the
                                   llama.cpp family); an unknown local server that refuses the
                                   first gets the second, see ``docs/servers.md#structured-output``
+``streams_tool_choice_auto``      a request with tools and ``tool_choice: "auto"`` (said
+                                  explicitly when tools go without a choice) is streamed; False
+                                  sends it unstreamed (the llama.cpp family); an unknown local
+                                  server that answers it with an empty stream gets it unstreamed
+                                  within the same call, and later if that worked, see
+                                  ``docs/servers.md#tool-calls``
 ================================  ==========================================================
+
+``supports_mid_convo_system_messages`` (default False) sends a transcript's later system
+messages in place instead of folding them into the system prompt (pi 1.6,
+``docs/llm.md#system-messages``).
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
 get ``reasoning_effort`` (``"none"`` for off where the model has it), ``toggle`` models
@@ -52,7 +64,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, Optional
 
 from ...exceptions import HttpStatusError, InvalidValueError
@@ -61,15 +73,19 @@ from ..capabilities import EFFORT_DEFAULT, Capabilities, allowed_temperature, al
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import AssistantMessage, AssistantMessageEvent, Context, Model, StopReason, StreamOptions
 from ._common import (
     ProviderStreamError,
     is_local_url,
+    open_request,
     parse_event_json,
+    parse_event_object,
     stream_events,
     tool_choice_name,
 )
+from ._http import HttpStream
 from ._openai import (
     CONTENT_FILTER_MESSAGE,
     TOOL_IMAGES_INTRO,
@@ -84,7 +100,7 @@ from ._openai import (
     with_default_max_tokens,
 )
 from ._rejections import open_learning
-from ._servers import learn_compat, refuses_json_schema_output, server_compat
+from ._servers import learn_compat, refuses_json_schema_output, refuses_streamed_tool_choice, server_compat
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +125,16 @@ def resolve_compat(model: Model) -> dict[str, Any]:
     url = model.base_url.lower()
     openai = is_openai_host(url)
     mistral = "mistral.ai" in url
-    declared = model.capabilities.max_tokens_field if model.capabilities is not None else None
+    # A model's declared capabilities come before what its URL suggests (docs/models.md#custom-models).
+    caps = model.capabilities
+    declared = caps.max_tokens_field if caps is not None else None
     compat: dict[str, Any] = {
         "max_tokens_field": declared
         or ("max_tokens" if mistral or is_local_url(model.base_url) else "max_completion_tokens"),
         "supports_developer_role": openai,
         "supports_usage_in_streaming": True,
-        "supports_reasoning_effort": not ("x.ai" in url or "deepseek.com" in url),
+        "supports_reasoning_effort": (caps is not None and caps.thinking == "effort")
+        or not ("x.ai" in url or "deepseek.com" in url),
         "supports_prompt_cache_key": openai,
         "send_reasoning_back": True,
         "tool_call_ids": "mistral" if mistral else "openai",
@@ -190,6 +209,11 @@ def _messages(model: Model, context: Context, compat: dict[str, Any]) -> list[di
             flush_images()
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.content)})
+        elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
+            text = render_system_message_update(message)
+            if text:
+                developer = model.reasoning and compat["supports_developer_role"]
+                out.append({"role": "developer" if developer else "system", "content": text})
         elif role == "assistant":
             entry = _assistant_entry(message, model, compat)
             if entry is not None:
@@ -240,8 +264,14 @@ def _reasoning_fields(
 
 
 def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body for ``POST /chat/completions`` (before ``on_payload``)."""
+    """The JSON body for ``POST /chat/completions`` (before ``on_payload``).
+
+    Tools offered without a ``tool_choice`` go with ``"auto"`` said explicitly (llama-cpp-python's
+    server offers no tool without it); a server whose ``streams_tool_choice_auto`` is False gets
+    that request with ``stream: false`` (docs/servers.md#tool-calls).
+    """
     compat = resolve_compat(model)
+    choice = options.tool_choice if options.tool_choice is not None or not context.tools else "auto"
     payload: dict[str, Any] = {"model": model.id, "messages": _messages(model, context, compat), "stream": True}
     if compat["supports_usage_in_streaming"]:
         payload["stream_options"] = {"include_usage": True}
@@ -256,15 +286,21 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in context.tools
         ]
-    if options.tool_choice is not None:
-        payload["tool_choice"] = _tool_choice(allowed_tool_choice(model, caps, options.tool_choice))
+    if choice is not None:
+        choice = allowed_tool_choice(model, caps, choice)
+        payload["tool_choice"] = _tool_choice(choice)
     payload.update(reasoning)
     if options.session_id and compat["supports_prompt_cache_key"] and options.cache_retention != "none":
         payload["prompt_cache_key"] = options.session_id
     payload.update(cache_fields(model, caps, options, "chat"))
     if options.output_format is not None:
         add_chat_completions_output(payload, options.output_format, compat["structured_output_form"])
-    return payload
+    return payload if choice != "auto" or compat["streams_tool_choice_auto"] else _unstreamed(payload)
+
+
+def _unstreamed(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` as a request whose answer comes whole (``stream_options`` needs a stream)."""
+    return {key: value for key, value in payload.items() if key != "stream_options"} | {"stream": False}
 
 
 # --------------------------------------------------------------------------- response
@@ -281,9 +317,11 @@ class _Chunks:
         self.finish_reason: Optional[str] = None
         self.usage: Optional[dict[str, Any]] = None
         self.refused = False
+        self.chunks = 0  # fed so far
 
     def feed(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
         """The events for one chunk (a list: this runs once per streamed delta)."""
+        self.chunks += 1
         out: list[AssistantMessageEvent] = []
         error = chunk.get("error")
         if error:
@@ -400,13 +438,15 @@ def _usage(raw: Optional[dict[str, Any]], model: Model) -> Any:
     )
 
 
-def _body(
-    model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
-) -> Iterator[AssistantMessageEvent]:
-    url = model.base_url.rstrip("/") + "/chat/completions"
+def _open(model: Model, context: Context, options: StreamOptions, url: str) -> tuple[HttpStream, dict[str, Any]]:
+    """Send the request, learning what the model refuses (docs/providers.md#rejected-fields);
+    ``(response, payload sent before on_payload)``. An unknown local server that refuses the
+    json_schema form is asked once more in the json_object form."""
+    sent: list[dict[str, Any]] = []
 
     def build() -> dict[str, Any]:
-        return build_payload(model, context, options)
+        sent[:] = [build_payload(model, context, options)]
+        return sent[0]
 
     def json_object_instead(error: HttpStatusError) -> bool:
         if options.output_format is None or not refuses_json_schema_output(model, resolve_compat(model), error):
@@ -415,21 +455,60 @@ def _body(
         learn_compat(model, "structured_output_form", "json_object")  # docs/servers.md#structured-output
         return True
 
-    with open_learning(model, options, url, build, bearer_headers, EFFORT_DEFAULT, json_object_instead) as http:
+    http = open_learning(model, options, url, build, bearer_headers, EFFORT_DEFAULT, json_object_instead)
+    return http, sent[0]
+
+
+def _read_stream(http: HttpStream, state: _Chunks) -> Generator[AssistantMessageEvent, None, bool]:
+    """Feed the streamed chunks to ``state``; returns whether the stream was complete (``[DONE]``
+    or a ``finish_reason`` seen)."""
+    for _name, data in http.sse():
+        if data[:1] != b"{" and data.strip() == b"[DONE]":
+            http.release()
+            return True
+        chunk = parse_event_json(data)
+        if isinstance(chunk, dict):
+            yield from state.feed(chunk)
+    return state.finish_reason is not None
+
+
+def _read_whole(http: HttpStream, state: _Chunks) -> Generator[AssistantMessageEvent, None, bool]:
+    """Feed an unstreamed ``chat.completion`` to ``state`` as one chunk whose deltas are its
+    messages: the events are those of a stream that sent everything at once. Returns True."""
+    completion = parse_event_object(http.body())
+    choices = [
+        {"delta": choice.get("message") or {}, "finish_reason": choice.get("finish_reason")}
+        for choice in completion.get("choices") or []
+        if isinstance(choice, dict)
+    ]
+    yield from state.feed({**completion, "choices": choices})
+    return True
+
+
+def _body(
+    model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
+) -> Iterator[AssistantMessageEvent]:
+    url = model.base_url.rstrip("/") + "/chat/completions"
+    http, payload = _open(model, context, options, url)
+    state = _Chunks(builder)
+    with http:
         yield builder.start()
-        state = _Chunks(builder)
-        done = False
-        for _name, data in http.sse():
-            if data[:1] != b"{" and data.strip() == b"[DONE]":
-                done = True
-                http.release()
-                break
-            chunk = parse_event_json(data)
-            if isinstance(chunk, dict):
-                yield from state.feed(chunk)
-        if not done and state.finish_reason is None:
-            raise ProviderStreamError("The stream ended before the response was complete (no finish_reason or [DONE])")
-        yield from state.finish(model)
+        complete = yield from (_read_stream if payload["stream"] else _read_whole)(http, state)
+        if not complete:
+            http.discard()
+    if not complete:
+        ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
+        if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
+            raise ProviderStreamError(ended)
+        # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)
+        try:
+            with open_request(model, options, url, _unstreamed(payload), bearer_headers) as http:
+                yield from _read_whole(http, state)
+        except (HttpStatusError, ProviderStreamError) as error:
+            raise ProviderStreamError(f"{ended}; sent again unstreamed: {error}") from None
+        logger.info("%s sent nothing for a streamed tool choice; sending it unstreamed from now on", model.base_url)
+        learn_compat(model, "streams_tool_choice_auto", False)
+    yield from state.finish(model)
 
 
 def stream_openai_completions(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
@@ -444,4 +523,4 @@ def stream_simple_openai_completions(
     return stream_openai_completions(model, context, with_default_max_tokens(model, options))
 
 
-register_api_provider(API, stream_openai_completions, stream_simple_openai_completions)
+register_api_provider(API, stream_openai_completions, stream_simple_openai_completions, system_messages=True)

@@ -38,6 +38,7 @@ from ..json_stream import parse_streaming_json
 from ..output import add_responses_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
+from ..transcript import is_system_message, render_system_message_update
 from ..transform import is_same_model, transform_messages
 from ..types import (
     AssistantMessage,
@@ -171,6 +172,10 @@ def _input(model: Model, context: Context) -> list[dict[str, Any]]:
             flush_images()
         if role == "user":
             out.append(_user_item(message.content))
+        elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
+            text = render_system_message_update(message)
+            if text:
+                out.append({"role": "developer" if model.reasoning else "system", "content": text})
         elif role == "assistant":
             out.extend(_assistant_items(message, model))
         elif role == "toolResult":
@@ -421,4 +426,4 @@ def stream_simple_openai_responses(
     return stream_openai_responses(model, context, with_default_max_tokens(model, options))
 
 
-register_api_provider(API, stream_openai_responses, stream_simple_openai_responses)
+register_api_provider(API, stream_openai_responses, stream_simple_openai_responses, system_messages=True)

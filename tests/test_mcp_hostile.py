@@ -1,0 +1,426 @@
+"""The MCP client against hostile servers: real processes and real loopback HTTP servers.
+
+A server is third-party code: whatever it does, a call ends within its timeout or abort, memory
+and threads stay bounded, and ``close()`` returns. Thread counts and memory are measured in a
+subprocess (``run_client``), so that nothing another test left behind is counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any, Callable
+
+import pytest
+
+from piagent import AbortController, AbortedError
+from piagent.mcp import MCPClient, MCPConnectionError, MCPProtocolError, MCPTimeoutError
+from piagent.testing import faux_message
+
+from .support.mcp_http_server import INITIALIZE, MethodServer, json_answer
+from .support.waits import WAIT
+from .test_cli import run_cli
+
+HOSTILE = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def hostile(*extra_tools: str, **options: Any) -> MCPClient:
+    return MCPClient.stdio(sys.executable, [HOSTILE, *extra_tools], protocol="2025-11-25", **options)
+
+
+def outcome_within(fn: Callable[[], Any], timeout: float = WAIT) -> Any:
+    """``fn()``'s result or exception, run on a thread; fails the test if it has not ended by ``timeout``."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"still blocked after {timeout} s"
+    return box[0]
+
+
+def run_client(*code: str, timeout: float = 60) -> dict:
+    """Run the ``code`` parts in a fresh interpreter (``HOSTILE`` defined); they print one JSON object last."""
+    prelude = f"import json, sys, threading\nHOSTILE = {HOSTILE!r}\n"
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + "".join(textwrap.dedent(part) for part in code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# -- stdio ------------------------------------------------------------------------------------
+
+
+def test_a_server_that_stops_reading_stdin_blocks_neither_a_call_nor_its_abort_nor_close() -> None:
+    client = hostile(timeout=30)
+    client.call_tool("stop_reading")
+    big = "x" * 1_000_000  # far more than a pipe holds
+    timed_out = outcome_within(lambda: client.call_tool("echo", {"text": big}, timeout=0.5))
+    assert isinstance(timed_out, MCPTimeoutError)
+    controller = AbortController()
+    threading.Timer(0.2, controller.abort).start()
+    aborted = outcome_within(lambda: client.call_tool("echo", {"text": big}, signal=controller.signal))
+    assert isinstance(aborted, AbortedError)
+    assert outcome_within(client.close, timeout=3 * WAIT) is None
+
+
+def test_the_process_exits_after_an_aborted_call_to_a_server_that_stops_reading() -> None:
+    result = run_client(
+        """
+        from piagent import AbortController, AbortedError
+        from piagent.mcp import MCPClient
+        client = MCPClient.stdio(sys.executable, [HOSTILE], protocol="2025-11-25")
+        client.call_tool("stop_reading")
+        controller = AbortController()
+        threading.Timer(0.2, controller.abort).start()
+        try:
+            client.call_tool("echo", {"text": "x" * 1_000_000}, signal=controller.signal)
+        except AbortedError:
+            print(json.dumps({"aborted": True}))
+        """,
+        timeout=30,
+    )
+    assert result == {"aborted": True}
+
+
+def test_a_server_that_never_reads_its_input_ends_the_connection_once_the_bound_is_queued() -> None:
+    from piagent.mcp._stdio import MAX_PENDING_INPUT_BYTES
+
+    with hostile(timeout=30) as client:
+        client.call_tool("stop_reading")
+        chunk = "x" * (MAX_PENDING_INPUT_BYTES // 4)
+        errors = [outcome_within(lambda: client.call_tool("echo", {"text": chunk}, timeout=0.2)) for _ in range(4)]
+        assert isinstance(errors[-1], MCPConnectionError)
+        assert "does not read its input" in str(errors[-1])
+        assert client.call_tool("echo", {"text": "a new server"})["content"][0]["text"] == "a new server"
+
+
+def test_a_deeply_nested_line_fails_the_call_and_the_connection_keeps_working() -> None:
+    with hostile(timeout=None) as client:
+        error = outcome_within(lambda: client.call_tool("nested", {"depth": 100_000}))
+        assert isinstance(error, MCPProtocolError)
+        assert "nested too deeply" in str(error)
+        assert client.call_tool("echo", {"text": "still here"})["content"][0]["text"] == "still here"
+
+
+def test_server_requests_are_answered_on_a_bounded_number_of_threads() -> None:
+    result = run_client(
+        """
+        from piagent.mcp import MCPClient
+        from piagent.mcp._connection import ANSWER_THREADS, MAX_SERVER_REQUESTS
+        release, entered, peak = threading.Event(), [], [0]
+
+        def sampling(params):
+            entered.append(1)
+            peak[0] = max(peak[0], threading.active_count())
+            release.wait(30)
+            return {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+
+        client = MCPClient.stdio(sys.executable, [HOSTILE], protocol="2025-11-25", sampling=sampling)
+        before = threading.active_count()
+        client.call_tool("ping_flood", {"count": 3000})
+        client.call_tool("sample_flood", {"count": 1000})
+        client.call_tool("echo", {"text": "all sent"})  # answered after the floods were read
+        peak[0] = max(peak[0], threading.active_count())
+        release.set()
+        client.close()
+        print(json.dumps({"extra": peak[0] - before, "answer_threads": ANSWER_THREADS}))
+        """
+    )
+    assert result["extra"] <= result["answer_threads"]
+
+
+def test_a_long_stderr_line_is_logged_cut_to_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    from piagent.mcp._stdio import MAX_STDERR_LINE_BYTES
+
+    size = MAX_STDERR_LINE_BYTES * 4 + 1
+    with caplog.at_level(logging.INFO, logger="piagent.mcp.server"), hostile() as client:
+        client.call_tool("stderr_line", {"size": size})
+    lines = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp.server"]
+    assert len(lines) == 1
+    assert len(lines[0]) < MAX_STDERR_LINE_BYTES + 100
+    assert f"[{size - MAX_STDERR_LINE_BYTES:,} more bytes cut]" in lines[0]
+
+
+def test_a_64_mib_stderr_line_keeps_the_clients_memory_bounded() -> None:
+    result = run_client(
+        """
+        import resource
+        from piagent.mcp import MCPClient
+        with MCPClient.stdio(sys.executable, [HOSTILE], protocol="2025-11-25") as client:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            client.call_tool("stderr_line", {"size": 64 * 2**20})
+        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(json.dumps({"grown_mib": grown_mib}))
+        """
+    )
+    assert result["grown_mib"] < 16, result
+
+
+# -- Streamable HTTP ----------------------------------------------------------------------------
+
+
+def http_client(server: MethodServer, **options: Any) -> MCPClient:
+    return MCPClient.http(server.url, headers={"X-API-Key": "k-secret-123"}, protocol="2025-11-25", **options)
+
+
+def text_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def test_a_redirect_to_another_host_gets_no_header_no_session_id_and_no_body() -> None:
+    with MethodServer({}) as elsewhere:
+        moved = lambda message: (307, {"Location": elsewhere.url}, b"")  # noqa: E731 - a route in one line
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": moved}
+        with MethodServer(routes) as server, http_client(server) as client:
+            error = outcome_within(lambda: client.call_tool("echo", {"text": "the conversation"}))
+        assert isinstance(error, MCPConnectionError)
+        assert "redirected to another origin" in str(error)
+        assert elsewhere.methods == []
+
+
+def test_a_same_origin_307_is_followed_with_its_body() -> None:
+    redirects = iter([True])
+
+    def call(message: dict) -> Any:
+        if next(redirects, False):
+            return 307, {"Location": "/mcp/v2"}, b""
+        return json_answer(text_result(message["params"]["arguments"]["text"]))(message)
+
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        assert c.call_tool("echo", {"text": "sent twice"})["content"][0]["text"] == "sent twice"
+        assert server.methods.count("tools/call") == 2
+
+
+def _over_the_bound() -> bytes:
+    from piagent.mcp._connection import MAX_MESSAGE_BYTES
+
+    return b"x" * (MAX_MESSAGE_BYTES + 1024)
+
+
+def _answer_of(text: bytes) -> bytes:
+    return b'{"jsonrpc": "2.0", "id": %d, "result": {"content": [{"type": "text", "text": "' + text + b'"}]}}'
+
+
+def _json_body(message: dict) -> bytes:
+    return _answer_of(_over_the_bound()) % message["id"]
+
+
+def _gzip(body: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(body, compresslevel=1)
+
+
+JSON = {"Content-Type": "application/json"}
+SSE = {"Content-Type": "text/event-stream"}
+OVERSIZED_ANSWERS = {
+    "a JSON body": lambda m: (200, JSON, _json_body(m)),
+    "a gzip bomb": lambda m: (200, {**JSON, "Content-Encoding": "gzip"}, _gzip(_json_body(m))),
+    "a long SSE line": lambda m: (200, SSE, b"data: " + _json_body(m) + b"\n\n"),
+    "SSE data never dispatched": lambda m: (
+        200,
+        SSE,
+        (b"data: " + b"x" * 1024 + b"\n") * (len(_over_the_bound()) // 1024),
+    ),
+    "an SSE gzip bomb": lambda m: (200, {**SSE, "Content-Encoding": "gzip"}, _gzip(b"data: " + _json_body(m))),
+}
+
+
+@pytest.mark.parametrize("shape", list(OVERSIZED_ANSWERS))
+def test_an_answer_over_the_message_bound_fails_the_call_at_once(shape: str) -> None:
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": OVERSIZED_ANSWERS[shape]}
+    with MethodServer(routes) as server, http_client(server, timeout=None) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}), timeout=4 * WAIT)
+        assert isinstance(error, MCPConnectionError)
+        assert "larger than 67,108,864 bytes" in str(error)
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+def test_a_gzip_bomb_inflating_past_the_bound_keeps_the_clients_memory_bounded(content_type: str) -> None:
+    result = run_client(
+        SILENT_SERVER,
+        f"""
+        import resource, zlib
+        from piagent.mcp import MCPConnectionError
+        packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        bomb = packer.compress(b"data: ") + b"".join(packer.compress(b"x" * 2**20) for _ in range(512)) + packer.flush()
+        headers = {{"Content-Type": "{content_type}", "Content-Encoding": "gzip"}}
+        routes = {{"initialize": json_answer(INITIALIZE), "tools/call": lambda message: (200, headers, bomb)}}
+        with MethodServer(routes) as server, MCPClient.http(server.url, protocol="2025-11-25") as client:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            try:
+                client.call_tool("echo", {{}})
+            except MCPConnectionError as exc:
+                error = str(exc)
+            grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(json.dumps({{"error": error, "grown_mib": grown_mib}}))
+        """,
+    )
+    assert "larger than 67,108,864 bytes" in result["error"]
+    assert result["grown_mib"] < 256, result  # the answer inflates to 512 MiB
+
+
+def test_a_deeply_nested_http_answer_fails_the_call_instead_of_killing_its_reader() -> None:
+    nested = lambda m: (200, JSON, _answer_of(b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "y": "') % m["id"])  # noqa: E731
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": nested}
+    with MethodServer(routes) as server, http_client(server, timeout=None) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}))
+        assert isinstance(error, MCPProtocolError)
+        assert "nested too deeply" in str(error)
+
+
+SILENT_SERVER = """
+from piagent.mcp import MCPClient, MCPTimeoutError
+sys.path.insert(0, "tests")
+from support.mcp_http_server import INITIALIZE, SILENT, MethodServer, json_answer
+from support.waits import wait_until
+
+def client_threads():
+    return [t.name for t in threading.enumerate() if t.name.startswith("mcp")]
+"""
+
+
+def test_calls_to_a_server_that_never_answers_leave_no_thread_and_close_returns() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            client = MCPClient.http(server.url, protocol="2025-11-25")
+            for _ in range(30):
+                try:
+                    client.call_tool("echo", {}, timeout=0.05)
+                except MCPTimeoutError:
+                    pass
+            client.close()
+            wait_until(lambda: not client_threads(), timeout=5)
+            print(json.dumps({"left": client_threads()}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}
+
+
+def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        routes = {"initialize": SILENT, "server/discover": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            try:
+                MCPClient.http(server.url, connect_timeout=0.5, discover_timeout=0.2)
+            except MCPTimeoutError:
+                pass
+            wait_until(lambda: not client_threads(), timeout=5)
+            print(json.dumps({"left": client_threads()}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}
+
+
+def test_a_ping_flood_over_http_is_answered_on_a_bounded_number_of_threads() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        from piagent.mcp._connection import ANSWER_THREADS
+        from piagent.mcp._http import POST_THREADS
+        seen = []
+
+        def flood(message):
+            pings = b"".join(b'data: {"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\\n\\n' % n for n in range(3000))
+            answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}}).encode()
+            return 200, {"Content-Type": "text/event-stream"}, pings + b"data: " + answer + b"\\n\\n"
+
+        def answered(message):
+            seen.append(len(client_threads()))
+            return 202, {}, b""
+
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": flood, "(response)": answered}
+        with MethodServer(routes) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25") as client:
+                client.call_tool("echo", {})
+                wait_until(lambda: len(seen) >= 64, timeout=10)
+            print(json.dumps({"peak": max(seen), "bound": ANSWER_THREADS + POST_THREADS + 2}))
+        """,
+    )
+    assert result["peak"] <= result["bound"]  # + the call's exchange and the GET stream
+
+
+# -- tool names ----------------------------------------------------------------------------------
+
+
+def test_a_server_tool_named_like_a_built_in_tool_is_a_usage_error_naming_it(faux: Any) -> None:
+    server = f"{sys.executable} {HOSTILE} read_file"
+    run = run_cli(faux, "--tools", "read_file", "--mcp", server, "Read it.")
+    assert run["code"] == 2
+    assert "read_file" in run["err"] and "built-in" in run["err"] and "Traceback" not in run["err"]
+
+
+def test_a_server_tool_named_final_answer_is_left_out_and_schema_runs_work(faux: Any, tmp_path: Any) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
+    faux.set_responses([faux_message('{"city": "Paris"}')])
+    run = run_cli(faux, "--mcp", f"{sys.executable} {HOSTILE} final_answer", "--schema", str(schema), "Where?")
+    assert run["code"] == 0, run["err"]
+    assert json.loads(run["out"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("name", ["evil\x1b]52;c;aGk=\x07", "new\nline", "", "x" * 129, "with space"])
+def test_a_tool_name_outside_mcps_rule_is_left_out_with_an_escaped_warning(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="piagent.mcp"), hostile(name) as client:
+        assert [tool.name for tool in client.tools()] == ["echo"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp"]
+    assert any(repr(name)[:40] in w for w in warnings)
+    assert not any("\x1b" in w or "\x07" in w for w in warnings)
+
+
+# -- connecting ----------------------------------------------------------------------------------
+
+
+def test_auto_against_a_silent_server_is_bounded_by_connect_timeout_in_all() -> None:
+    silent = [sys.executable, "-c", "import sys\nfor line in sys.stdin: pass"]
+    with pytest.raises(MCPTimeoutError) as raised:
+        MCPClient.stdio(silent[0], silent[1:], connect_timeout=1.0, discover_timeout=0.6)
+    waited = re.search(r"initialize: no answer within ([\d.]+) s", str(raised.value))
+    assert waited is not None and float(waited.group(1)) <= 0.4  # what the probe left of connect_timeout
+
+
+def test_a_huge_retry_interval_leaves_no_thread_once_its_call_timed_out() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        from piagent.mcp import MCPTimeoutError
+        cut_short = lambda m: (200, {"Content-Type": "text/event-stream"}, b"id: 1\\nretry: 999999999\\ndata: \\n\\n")
+        with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": cut_short}) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25") as client:
+                try:
+                    client.call_tool("echo", {}, timeout=0.2)
+                except MCPTimeoutError:
+                    pass
+                wait_until(lambda: not client_threads(), timeout=5)
+                print(json.dumps({"left": client_threads()}))
+        """,
+    )
+    assert result == {"left": []}

@@ -1,0 +1,331 @@
+"""System messages in the transcript (pi 1.6, docs/loop.md#rule-36, docs/llm.md#system-messages):
+replaying them, announcing tool changes, folding them into each API's request, the Agent's
+state and reset, sessions; and a transcript without them behaving as 0.73.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piagent import Agent, AgentContext, InvalidStateError, SystemMessage, message_from_dict, run_agent_loop
+from piagent.ai import Context, Tool, get_model
+from piagent.ai.transcript import collapse_system_messages, current_system_message, current_system_prompt
+from piagent.sessions import JsonlSession
+from tests.ai.providers.openai_wire import chat_text
+from tests.ai.providers.test_agent_conversations import anthropic_text
+from tests.support.loop import MODEL, ScriptedStream, assistant, config, echo_tool, roles, user
+from tests.support.scripted_server import ScriptedServer
+
+KEY = "sk-test-system-messages-0123456789"
+READ = Tool("read", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
+WRITE = Tool("write", "Write a file", {"type": "object", "properties": {"path": {"type": "string"}}})
+
+
+def names(tools: Any) -> list[str]:
+    return [t.name for t in tools or []]
+
+
+# =========================================================================== replay
+
+
+def test_replay_appends_contents_patches_sections_and_applies_tool_changes() -> None:
+    transcript = [
+        SystemMessage("You are terse.", {"skills": "<skills>a</skills>", "rules": "<rules/>"}, [READ]),
+        user("hi"),
+        SystemMessage("Answer in French.", {"skills": "<skills>b</skills>"}, [WRITE]),
+        SystemMessage("", {"rules": None}, tools_removed=["read"]),
+    ]
+    head = current_system_message(transcript)
+    assert head is not None and head.text == "You are terse.\n\nAnswer in French."
+    assert head.sections == {"skills": "<skills>b</skills>"} and names(head.tools_added) == ["write"]
+    assert current_system_prompt(transcript) == "You are terse.\n\nAnswer in French.\n\n<skills>b</skills>"
+    assert current_system_prompt([user("no system messages")]) == ""
+
+
+def test_system_messages_round_trip_through_pis_json_form() -> None:
+    message = SystemMessage("base", {"a": "x", "b": None}, [READ], ["old"], timestamp=5)
+    data = message.to_dict()
+    assert data == {
+        "role": "system",
+        "content": "base",
+        "sections": {"a": "x", "b": None},
+        "toolsAdded": [READ.to_dict()],
+        "toolsRemoved": [{"name": "old"}],
+        "timestamp": 5,
+    }
+    assert message_from_dict(data) == message
+    with pytest.raises(ValueError, match="toolsRemoved"):
+        message_from_dict({**data, "toolsRemoved": ["old"]})
+
+
+def test_a_context_without_system_messages_is_not_folded() -> None:
+    context = Context("prompt", [user("hi")], [READ])
+    assert collapse_system_messages(context) is context
+
+
+def test_folding_keeps_the_contexts_own_prompt_and_tools_first() -> None:
+    context = Context("base", [user("hi"), SystemMessage("more", tools_added=[WRITE])], [READ])
+    folded = collapse_system_messages(context)
+    assert folded.system_prompt == "base\n\nmore" and names(folded.tools) == ["read", "write"]
+    assert roles(folded.messages) == ["user"]
+
+
+# =========================================================================== compatibility
+
+
+def test_a_transcript_without_system_messages_runs_as_in_0731() -> None:
+    stream_fn = ScriptedStream([assistant("ok"), assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="You are terse.", tools=[echo_tool()], stream_fn=stream_fn)
+    agent.prompt("hi")
+    request = stream_fn.requests[0].context
+    assert request.system_prompt == "You are terse." and names(request.tools) == ["echo"]
+    assert roles(agent.state.messages) == ["user", "assistant"]
+    agent.state.system_prompt = "Changed."  # assignable, as in 0.73.1
+    agent.state.tools = []  # not announced: no system message appears
+    agent.prompt("again")
+    assert stream_fn.requests[1].context.system_prompt == "Changed." and stream_fn.requests[1].context.tools == []
+    assert "system" not in roles(agent.state.messages)
+
+
+# =========================================================================== the Agent (pi 1.6 rules)
+
+
+def test_the_system_messages_option_seeds_the_leading_message_which_state_replays() -> None:
+    agent = Agent(model=MODEL, system_prompt="You are terse.", tools=[echo_tool()], system_messages=True)
+    first = agent.state.messages[0]
+    assert isinstance(first, SystemMessage) and first.text == "You are terse." and names(first.tools_added) == ["echo"]
+    agent.state.messages.append(SystemMessage("", {"skills": "<skills/>"}))
+    assert agent.state.system_prompt == "You are terse.\n\n<skills/>"
+    with pytest.raises(InvalidStateError, match="append a SystemMessage"):
+        agent.state.system_prompt = "other"
+
+
+def test_tool_changes_between_runs_are_announced_before_the_next_request() -> None:
+    stream_fn = ScriptedStream([assistant("one"), assistant("two")])
+    other = echo_tool("other")
+    agent = Agent(model=MODEL, system_prompt="base", tools=[echo_tool()], stream_fn=stream_fn, system_messages=True)
+    agent.prompt("first")
+    agent.state.tools = [other]
+    result = agent.prompt("second")
+    announcement = agent.state.messages[3]
+    assert isinstance(announcement, SystemMessage)
+    assert names(announcement.tools_added) == ["other"] and announcement.tools_removed == ["echo"]
+    assert roles(agent.state.messages) == ["system", "user", "assistant", "system", "user", "assistant"]
+    assert roles(result.messages)[:2] == ["system", "user"]
+    # the stream function gets the transcript; the request's tools are what it declares
+    assert stream_fn.requests[1].context.tools is None
+    assert names(collapse_system_messages(stream_fn.requests[1].context).tools) == ["other"]
+
+
+def test_a_pending_system_messages_tool_fields_are_replaced_by_the_real_difference() -> None:
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, tools=[echo_tool()], stream_fn=stream_fn, system_messages=True)
+    update = SystemMessage("Be brief.", tools_added=[WRITE])  # intent: only what runs is declared
+    agent.prompt([update, user("go")])
+    sent = agent.state.messages[1]
+    assert isinstance(sent, SystemMessage) and sent.text == "Be brief." and sent.tools_added is None
+    assert names(current_system_message(agent.state.messages).tools_added) == ["echo"]  # type: ignore[union-attr]
+
+
+def test_reset_keeps_the_replayed_system_message_and_continue_needs_more_than_it() -> None:
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="base", stream_fn=stream_fn, system_messages=True)
+    agent.prompt([SystemMessage("", {"s": "<s/>"}), user("go")])
+    agent.reset()
+    assert len(agent.state.messages) == 1 and agent.state.system_prompt == "base\n\n<s/>"
+    with pytest.raises(InvalidStateError, match="No messages to continue from"):
+        agent.continue_()
+
+
+def test_the_loop_folds_the_contexts_prompt_ahead_of_a_transcript_that_does_not_lead_with_one() -> None:
+    stream_fn = ScriptedStream([assistant("ok")])
+    context = AgentContext("base", [user("earlier"), assistant("answer")], [echo_tool()])
+    events: list[Any] = []
+    run_agent_loop(
+        [SystemMessage("", {"s": "<s/>"}), user("go")], context, config(), events.append, stream_fn=stream_fn
+    )
+    folded = collapse_system_messages(stream_fn.requests[0].context)
+    assert folded.system_prompt == "base\n\n<s/>" and names(folded.tools) == ["echo"]
+
+
+# =========================================================================== over HTTP
+
+
+def test_mid_conversation_system_messages_reach_openai_and_anthropic_folded_into_the_prompt() -> None:
+    openai = get_model("openai", "gpt-5.4-mini")
+    anthropic = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        openai.base_url, openai.api = server.url + "/v1", "openai-completions"
+        anthropic.base_url = server.url
+        server.reply(chat_text("one"))
+        server.reply(anthropic_text("two"))
+        agent = Agent(
+            model=openai, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt([SystemMessage("", {"skills": "<skills/>"}), user("first")])
+        agent.state.model = anthropic
+        agent.prompt("second")
+        chat, messages = server.requests[0].json, server.requests[1].json
+    assert chat["messages"][0] == {"role": "system", "content": "base\n\n<skills/>"}
+    assert [m["role"] for m in chat["messages"]][1:] == ["user"]
+    assert [t["function"]["name"] for t in chat["tools"]] == ["echo"]
+    system = messages["system"]
+    assert (system if isinstance(system, str) else system[0]["text"]) == "base\n\n<skills/>"
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant", "user"]
+    assert [t["name"] for t in messages["tools"]] == ["echo"]
+
+
+# =========================================================================== sessions
+
+
+def test_sessions_store_system_messages_and_a_resumed_agent_replays_its_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant("one"), assistant("two")])
+    agent = Agent(
+        model=MODEL, system_prompt="base", stream_fn=stream_fn, session=JsonlSession(path), system_messages=True
+    )
+    agent.prompt([SystemMessage("", {"s": "<s/>"}), user("first")])
+    stored = [e["message"] for e in JsonlSession(path).entries() if e["type"] == "message"]
+    assert [m["role"] for m in stored] == ["system", "system", "user", "assistant"]
+    assert stored[1]["sections"] == {"s": "<s/>"}
+    again = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path))
+    assert again.state.system_prompt == "base\n\n<s/>" and isinstance(again.state.messages[0], SystemMessage)
+    again.prompt("second")
+    folded = collapse_system_messages(stream_fn.requests[1].context)
+    assert folded.system_prompt == "base\n\n<s/>"
+
+
+@pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
+def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
+    from tests.ai.providers.openai_wire import responses_text
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = (
+        get_model("anthropic", "claude-opus-4-8")
+        if api == "anthropic-messages"
+        else get_model("openai", "gpt-5.4-mini")
+    )
+    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    reply = {"openai-completions": chat_text, "openai-responses": responses_text, "anthropic-messages": anthropic_text}[
+        api
+    ]
+    with ScriptedServer() as server:
+        model.base_url, model.api = (server.url if api == "anthropic-messages" else server.url + "/v1"), api
+        server.reply(reply("one"))
+        server.reply(reply("two"))
+        agent = Agent(model=model, system_prompt="base", tools=[echo_tool()], system_messages=True)
+        agent.get_api_key = lambda provider: KEY
+        agent.prompt("first")
+        agent.prompt([SystemMessage("Be brief.", {"skills": "<skills/>", "old": None}), user("second")])
+        body = server.requests[1].json
+    update = 'Be brief.\n\nUpdated system prompt section "skills":\n\n<skills/>\n\nRemoved system prompt section "old".'
+    if api == "openai-completions":
+        pytest.importorskip("openai")
+        from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+        check_types(CompletionCreateParamsStreaming, body)
+        # a loopback server is not OpenAI: "system" rather than "developer"
+        assert body["messages"][0] == {"role": "system", "content": "base"}
+        assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "system", "user"]
+        assert body["messages"][3]["content"] == update
+        assert [t["function"]["name"] for t in body["tools"]] == ["echo"]
+    elif api == "openai-responses":
+        pytest.importorskip("openai")
+        from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+        check_types(ResponseCreateParamsStreaming, body)
+        assert body["instructions"] == "base"
+        assert [item.get("role", item.get("type")) for item in body["input"]][-2:] == ["developer", "user"]
+        assert body["input"][-2]["content"] == update
+        assert [t["name"] for t in body["tools"]] == ["echo"]
+    else:
+        pytest.importorskip("anthropic")
+        from anthropic.types.message_create_params import MessageCreateParamsStreaming
+
+        check_types(MessageCreateParamsStreaming, body)
+        assert body["system"][0]["text"] == "base"
+        # held back until the next assistant message, or the end: after the user message here
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "system"]
+        assert body["messages"][-1]["content"] == [{"type": "text", "text": update}]
+        assert [t["name"] for t in body["tools"]] == ["echo"]
+
+
+def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_option() -> None:
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="base", stream_fn=stream_fn)
+    agent.state.system_prompt = "changed"  # assignable while the transcript has no system message
+    agent.prompt([SystemMessage("", {"s": "<s/>"}), user("go")])
+    first = agent.state.messages[0]
+    assert isinstance(first, SystemMessage) and first.text == "changed"
+    assert roles(agent.state.messages) == ["system", "system", "user", "assistant"]
+    assert agent.state.system_prompt == "changed\n\n<s/>"
+    assert collapse_system_messages(stream_fn.requests[0].context).system_prompt == "changed\n\n<s/>"
+    with pytest.raises(InvalidStateError):
+        agent.state.system_prompt = "again"
+
+
+def test_structured_output_in_tool_mode_counts_the_tools_the_transcript_declares(faux: Any) -> None:
+    from piagent.testing import faux_message, faux_tool_call
+    from tests.test_structured_output import Invoice
+
+    faux.set_responses([faux_message([faux_tool_call("final_answer", {"number": "A", "total": 1.0})])])
+    agent = Agent(
+        model=faux.get_model(), tools=[echo_tool()], output_type=Invoice, output_mode="tool", system_messages=True
+    )
+    result = agent.prompt("?")
+    assert result.output == Invoice("A", 1.0)
+    request = faux.state.requests[0]
+    assert request.options.tool_choice == "required"  # echo is declared too: not forced to final_answer
+    assert sorted(names(request.context.tools)) == ["echo", "final_answer"]
+
+
+def test_traces_show_the_prompt_and_tools_the_system_messages_give(faux: Any) -> None:
+    import json
+
+    pytest.importorskip("opentelemetry.sdk")
+    import piagent
+    from piagent.testing import faux_message
+    from tests.test_otel import Telemetry
+
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, telemetry.meter_provider, capture_content=True)
+    try:
+        faux.set_responses([faux_message("ok")])
+        agent = Agent(model=faux.get_model(), system_prompt="base", tools=[echo_tool()], system_messages=True)
+        agent.prompt([SystemMessage("", {"s": "<s/>"}), user("go")])
+    finally:
+        piagent.uninstrument()
+    (chat,) = [s for s in telemetry.spans if s.name.startswith("chat")]
+    assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "base\n\n<s/>"}]
+    assert [d["name"] for d in json.loads(chat.attributes["gen_ai.tool.definitions"])] == ["echo"]
+
+
+def test_a_compaction_carries_the_replayed_system_message_ahead_of_its_summary(tmp_path: Path) -> None:
+    session = JsonlSession(tmp_path / "s.jsonl")
+    session.append_message(SystemMessage("base", {"s": "<s/>"}))
+    session.append_message(user("old question"))
+    kept = session.append_message(SystemMessage("", {"s": "<t/>"}))
+    session.append_message(user("kept question"))
+    head = SystemMessage("base", {"s": "<t/>"}, timestamp=7)
+    session.append_entry(
+        "compaction", summary="talked", firstKeptEntryId=kept, tokensBefore=10, systemMessage=head.to_dict()
+    )
+    messages = JsonlSession(tmp_path / "s.jsonl").messages()
+    assert messages[0] == head  # the recorded system message leads, the kept one is left out
+    assert [getattr(m, "role", None) for m in messages] == ["system", "compactionSummary", "user"]
+    assert current_system_prompt(messages) == "base\n\n<t/>"
+
+
+def test_an_application_message_with_role_system_is_not_a_system_message() -> None:
+    from tests.support.loop import Custom
+
+    note = Custom("system", "a note for the UI")
+    stream_fn = ScriptedStream([assistant("ok")])
+    agent = Agent(model=MODEL, system_prompt="base", tools=[echo_tool()], messages=[note], stream_fn=stream_fn)
+    agent.prompt("go")
+    request = stream_fn.requests[0].context
+    assert request.system_prompt == "base" and names(request.tools) == ["echo"]  # as in 0.73.1
+    assert roles(request.messages) == ["user"]  # the note stays out, as before
+    assert agent.state.system_prompt == "base"

@@ -1,0 +1,108 @@
+"""Anyone who can write a run's Redis keys, by mistake or not, against a real redis-server: a
+malformed entry is skipped and reported (a warning on ``piagent.remote``), never the end of a
+worker or a reader, and only an explicit, well-typed ``approved: true`` approves a call."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from piagent import Agent, tool
+from piagent.remote import Approval, RunHandle, attach, run_pending
+from piagent.remote._keys import RunKeys
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+from tests.support.waits import wait_until
+
+from .redis_server import RedisServer
+
+
+@pytest.fixture
+def faux() -> Iterator[Any]:
+    provider = register_faux_provider()
+    provider.set_responses([lambda context, *_: faux_message(f"answer {len(context.messages)}")] * 50)
+    yield provider
+    provider.unregister()
+
+
+def raw(redis_server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(redis_server.url, decode_responses=True)
+
+
+def user_texts(agent: Agent) -> list[str]:
+    return [m.content[0].text for m in agent.state.messages if m.role == "user"]
+
+
+def test_a_malformed_control_entry_is_skipped_and_later_attachments_still_work(
+    redis_server: RedisServer, faux: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys, handle = RunKeys("hostile-control"), RunHandle(redis_server.url, "hostile-control")
+    agent = Agent(model=faux.get_model())
+    with caplog.at_level(logging.WARNING, logger="piagent.remote"):
+        with attach(agent, redis_server.url, "hostile-control"):  # the reader meets it while attached
+            raw(redis_server).xadd(keys.control, {"kind": "steer", "text": "bad", "timestamp": "yesterday"})
+            handle.follow_up("after the bad one")
+            assert wait_until(agent.has_queued_messages)
+            run_pending(agent)
+        raw(redis_server).xadd(keys.control, {"kind": "follow_up", "text": "bad", "timestamp": "-1"})
+        handle.follow_up("next run")
+        for _ in range(2):  # before the fix every later attach raised on the entry left pending
+            with attach(agent, redis_server.url, "hostile-control"):
+                run_pending(agent)
+    assert user_texts(agent) == ["after the bad one", "next run"]
+    assert "skipped control entry" in caplog.text and "'yesterday'" in caplog.text
+
+
+def test_a_bad_events_entry_is_skipped_and_events_go_on_even_resuming_before_it(
+    redis_server: RedisServer, faux: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys, handle = RunKeys("hostile-events"), RunHandle(redis_server.url, "hostile-events")
+    first = raw(redis_server).xadd(keys.events, {"event": '{"type": "before"}'})
+    for bad in ("not json", "[1, 2]", "[" * 5000 + "]" * 5000):
+        raw(redis_server).xadd(keys.events, {"event": bad})
+    raw(redis_server).xadd(keys.events, {"event": '{"type": "after"}'})
+    with caplog.at_level(logging.WARNING, logger="piagent.remote"):
+        assert [e["type"] for e in handle.events(timeout=0.2)] == ["before", "after"]
+        assert [e["type"] for e in handle.events(since=first, timeout=0.2)] == ["after"]
+    assert caplog.text.count("skipped event") == 6
+
+
+def test_pending_approvals_skips_a_bad_entry(redis_server: RedisServer) -> None:
+    keys, handle = RunKeys("hostile-pending"), RunHandle(redis_server.url, "hostile-pending")
+    raw(redis_server).hset(keys.approvals, mapping={"call_ok": '{"toolName": "delete"}', "call_bad": "{nope", "n": "7"})
+    assert handle.pending_approvals() == {"call_ok": {"toolName": "delete"}}
+
+
+@pytest.mark.parametrize("decision", ['{"approved": "no"}', '{"approved": 1}', '"yes"', "not json", "{}"])
+def test_only_an_explicit_boolean_true_approves_a_call(redis_server: RedisServer, decision: str) -> None:
+    ran = threading.Event()
+
+    @tool
+    def delete(name: str) -> str:
+        """Delete something."""
+        ran.set()
+        return f"deleted {name}"
+
+    provider = register_faux_provider()
+    provider.set_responses([faux_message([faux_tool_call("delete", {"name": "x"}, id="call_1")]), faux_message("ok")])
+    run_id = f"hostile-decision-{abs(hash(decision))}"
+    keys, handle = RunKeys(run_id), RunHandle(redis_server.url, run_id)
+    agent = Agent(model=provider.get_model(), tools=[delete])
+    try:
+        handle.follow_up("delete x")
+        with attach(agent, redis_server.url, run_id, Approval(timeout=30)):
+            runner = threading.Thread(target=run_pending, args=(agent,))
+            runner.start()
+            assert wait_until(lambda: "call_1" in handle.pending_approvals())
+            raw(redis_server).hdel(keys.approvals, "call_1")  # what the decide script does, then the decision
+            raw(redis_server).rpush(keys.decision("call_1"), decision)
+            runner.join(30)
+    finally:
+        provider.unregister()
+    assert not ran.is_set()
+    (result,) = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert result.is_error and result.content[0].text == "Denied: the decision was malformed"

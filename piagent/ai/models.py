@@ -381,6 +381,7 @@ def get_model(provider_or_ref: str, model_id: Optional[str] = None) -> Model:
 def _known_capabilities(model_id: str) -> Optional[Capabilities]:
     """The capabilities the catalogue gives ``model_id`` (an id or alias, under any provider),
     or None when it knows none or its providers disagree."""
+    _use_user_catalogue()
     with _lock:
         found = {
             model.capabilities

@@ -124,6 +124,19 @@ def test_a_newer_user_catalogue_is_used_with_the_packages_family_rules(tmp_path)
     )
 
 
+def test_a_model_declared_by_hand_first_gets_its_capabilities_from_the_user_catalogue(tmp_path):
+    """custom_model() of an id only the refreshed catalogue knows, before any other look-up."""
+    home = tmp_path / "home"
+    data = user_catalogue(home, GENERATED + datetime.timedelta(days=1))
+    code = "from piagent.ai import custom_model\n"
+    code += "m = custom_model('claude-opus-9', 'http://127.0.0.1:9', api='anthropic-messages', register=False)\n"
+    code += "print(m.capabilities.thinking if m.capabilities else None)"
+    shown = piagent(home, code=code)
+    assert shown.returncode == 0, shown.stderr
+    family = data["models"]["anthropic"][0]["family"]
+    assert shown.stdout.strip() == BUILT_IN["families"]["anthropic"][family]["capabilities"]["thinking"]
+
+
 def test_a_catalogue_loaded_by_hand_stays_when_the_user_catalogue_comes_into_use(tmp_path):
     """load_catalogue() before the first look-up: the user-level catalogue, applied at that
     look-up, must not replace what the program loaded itself."""

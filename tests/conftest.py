@@ -28,9 +28,3 @@ def faux() -> Iterator[FauxProvider]:
     provider = register_faux_provider()
     yield provider
     provider.unregister()
-
-
-@pytest.fixture(autouse=True)
-def _sessions_in_a_temporary_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command records every run in the user's session directory: keep the tests' out of ~."""
-    monkeypatch.setenv("PIAGENT_SESSIONS_DIR", str(tmp_path_factory.mktemp("piagent-sessions")))

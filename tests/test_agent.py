@@ -188,7 +188,7 @@ def test_model_strings_resolve_through_the_catalogue_or_raise_model_not_found() 
 
 def test_every_option_is_a_public_attribute() -> None:
     budgets = {"low": 100}
-    hook = lambda *a: None  # noqa: E731
+    hook = lambda *a: None  # noqa: E731 -- one callable for every hook option
     agent = Agent(
         convert_to_llm=hook,
         transform_context=hook,
@@ -551,7 +551,7 @@ def test_continue_from_a_custom_role_message_is_allowed(faux) -> None:
         content = "remember"
 
     faux.set_responses([faux_message("noted")])
-    convert = lambda messages: [user(m.content) if m.role == "note" else m for m in messages]  # noqa: E731
+    convert = lambda messages: [user(m.content) if m.role == "note" else m for m in messages]  # noqa: E731 -- reads as the one-liner a user writes
     agent = Agent(model=faux.get_model(), messages=[Note()], convert_to_llm=convert)
     result = agent.continue_()
     assert roles(result.messages) == ["assistant"] and result.text == "noted"
@@ -822,7 +822,7 @@ def test_listeners_run_in_subscription_order_and_twice_subscribed_runs_once(faux
     faux.set_responses([faux_message("hi")])
     agent = Agent(model=faux.get_model())
     order: list[str] = []
-    first = lambda event: order.append("first")  # noqa: E731
+    first = lambda event: order.append("first")  # noqa: E731 -- a one-argument listener, as users write it
     agent.subscribe(first)
     agent.subscribe(lambda event, signal: order.append("second"))
     unsubscribe_again = agent.subscribe(first)

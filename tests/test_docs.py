@@ -108,3 +108,46 @@ def test_every_loop_rule_names_tests_that_exist() -> None:
         if absent:
             missing[number] = absent
     assert missing == {}
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((ROOT / "examples").rglob("README.md"))]
+
+
+def headings_without_a_blank_line_before(text: str) -> list[int]:
+    """Line numbers of headings (outside fenced code) glued to the line above; an anchor
+    (``<a id=...></a>``) right above a heading belongs to it."""
+    found, fenced, previous = [], False, ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line) and previous.strip() and not previous.startswith("<a "):
+            found.append(number)
+        previous = line
+    return found
+
+
+def test_every_heading_has_a_blank_line_before_it() -> None:
+    glued = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in markdown_files()
+        for number in headings_without_a_blank_line_before(path.read_text(encoding="utf-8"))
+    ]
+    assert glued == []
+
+
+def test_the_commands_the_readme_lists_are_each_listed_once() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("    piagent ")]
+    assert sorted(c for c in set(commands) if commands.count(c) > 1) == []
+
+
+PACKAGE_INSTALL = re.compile(r"pip install (-e )?'?piagent\[")
+
+
+def test_install_commands_name_the_checkout_piagent_is_installed_from() -> None:
+    """piagent is not on a package index: ``pip install 'piagent[x]'`` fails; the checkout's form works."""
+    texts = [*markdown_files(), ROOT / "examples" / "notebook.ipynb", *sorted((ROOT / "examples").rglob("*.py"))]
+    texts += [path for path in sorted(PACKAGE.rglob("*.py")) if path.name != "_extras.py"]  # it has the fallback
+    wrong = [f"{path.relative_to(ROOT)}" for path in texts if PACKAGE_INSTALL.search(path.read_text(encoding="utf-8"))]
+    assert wrong == []

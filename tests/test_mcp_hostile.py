@@ -280,7 +280,9 @@ def test_a_gzip_bomb_inflating_past_the_bound_keeps_the_clients_memory_bounded(c
 
 
 def test_a_deeply_nested_http_answer_fails_the_call_instead_of_killing_its_reader() -> None:
-    nested = lambda m: (200, JSON, _answer_of(b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "y": "') % m["id"])  # noqa: E731
+    def nested(m: dict) -> tuple:
+        return 200, JSON, _answer_of(b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "y": "') % m["id"]
+
     routes = {"initialize": json_answer(INITIALIZE), "tools/call": nested}
     with MethodServer(routes) as server, http_client(server, timeout=None) as client:
         error = outcome_within(lambda: client.call_tool("echo", {}))

@@ -355,7 +355,7 @@ class TestFunctionSchema:
             function_schema(f, "tool 'f'")
 
     def test_unresolvable_string_annotation_is_a_clear_error(self) -> None:
-        def f(x: NotDefinedAnywhere) -> None:  # type: ignore[name-defined]  # noqa: F821
+        def f(x: NotDefinedAnywhere) -> None:  # type: ignore[name-defined]  # noqa: F821 -- the undefined name is the test
             pass
 
         with pytest.raises(TypeError, match="cannot resolve the type hints of tool 'f'.*NotDefinedAnywhere"):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from piagent.abort import AbortController
 from piagent.ai import Context, Tool, UserMessage, stream_simple
 from piagent.ai.providers import llama_cpp
+from piagent.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 
 WAIT = 120
 WEATHER = Tool(
@@ -116,3 +118,63 @@ def test_a_consumer_that_stops_at_done_does_not_hold_the_model(local_model, gguf
     loaded = llama_cpp._load(gguf, local_model.context_window)
     assert loaded.lock.acquire(timeout=WAIT)
     loaded.lock.release()
+
+
+CALCULATOR = Tool(
+    "calculator",
+    "Evaluate an arithmetic expression.",
+    {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
+)
+MARKUP = ("<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>")
+
+
+def after_a_calculator_result(expression: str, result: str) -> Context:
+    """The turn after a call and its result, where the model opens a ``<tool_call>`` of its own."""
+    call = ToolCall(id="call_1", name="calculator", arguments={"expression": expression})
+    return Context(
+        None,
+        [
+            UserMessage(f"What is {expression}?"),
+            AssistantMessage(content=[call], stop_reason="toolUse"),
+            ToolResultMessage(tool_call_id="call_1", tool_name="calculator", content=[TextContent(result)]),
+        ],
+        [CALCULATOR],
+    )
+
+
+def test_a_call_the_model_opens_on_its_own_is_written_under_the_grammar_never_as_text(local_model):
+    events = stream_simple(local_model, after_a_calculator_result("17 * 23", "391"))  # tool_choice auto
+    kinds = [e.type for e in events]
+    final = events.result(timeout=WAIT)
+    assert final.stop_reason == "toolUse" and "toolcall_delta" in kinds
+    assert not any(tag in final.text for tag in MARKUP)
+    (call,) = final.tool_calls
+    assert call.name == "calculator" and isinstance(call.arguments["expression"], str)
+    assert not any(tag in call.arguments["expression"] for tag in MARKUP)
+
+
+def test_a_forced_call_is_the_question_s_expression_in_well_formed_json_of_the_tool_schema(local_model):
+    final = stream_simple(
+        local_model, ask("What is 17 * 23?", [CALCULATOR]), tool_choice={"name": "calculator"}
+    ).result(timeout=WAIT)
+    assert final.stop_reason == "toolUse", final.error_message
+    (call,) = final.tool_calls
+    assert call.arguments == {"expression": "17 * 23"}
+
+
+def test_string_values_under_the_grammar_are_json_strings_without_raw_control_characters():
+    from llama_cpp import llama_grammar
+
+    upstream = llama_grammar.json_schema_to_gbnf(json.dumps(CALCULATOR.parameters))
+    assert llama_cpp._LOOSE_STRING_CHAR in upstream  # the rule the provider replaces is still llama-cpp-python's
+    grammar = llama_cpp._schema_grammar(CALCULATOR.parameters, "tool calculator")
+    assert llama_cpp._JSON_STRING_CHAR.split(" |")[0] in grammar._grammar
+
+
+def test_tool_arguments_are_compact_json_then_anything_which_is_never_read():
+    from llama_cpp import llama_grammar
+
+    upstream = llama_grammar.json_schema_to_gbnf(json.dumps(CALCULATOR.parameters))
+    assert llama_cpp._OPTIONAL_SPACE in upstream  # the rule the provider replaces is still llama-cpp-python's
+    grammar = llama_cpp._arguments_grammar(CALCULATOR.parameters, "tool calculator")._grammar
+    assert llama_cpp._OPTIONAL_SPACE not in grammar and 'root ::= " " piagent-arguments [^\\x00]*' in grammar

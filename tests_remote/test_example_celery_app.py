@@ -1,10 +1,15 @@
-"""examples/celery_app end to end: a real worker runs it; start, events, steer, approve, deny and
-abort are each a separate ``client.py`` process, as in its README."""
+"""examples/celery_app end to end, run the way its README says: from a copy of the example's
+folder, with its reports/ made there, a real worker started there (``celery -A tasks worker``)
+and each client command (start, events, steer, approve, deny, abort) a separate ``python
+client.py`` process with nothing set but the README's ``REDIS_URL``."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,38 +27,60 @@ EXAMPLE = ROOT / "examples" / "celery_app"
 TIMEOUT = 60.0
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("reports")
-    for name in ("a.tmp", "b.tmp", "keep.pdf"):
-        (folder / name).write_text(name)
-    return folder
+def readme_commands() -> list[str]:
+    """The lines of the README's shell block, comments dropped."""
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def readme_line(prefix: str) -> str:
+    """The README's command that starts with ``prefix``."""
+    matching = [line for line in readme_commands() if line.startswith(prefix)]
+    assert matching, f"the README has no command {prefix!r}"
+    return matching[0]
+
+
+def readme(prefix: str, call: str = "") -> list[str]:
+    """The README's command that starts with ``prefix``, as argv, its ``call_...`` replaced by ``call``."""
+    return [call if arg == "call_..." else arg for arg in shlex.split(readme_line(prefix))]
 
 
 @pytest.fixture(scope="module")
-def environment(redis_server: RedisServer, reports: Path) -> dict[str, str]:
-    database = reports.parent / "conversations.db"
-    return {"REDIS_URL": redis_server.url, "REPORTS_DIR": str(reports), "SESSIONS_DB": str(database)}
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the example's folder (``cd examples/celery_app``), with the README's reports made in it."""
+    assert readme_commands()[0] == "cd examples/celery_app"
+    copy = tmp_path_factory.mktemp("checkout") / "celery_app"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("__pycache__", "reports", "conversations.db*"))
+    subprocess.run(readme_line("mkdir -p reports"), shell=True, cwd=copy, check=True, timeout=TIMEOUT)
+    return copy
 
 
 @pytest.fixture(scope="module")
-def worker(redis_server: RedisServer, environment: dict[str, str]) -> Iterator[CeleryWorker]:
-    started = CeleryWorker(redis_server.url, "example", concurrency=4, app="tasks", workdir=EXAMPLE, env=environment)
+def environment(redis_server: RedisServer) -> dict[str, str]:
+    return {"REDIS_URL": redis_server.url}  # the README's "export REDIS_URL=..." (the server is on a free port)
+
+
+@pytest.fixture(scope="module")
+def worker(redis_server: RedisServer, folder: Path, environment: dict[str, str]) -> Iterator[CeleryWorker]:
+    assert readme_line("celery ").startswith("celery -A tasks worker --pool threads")
+    started = CeleryWorker(redis_server.url, "example", concurrency=8, app="tasks", workdir=folder, env=environment)
     try:
         yield started
     finally:
         started.stop()
 
 
-def client(environment: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, **environment)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    command = [sys.executable, str(EXAMPLE / "client.py"), *args]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+def client(folder: Path, environment: dict[str, str], argv: list[str]) -> subprocess.Popen[str]:
+    assert argv[:2] == ["python", "client.py"]
+    env = {k: v for k, v in os.environ.items() if k not in ("REPORTS_DIR", "SESSIONS_DB", "PIAGENT_MODEL")}
+    command = [sys.executable, *argv[1:]]
+    return subprocess.Popen(command, cwd=folder, env=dict(env, **environment), stdout=subprocess.PIPE, text=True)
 
 
-def run(environment: dict[str, str], *args: str) -> dict[str, Any]:
-    process = client(environment, *args)
+def run(folder: Path, environment: dict[str, str], argv: list[str]) -> dict[str, Any]:
+    process = client(folder, environment, argv)
     output, _ = process.communicate(timeout=TIMEOUT)
     assert process.returncode == 0
     return json.loads(output)  # type: ignore[no-any-return]
@@ -65,51 +92,58 @@ def follow(process: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
         yield json.loads(line)
 
 
-def test_start_steer_approve_deny_and_follow_a_run_each_from_its_own_process(
-    worker: CeleryWorker, environment: dict[str, str], reports: Path
+def test_the_readme_commands_start_steer_approve_deny_and_follow_two_runs(
+    worker: CeleryWorker, folder: Path, environment: dict[str, str]
 ) -> None:
-    watcher = client(environment, "events", "conv-1")
-    assert "task" in run(environment, "start", "conv-1", "Clean up the reports folder")
+    watcher = client(folder, environment, readme("python client.py events conv-1"))
+    assert "task" in run(folder, environment, readme("python client.py start conv-1"))
     steered = False
     end = None
     for event in follow(watcher):
         if event["type"] == "agent_start" and not steered:
-            steered = "entry" in run(environment, "steer", "conv-1", "Keep last year's files")
-        elif event["type"] == "approval_request":
+            steered = "entry" in run(folder, environment, readme("python client.py steer conv-1"))
+        elif event["type"] == "approval_request":  # the approval step, reached as the README runs it
             call, name = event["toolCallId"], event["args"]["name"]
-            verdict = ["approve", "conv-1", call] if name == "a.tmp" else ["deny", "conv-1", call, "keep", "b"]
-            assert run(environment, *verdict) == {"decided": True}
+            verdict = "approve" if name == "a.tmp" else "deny"
+            assert run(folder, environment, readme(f"python client.py {verdict}", call)) == {"decided": True}
         elif event["type"] == "agent_end":
             end = event
     assert watcher.wait(TIMEOUT) == 0 and end is not None
-    assert sorted(path.name for path in reports.iterdir()) == ["b.tmp", "keep.pdf"]
+    assert sorted(path.name for path in (folder / "reports").iterdir()) == ["b.tmp", "c.pdf"]
     final = end["messages"][-1]["content"][0]["text"]
     assert final.startswith("Done:") and "Keep last year's files" in final
     results = [m for m in end["messages"] if m["role"] == "toolResult" and m["toolName"] == "delete_report"]
-    assert [(m["isError"], m["content"][0]["text"]) for m in results] == [(False, "deleted a.tmp"), (True, "keep b")]
+    assert [(m["isError"], m["content"][0]["text"]) for m in results] == [
+        (False, "deleted a.tmp"),
+        (True, "not that one"),
+    ]
 
-    # the conversation is in the session: the next start continues it
-    watcher = client(environment, "events", "conv-1", "--since", end["eventId"])
-    run(environment, "start", "conv-1", "And now?")
+    # the next start continues the conversation; events (no --since) follows the new run, not the last
+    watcher = client(folder, environment, readme("python client.py events conv-1"))
+    run(folder, environment, readme('python client.py start conv-1 "And'))
+    seen = []
     for event in follow(watcher):
+        seen.append(event)
         if event["type"] == "approval_request":  # b.tmp again
-            assert run(environment, "deny", "conv-1", event["toolCallId"], "still", "no") == {"decided": True}
-        elif event["type"] == "agent_end":
-            again = event
+            denied = run(folder, environment, readme("python client.py deny", event["toolCallId"]))
+            assert denied == {"decided": True}
     assert watcher.wait(TIMEOUT) == 0
-    transcript = SqliteSession(environment["SESSIONS_DB"], "conv-1").messages()
+    assert seen[0]["type"] == "agent_start" and seen[-1]["type"] == "agent_end"
+    assert seen[-1]["messages"][0]["content"][0]["text"] == "And the other folder?"
+    assert not any(e["eventId"] == end["eventId"] for e in seen)
+    transcript = SqliteSession(str(folder / "conversations.db"), "conv-1").messages()
     users = [m.content[0].text for m in transcript if m.role == "user"]
-    assert users == ["Clean up the reports folder", "Keep last year's files", "And now?"]
-    assert again["messages"][0]["content"][0]["text"] == "And now?"
+    assert users == ["Clean up the reports folder", "Keep last year's files", "And the other folder?"]
 
 
-def test_abort_a_run_from_its_own_process(worker: CeleryWorker, environment: dict[str, str]) -> None:
-    watcher = client(environment, "events", "conv-2")
-    run(environment, "start", "conv-2", "Clean up the reports folder")
+def test_abort_a_run_from_its_own_process(worker: CeleryWorker, folder: Path, environment: dict[str, str]) -> None:
+    assert readme("python client.py abort") == ["python", "client.py", "abort", "conv-1"]
+    watcher = client(folder, environment, ["python", "client.py", "events", "conv-2"])
+    run(folder, environment, ["python", "client.py", "start", "conv-2", "Clean up the reports folder"])
     aborted = None
     for event in follow(watcher):
         if event["type"] == "message_update" and aborted is None:
-            aborted = run(environment, "abort", "conv-2")
+            aborted = run(folder, environment, ["python", "client.py", "abort", "conv-2"])
         elif event["type"] == "agent_end":
             assert event["messages"][-1]["stopReason"] == "aborted"
     assert aborted == {"aborted": True}

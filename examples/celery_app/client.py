@@ -1,13 +1,15 @@
 """Drive a conversation of tasks.py from any process; each command is one short-lived process.
 
-    python examples/celery_app/client.py start   conv-1 "Clean up the reports folder"
-    python examples/celery_app/client.py events  conv-1 [--since EVENT_ID]   # one JSON line per event
-    python examples/celery_app/client.py steer   conv-1 "Keep last year's files"
-    python examples/celery_app/client.py approve conv-1 CALL_ID
-    python examples/celery_app/client.py deny    conv-1 CALL_ID "not that one"
-    python examples/celery_app/client.py abort   conv-1
+    python client.py start   conv-1 "Clean up the reports folder"
+    python client.py events  conv-1 [--since EVENT_ID]   # one JSON line per event
+    python client.py steer   conv-1 "Keep last year's files"
+    python client.py approve conv-1 CALL_ID
+    python client.py deny    conv-1 CALL_ID "not that one"
+    python client.py abort   conv-1
 
-``events`` prints until the run's ``agent_end`` (or 60 s without an event).
+``events`` follows one run: the run in progress from its ``agent_start``, or, when the last run
+has ended, the next one; it prints until that run's ``agent_end`` (or 60 s without an event).
+``--since EVENT_ID`` resumes after an event instead.
 """
 
 from __future__ import annotations
@@ -15,10 +17,31 @@ from __future__ import annotations
 import argparse
 import json
 
+import redis
 from tasks import REDIS_URL, run_conversation
 
 from piagent.remote import RunHandle
 from piagent.remote.celery_task import start_run
+
+
+def latest_run(run_id: str) -> str:
+    """The event id to follow the latest run from: the one before the ``agent_start`` of a run in
+    progress, or the last event when the last run has ended (then ``events`` waits for the next).
+
+    The events stream is ``piagent:{run_id}:events`` (docs/remote.md#keys), read newest first.
+    """
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        entries = client.xrevrange(f"piagent:{{{run_id}}}:events")
+    finally:
+        client.close()
+    for position, (entry_id, fields) in enumerate(entries):
+        kind = json.loads(fields.get("event") or "{}").get("type")
+        if kind == "agent_end":
+            return str(entry_id)
+        if kind == "agent_start":
+            return str(entries[position + 1][0]) if position + 1 < len(entries) else "0-0"
+    return "0-0"
 
 
 def main() -> None:
@@ -32,7 +55,7 @@ def main() -> None:
         if options.command == "start":
             print(json.dumps({"task": start_run(run_conversation, options.run_id, " ".join(options.args)).id}))
         elif options.command == "events":
-            for event in handle.events(since=options.since, timeout=60):
+            for event in handle.events(since=options.since or latest_run(options.run_id), timeout=60):
                 print(json.dumps(event), flush=True)
                 if event["type"] == "agent_end":
                     break

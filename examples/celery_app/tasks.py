@@ -1,14 +1,16 @@
 """A Celery app whose task runs a conversation's agent, driven from other processes (client.py).
 
+    cd examples/celery_app
     redis-server &
-    celery --workdir examples/celery_app -A tasks worker --pool threads --concurrency 8
+    celery -A tasks worker --pool threads --concurrency 8
 
 Each conversation (run id) is a session in one SQLite database, so a task continues where the
 last one stopped, and a task delivered again after its worker died resumes from it.
 
 Settings (environment): ``REDIS_URL`` (default redis://localhost:6379/0; the broker and result
 backend use databases 1 and 2 of the same server), ``REPORTS_DIR`` (the folder the agent's tools
-work on, default ./reports), ``SESSIONS_DB`` (default ./conversations.db), ``PIAGENT_MODEL``
+work on, default reports/ next to this file), ``SESSIONS_DB`` (default conversations.db next to
+this file), ``PIAGENT_MODEL``
 ("provider:model-id"; default: a scripted demo model that needs no key and streams slowly
 enough to steer and abort by hand).
 """
@@ -28,8 +30,9 @@ from piagent.sessions import SqliteSession
 from piagent.testing import faux_message, faux_text, faux_tool_call, register_faux_provider
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
-REPORTS = Path(os.environ.get("REPORTS_DIR", "reports"))
-SESSIONS_DB = os.environ.get("SESSIONS_DB", "conversations.db")
+HERE = Path(__file__).resolve().parent  # the defaults do not depend on where the worker starts
+REPORTS = Path(os.environ.get("REPORTS_DIR") or HERE / "reports")
+SESSIONS_DB = os.environ.get("SESSIONS_DB") or str(HERE / "conversations.db")
 
 
 def _database(number: int) -> str:

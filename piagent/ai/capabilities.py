@@ -54,6 +54,8 @@ __all__ = [
     "learned",
     "lowest_effort",
     "plan_thinking",
+    "thinks",
+    "warn_if_thinking_ignored",
     "warn_once",
 ]
 
@@ -233,6 +235,20 @@ def forget_learned() -> None:
     """Forget every learned change (tests; a model whose rules changed back)."""
     with _learned_lock:
         _learned.clear()
+
+
+def thinks(model: Any) -> bool:
+    """True if ``model`` can think (its capabilities say so, else its ``reasoning`` flag)."""
+    return model.capabilities.reasoning if model.capabilities is not None else bool(model.reasoning)
+
+
+def warn_if_thinking_ignored(model: Any, level: Optional[str]) -> None:
+    """Warn once per model when a thinking level is asked of a model that cannot think."""
+    if level not in (None, "off") and not thinks(model):
+        warn_once(
+            ("thinking ignored", model.provider, model.id),
+            f"{model.provider}:{model.id} does not think: thinking level {level!r} is ignored",
+        )
 
 
 def plan_thinking(caps: Capabilities, level: Optional[str]) -> tuple[bool, Optional[str]]:

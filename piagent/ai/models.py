@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._extras import install_command
 from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._home import user_dir
 from ._model_data import PROVIDERS
@@ -262,10 +263,7 @@ def refresh_catalogue(today: Optional[datetime.date] = None) -> Path:
 
     missing = builder.missing_sources()
     if missing:
-        raise ImportError(
-            f"refreshing the catalogue needs {', '.join(missing)}: pip install 'piagent[catalogue]' "
-            "(in a checkout of piagent: pip install -e '.[catalogue]')"
-        )
+        raise ImportError(f"refreshing the catalogue needs {', '.join(missing)}: {install_command('catalogue')}")
     catalogue = builder.build(today or datetime.date.today())
     path = user_dir() / USER_CATALOGUE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
+from .capabilities import warn_if_thinking_ignored
 from .stream import AssistantMessageEventStream
 from .transcript import resolve_transcript
 from .types import AssistantMessage, Context, Model, StreamOptions
@@ -125,7 +126,7 @@ def _ensure_builtin_providers() -> None:
     with _builtin_lock:
         if _builtin_loaded:
             return
-        from . import providers  # noqa: F401  (registers on import)
+        from . import providers  # noqa: F401 -- imported to register the built-in providers
 
         _builtin_loaded = True
 
@@ -155,8 +156,11 @@ def complete(
 def stream_simple(
     model: Model, context: Context, options: Optional[StreamOptions] = None, **kwargs: Any
 ) -> AssistantMessageEventStream:
-    """Stream a response, mapping ``reasoning`` (a level or None) onto the provider's knob."""
-    return get_api_provider(model.api).stream_simple(model, context, _options(options, kwargs))
+    """Stream a response, mapping ``reasoning`` (a level or None) onto the provider's knob; a
+    level asked of a model that cannot think is left out, with a one-time warning."""
+    chosen = _options(options, kwargs)
+    warn_if_thinking_ignored(model, chosen.reasoning)
+    return get_api_provider(model.api).stream_simple(model, context, chosen)
 
 
 def complete_simple(

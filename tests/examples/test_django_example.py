@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -152,3 +153,15 @@ def test_migrate_seeds_the_catalogue_so_the_command_has_books_to_find(django_pro
     assert search_books.function("Le Guin") == (
         "A Wizard of Earthsea by Ursula K. Le Guin (1968)\nThe Left Hand of Darkness by Ursula K. Le Guin (1969)"
     )
+
+
+def test_ask_agent_with_an_unknown_model_is_a_clean_command_error_not_a_traceback(tmp_path: Path) -> None:
+    env = dict(os.environ, BOOKSHOP_DB=str(tmp_path / "db.sqlite3"))
+    env.pop("PIAGENT_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "ask_agent", "--model", "nowhere:thing", "Anything by Le Guin?"],
+        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("CommandError: Unknown provider 'nowhere'. Known providers: ")

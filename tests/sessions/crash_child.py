@@ -48,7 +48,7 @@ class Reporter:
 
     def __init__(self, events_path: str, control_path: str) -> None:
         self.events = open(events_path, "w", buffering=1)  # noqa: SIM115 - lives as long as the child
-        self.control = open(control_path, "rb", buffering=0)  # noqa: SIM115
+        self.control = open(control_path, "rb", buffering=0)  # noqa: SIM115 - likewise
         self.stop_at = int(self.control.readline())  # 0: never stop
         self.count = 0
         self.lock = threading.Lock()

@@ -64,7 +64,7 @@ class Child:
         self.zygote = zygote
         self.pid = int(zygote.ask(f"{mode} {path} {events} {control}"))
         self.events = open(events)  # noqa: SIM115 - closed in finish()
-        self.control = open(control, "wb", buffering=0)  # noqa: SIM115
+        self.control = open(control, "wb", buffering=0)  # noqa: SIM115 - likewise
         self.control.write(f"{stop_at}\n".encode())
         self.ended: list[dict[str, Any]] = []
         self.points: list[str] = []

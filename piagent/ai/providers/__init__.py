@@ -3,12 +3,7 @@
 The in-process ``llama-cpp`` provider is registered only when llama-cpp-python is installed
 (it is imported on its first call, not here)."""
 
-from . import (  # noqa: F401  (register on import)
-    anthropic,
-    google,
-    openai_completions,  # noqa: F401
-    openai_responses,  # noqa: F401
-)
+from . import anthropic, google, openai_completions, openai_responses  # noqa: F401 -- imported to register
 from .llama_cpp import register as _register_llama_cpp
 
 _register_llama_cpp()

@@ -18,8 +18,8 @@ instruct models such as SmolLM2 are trained on::
     {tool result text}<|im_end|>
     <|im_start|>assistant
 
-:class:`ToolCallSplitter` separates streamed model output into text and a ``<tool_call>``
-block, holding back only the few characters that could still start the opening tag.
+:class:`ToolCallSplitter` finds where a ``<tool_call>`` block opens in streamed model output,
+holding back only the few characters that could still start the opening tag.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ __all__ = [
     "ToolCallSplitter",
     "forced_call_prefix",
     "format_tool_call",
-    "parse_tool_call",
     "render_prompt",
 ]
 
@@ -105,66 +104,34 @@ def render_prompt(context: Context, show_tools: bool = True) -> str:
 
 
 def forced_call_prefix(name: Optional[str] = None) -> str:
-    """The text a forced tool call starts with: up to the tool name, or its arguments with ``name``."""
+    """The text a forced tool call starts with: up to the tool name, or its arguments with ``name``
+    (it never ends with a space: the tokenizer joins a space to the word after it, so a prompt
+    ending with one starts the model off a token it never saw)."""
     head = TOOL_CALL_OPEN + '\n{"name": "'
-    return head if name is None else head + name + '", "arguments": '
-
-
-def parse_tool_call(block: str) -> Optional[tuple[str, dict[str, Any]]]:
-    """``(name, arguments)`` from the inside of a ``<tool_call>`` block, or None if malformed."""
-    try:
-        value = json.loads(block.strip())
-    except ValueError:
-        return None
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    arguments = value.get("arguments", value.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return value["name"], arguments
+    return head if name is None else head + name + '", "arguments":'
 
 
 class ToolCallSplitter:
     """Feed streamed text; get back the text that is safe to show now.
 
-    Once ``<tool_call>`` appears, everything after it is collected in :attr:`call_text` (up to
-    ``</tool_call>``) instead of being returned. Text that might be the start of the tag is
-    held back until it is clearly not.
+    Once ``<tool_call>`` appears, :attr:`in_call` is True and nothing more is returned (the
+    call itself is written under a grammar). Text that might be the start of the tag is held
+    back until it is clearly not.
     """
 
     def __init__(self) -> None:
         self._held = ""
         self.in_call = False
-        self._call: list[str] = []
-
-    @property
-    def closed(self) -> bool:
-        """True once ``</tool_call>`` has arrived."""
-        return TOOL_CALL_CLOSE in "".join(self._call)
-
-    @property
-    def call_text(self) -> str:
-        text = "".join(self._call)
-        end = text.find(TOOL_CALL_CLOSE)
-        return text if end < 0 else text[:end]
 
     def feed(self, delta: str) -> str:
         if self.in_call:
-            self._call.append(delta)
             return ""
         text = self._held + delta
         start = text.find(TOOL_CALL_OPEN)
         if start >= 0:
             self.in_call = True
             self._held = ""
-            return text[:start] + self.feed(text[start + len(TOOL_CALL_OPEN) :])
+            return text[:start]
         keep = 0
         for size in range(min(len(text), len(TOOL_CALL_OPEN) - 1), 0, -1):
             if TOOL_CALL_OPEN.startswith(text[-size:]):

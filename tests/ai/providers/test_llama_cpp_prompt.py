@@ -12,7 +12,7 @@ import pytest
 
 from piagent.ai.models import get_model
 from piagent.ai.providers import _chatml
-from piagent.ai.providers.llama_cpp import _forced_tools, gguf_path
+from piagent.ai.providers.llama_cpp import _forced_tools, _json_value, gguf_path
 from piagent.ai.types import (
     AssistantMessage,
     Context,
@@ -71,23 +71,7 @@ def test_images_become_a_placeholder_in_user_text():
 
 def test_a_forced_call_prompt_continues_the_tool_call_json():
     assert _chatml.forced_call_prefix() == '<tool_call>\n{"name": "'
-    assert _chatml.forced_call_prefix("get_weather") == '<tool_call>\n{"name": "get_weather", "arguments": '
-
-
-@pytest.mark.parametrize(
-    "block, expected",
-    [
-        ('{"name": "f", "arguments": {"x": 1}}', ("f", {"x": 1})),
-        ('\n[{"name": "f", "arguments": {}}]\n', ("f", {})),
-        ('{"name": "f", "arguments": "{\\"x\\": 2}"}', ("f", {"x": 2})),
-        ('{"name": "f", "parameters": {"y": true}}', ("f", {"y": True})),
-        ('{"name": "f", "arguments": [1]}', None),
-        ('{"arguments": {}}', None),
-        ("not json", None),
-    ],
-)
-def test_tool_call_blocks_parse_or_are_rejected(block, expected):
-    assert _chatml.parse_tool_call(block) == expected
+    assert _chatml.forced_call_prefix("get_weather") == '<tool_call>\n{"name": "get_weather", "arguments":'
 
 
 def feed_all(splitter, pieces):
@@ -100,20 +84,19 @@ def test_splitter_passes_plain_text_through_even_with_angle_brackets():
     assert not splitter.in_call
 
 
-def test_splitter_holds_back_only_a_possible_tag_start():
+def test_splitter_holds_back_only_a_possible_tag_start_and_nothing_after_the_tag():
     splitter = _chatml.ToolCallSplitter()
     assert splitter.feed("Let me check <tool") == "Let me check "
     assert splitter.feed("_call>") == ""
+    assert splitter.in_call
     assert splitter.feed('\n{"name": "f", "arguments": {}}\n</tool_call>') == ""
-    assert splitter.in_call and splitter.closed
-    assert _chatml.parse_tool_call(splitter.call_text) == ("f", {})
+    assert splitter.flush() == ""
 
 
-def test_splitter_keeps_the_call_text_when_the_tag_is_never_closed():
+def test_splitter_returns_the_text_before_a_tag_that_arrives_in_one_piece():
     splitter = _chatml.ToolCallSplitter()
-    assert feed_all(splitter, ["<tool_call>", '{"name": "f",', ' "arguments": {}}']) == ""
-    assert splitter.in_call and not splitter.closed
-    assert _chatml.parse_tool_call(splitter.call_text) == ("f", {})
+    assert feed_all(splitter, ["Sure. <tool_call>", '{"name": "f",']) == "Sure. "
+    assert splitter.in_call
 
 
 def test_tool_choice_forces_a_named_tool_or_any_tool():
@@ -159,3 +142,16 @@ def test_gguf_path_from_base_url_or_a_clear_error(tmp_path):
         gguf_path(Model("tiny", api="llama-cpp", base_url=str(tmp_path / "missing.gguf")))
     with pytest.raises(FileNotFoundError, match="set its base_url"):
         gguf_path(Model("unknown", api="llama-cpp"))
+
+
+def test_tool_arguments_are_read_up_to_the_end_of_their_json_value_and_the_generation_closed():
+    closed = []
+
+    def pieces():
+        try:
+            yield from [' {"', "expression", '":"', "17 * 23", '"},', ' "description": "']
+        finally:
+            closed.append(True)
+
+    assert "".join(_json_value(pieces())) == '{"expression":"17 * 23"}'
+    assert closed == [True]

@@ -308,3 +308,18 @@ def test_chat_usage_reads_cache_writes_and_reasoning_tokens(server):
     model = model_at(server, "gpt-5.5", "openai-completions")
     usage = stream_openai_completions(model, context(), StreamOptions(api_key=KEY)).result(10).usage
     assert (usage.input, usage.cache_read, usage.cache_write, usage.reasoning) == (200, 200, 100, 20)
+
+
+def test_a_thinking_level_asked_of_a_model_that_cannot_think_warns_once_per_model(fresh_warnings, caplog):
+    from piagent import Agent
+
+    caplog.set_level(logging.WARNING, logger="piagent")
+    with ScriptedServer() as server:
+        server.reply(chat_text("One."))
+        server.reply(chat_text("Two."))
+        model = custom_model("plain-8b", api="openai-completions", base_url=server.url + "/v1")
+        agent = Agent(model=model, thinking_level="high")
+        assert [agent.prompt(q).text for q in ("1?", "2?")] == ["One.", "Two."]
+    assert all("reasoning_effort" not in request.json for request in server.requests)
+    warnings = [r.getMessage() for r in caplog.records if "does not think" in r.getMessage()]
+    assert warnings == ["local:plain-8b does not think: thinking level 'high' is ignored"]

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from django.core.management.base import BaseCommand, CommandError
 
-from piagent import Agent
+from piagent import Agent, PiAgentError
 from piagent.types import TurnUpdate
 
 from ...sessions import conversation_session
@@ -36,15 +36,18 @@ class Command(BaseCommand):
         parser.add_argument("--conversation", help="keep the exchange in this conversation, continuing it")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        agent = Agent(
-            model=options["model"] or os.environ.get("PIAGENT_MODEL") or "local:smollm2-135m",
-            system_prompt=SYSTEM_PROMPT,
-            tools=[search_books],
-            tool_choice={"name": "search_books"},
-            prepare_next_turn=answer_after_searching,
-            max_turns=4,
-            session=conversation_session(options["conversation"]) if options["conversation"] else None,
-        )
+        try:  # an unknown model or a bad option: said like any other command error
+            agent = Agent(
+                model=options["model"] or os.environ.get("PIAGENT_MODEL") or "local:smollm2-135m",
+                system_prompt=SYSTEM_PROMPT,
+                tools=[search_books],
+                tool_choice={"name": "search_books"},
+                prepare_next_turn=answer_after_searching,
+                max_turns=4,
+                session=conversation_session(options["conversation"]) if options["conversation"] else None,
+            )
+        except PiAgentError as exc:
+            raise CommandError(str(exc)) from exc
         agent.subscribe(self.show)
         result = agent.prompt(options["question"])
         if result.stop_reason in ("error", "aborted"):

@@ -8,6 +8,7 @@
 #   make test-mcp    the MCP client against real servers and the official conformance suite
 #   make test-remote piagent.remote against a real redis-server and real Celery workers
 #                    (needs redis-server on PATH: apt-get install redis-server)
+#   make currency    the catalogue and request shapes against the newest SDKs (a report)
 PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
@@ -17,7 +18,7 @@ SERVER_STAMP := $(VENV)/.piagent-server-installed
 MCP_STAMP := $(VENV)/.piagent-mcp-installed
 REMOTE_STAMP := $(VENV)/.piagent-remote-installed
 
-.PHONY: test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue
+.PHONY: test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue currency
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,14 +80,27 @@ bench: $(MCP_STAMP) mcp-servers $(REMOTE_STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.mcp
 
-# Regenerate piagent/ai/catalogue.json and the README's model table from the official SDKs'
-# model lists, genai-prices and scripts/catalogue_families.py (docs/models.md#the-catalogue).
+# Regenerate piagent/ai/catalogue.json, its rules (catalogue_rules.json) and the README's model
+# table from the official SDKs' model lists, genai-prices and scripts/catalogue_families.py
+# (docs/models.md#the-catalogue).
 catalogue: $(STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[catalogue]'
 	$(BIN)/python scripts/generate_catalogue.py $(CATALOGUE_DATE)
 
+# Not part of `make test`: the newest anthropic, openai, google-genai and genai-prices, in an
+# environment of their own, against the catalogue and the SDK-oracle tests; prints a table of
+# what differs and exits 0 (1 only when it cannot run). See scripts/currency.py.
+CURRENCY_VENV := .venv-currency
+currency:
+	test -x $(CURRENCY_VENV)/bin/python || $(PYTHON) -m venv $(CURRENCY_VENV)
+	$(CURRENCY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CURRENCY_VENV)/bin/python -m pip install --quiet -e . pytest pytest-timeout pydantic
+	$(CURRENCY_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
+	  anthropic openai google-genai genai-prices
+	$(CURRENCY_VENV)/bin/python scripts/currency.py
+
 clean:
-	rm -rf .venv build *.egg-info
+	rm -rf .venv .venv-currency build *.egg-info
 
 # piagent/_interrupts.py reaches into urllib3's and http.client's internals: the tests that use
 # them, against the oldest and the newest urllib3 that setup.cfg allows, each installed into a

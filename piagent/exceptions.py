@@ -129,12 +129,19 @@ class ProviderError(PiAgentError):
 
 
 class HttpStatusError(ProviderError):
-    """A non-2xx answer; ``message`` is the provider's error text, scrubbed of secrets."""
+    """A non-2xx answer; ``message`` is the provider's error text, scrubbed of secrets.
 
-    def __init__(self, status: int, message: str) -> None:
+    ``fields`` holds the short text fields of a JSON error object besides its message (OpenAI
+    ``type``/``code``/``param``, Anthropic ``type``, Gemini ``status``, and as ``violations``
+    the fields Gemini's ``details[].fieldViolations`` name), scrubbed too; empty when the
+    answer had none.
+    """
+
+    def __init__(self, status: int, message: str, fields: Optional[dict[str, str]] = None) -> None:
         super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
         self.status = status
         self.message = message
+        self.fields: dict[str, str] = dict(fields or {})
 
 
 class AbortedRequest(ProviderError):

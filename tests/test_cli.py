@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
@@ -321,8 +322,11 @@ def test_verbose_says_an_embedded_model_runs_in_process_and_from_which_file(tmp_
 # --------------------------------------------------------------------------- real processes
 
 
-def cli_process(*argv: str) -> subprocess.Popen[str]:
+def cli_process(*argv: str, home: Optional[Path] = None) -> subprocess.Popen[str]:
+    """``python -m piagent argv`` without keys; ``home`` is its ``PIAGENT_HOME`` (default: the suite's)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    if home is not None:
+        env["PIAGENT_HOME"] = str(home)
     return subprocess.Popen(
         [sys.executable, "-m", "piagent", *argv],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -347,6 +351,66 @@ def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -
         assert out == "Hello from the server.\n"
         sent = server.requests[0].json
         assert sent["model"] == "m1" and sent["messages"][-1]["content"] == [{"type": "text", "text": "Say hello"}]
+
+
+REFUSED_CHOICE = "Unsupported value: 'tool_choice' does not support 'required' with this model."
+
+
+def refuse_forced_choice(server: ScriptedServer) -> None:
+    """OpenAI's 400 for a forced tool choice the model refuses, then an answer."""
+    error = {"error": {"message": REFUSED_CHOICE, "type": "invalid_request_error", "param": "tool_choice",
+                       "code": "unsupported_value"}}  # fmt: skip
+    server.reply(json.dumps(error).encode(), status=400, headers={"Content-Type": "application/json"})
+    server.reply(chat_text("4"))
+
+
+FORCED = ("--model", "openai:gpt-new-7", "--tools", "calculator", "--tool-choice", "required", "2+2?")
+
+
+def test_a_learned_refusal_is_one_warning_on_stderr_without_verbose(tmp_path: Path) -> None:
+    with ScriptedServer() as server:
+        refuse_forced_choice(server)
+        process = cli_process("--base-url", f"{server.url}/v1", *FORCED, home=tmp_path)
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0, err
+    assert out == "4\n"
+    assert [r.json["tool_choice"] for r in server.requests] == ["required", "auto"]
+    [warning] = [line for line in err.splitlines() if "refused" in line or "refuses" in line]
+    assert warning.startswith('piagent: openai:gpt-new-7 refused tool_choice="required"') and REFUSED_CHOICE in warning
+    assert not (tmp_path / "learned-rules.json").exists()  # only when asked
+
+
+def test_remember_rejections_keeps_the_lesson_for_the_next_run(tmp_path: Path) -> None:
+    with ScriptedServer() as server:
+        refuse_forced_choice(server)
+        first = cli_process("--base-url", f"{server.url}/v1", "--remember-rejections", *FORCED, home=tmp_path)
+        _, err = first.communicate(timeout=WAIT)
+        assert first.returncode == 0, err
+        assert f"saved in {tmp_path / 'learned-rules.json'}" in err
+        assert json.loads((tmp_path / "learned-rules.json").read_text())["models"] == {
+            "openai:gpt-new-7": {"forced_tool_choice": False}
+        }
+
+        server.reply(chat_text("4"))
+        again = cli_process("--base-url", f"{server.url}/v1", "--remember-rejections", *FORCED, home=tmp_path)
+        out, err = again.communicate(timeout=WAIT)
+        assert again.returncode == 0, err
+        assert out == "4\n" and [r.json["tool_choice"] for r in server.requests[2:]] == ["auto"]
+
+        refuse_forced_choice(server)  # without the option the file is not read
+        forgetful = cli_process("--base-url", f"{server.url}/v1", *FORCED, home=tmp_path)
+        _, err = forgetful.communicate(timeout=WAIT)
+        assert forgetful.returncode == 0, err
+        assert [r.json["tool_choice"] for r in server.requests[3:]] == ["required", "auto"]
+
+
+def test_an_unusable_user_catalogue_is_a_warning_on_stderr_without_verbose(tmp_path: Path) -> None:
+    (tmp_path / "catalogue.json").write_text('{"generated": "9999-12-31", "models": {"openai": [{"id": 1}]}}')
+    process = cli_process("--list-models", home=tmp_path)
+    out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0, err
+    assert out.startswith("# catalogue: built-in (")
+    assert f"piagent: {tmp_path / 'catalogue.json'} is not usable" in err
 
 
 def test_thinking_asked_of_a_model_that_does_not_think_is_said_once_not_ignored_silently() -> None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from ._learned import remember_rejections
 from .builder import MessageBuilder
-from .capabilities import Capabilities
+from .capabilities import Capabilities, forget_learned
 from .env import get_env_api_key
 from .json_stream import parse_streaming_json
 from .models import (
+    catalogue_in_use,
     custom_model,
     get_model,
     get_models,
     get_providers,
     load_catalogue,
+    refresh_catalogue,
     register_model,
     unregister_model,
 )
@@ -78,6 +81,7 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "catalogue_in_use",
     "complete",
     "complete_simple",
     "content_from_dict",
@@ -85,6 +89,7 @@ __all__ = [
     "current_system_prompt",
     "current_tools",
     "custom_model",
+    "forget_learned",
     "get_api_provider",
     "get_api_providers",
     "get_env_api_key",
@@ -94,8 +99,10 @@ __all__ = [
     "load_catalogue",
     "message_from_dict",
     "parse_streaming_json",
+    "refresh_catalogue",
     "register_api_provider",
     "register_model",
+    "remember_rejections",
     "stream",
     "stream_simple",
     "unregister_api_provider",

@@ -25,10 +25,14 @@ builders read it and never look at the model id. The rules are written out in
   named tool); such a choice is sent as "auto" with a one-time warning.
 * ``chat_tools_with_reasoning``: False when OpenAI Chat Completions refuses function tools while
   the model reasons; on a model that always reasons, tools then need the Responses API.
+
+What a provider was seen to refuse (``piagent/ai/providers/_rejections.py``) is learned as
+changes to these fields, per model, and :func:`capabilities_of` applies them (:func:`learn`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -41,9 +45,13 @@ __all__ = [
     "THINKING_LEVELS",
     "Capabilities",
     "allowed_temperature",
+    "allowed_tool_choice",
     "capabilities_of",
     "effort_for",
+    "forget_learned",
     "is_forced",
+    "learn",
+    "learned",
     "lowest_effort",
     "plan_thinking",
     "thinks",
@@ -121,6 +129,15 @@ class Capabilities:
         out["effort_map"] = dict(self.effort_map)
         return out
 
+    def changed(self, changes: Mapping[str, Any]) -> Capabilities:
+        """These capabilities with ``changes`` (fields) applied. New ``efforts`` drop the
+        ``effort_map`` entries whose value they no longer hold (those levels then round as any
+        other), unless ``changes`` give an ``effort_map`` too."""
+        if "efforts" in changes and "effort_map" not in changes:
+            kept = tuple((level, wire) for level, wire in self.effort_map if wire in changes["efforts"])
+            changes = {**changes, "effort_map": kept}
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Capabilities:
         known = {f.name for f in fields(cls)}
@@ -171,11 +188,53 @@ EFFORT_DEFAULT = Capabilities(thinking="effort", efforts=("low", "medium", "high
 NO_THINKING = Capabilities()
 
 
+#: Capability changes learned from a provider's refusals, by (provider, model id); bounded by
+#: the models a process talks to. Applied by capabilities_of().
+_learned: dict[tuple[str, str], dict[str, Any]] = {}
+_learned_lock = threading.Lock()
+
+
 def capabilities_of(model: Any, reasoning_default: Capabilities) -> Capabilities:
-    """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking."""
+    """``model.capabilities``, else ``reasoning_default`` for a reasoning model, else no thinking;
+    with what was learned about the model (:func:`learn`) applied."""
     if model.capabilities is not None:
-        return model.capabilities
-    return reasoning_default if model.reasoning else NO_THINKING
+        caps: Capabilities = model.capabilities
+    else:
+        caps = reasoning_default if model.reasoning else NO_THINKING
+    with _learned_lock:
+        changes = _learned.get((model.provider, model.id))
+    return caps.changed(changes) if changes else caps
+
+
+def learn(provider: str, model_id: str, changes: Mapping[str, Any], *, warned: bool = False) -> None:
+    """Apply ``changes`` (capability fields) to every later request to ``provider:model_id``.
+
+    ``warned``: the caller's warning already said what follows from them, so the one-time
+    warnings of a refused temperature or forced tool choice are not given again for the model.
+    """
+    Capabilities.from_dict(changes)  # only known fields with valid values
+    with _learned_lock:
+        _learned.setdefault((provider, model_id), {}).update(changes)
+    if warned:
+        said: list[tuple[Any, ...]] = []
+        if changes.get("forced_tool_choice") is False:
+            said.append(("forced-choice", provider, model_id))
+        if changes.get("sampling") == "never":
+            said += [("temperature", provider, model_id, thinking) for thinking in (False, True)]
+        with _warned_lock:
+            _warned.update(said)
+
+
+def learned() -> dict[tuple[str, str], dict[str, Any]]:
+    """A copy of every learned change, by (provider, model id)."""
+    with _learned_lock:
+        return {key: dict(changes) for key, changes in _learned.items()}
+
+
+def forget_learned() -> None:
+    """Forget every learned change (tests; a model whose rules changed back)."""
+    with _learned_lock:
+        _learned.clear()
 
 
 def thinks(model: Any) -> bool:
@@ -228,3 +287,15 @@ def allowed_temperature(
 def is_forced(choice: Any) -> bool:
     """True for a tool choice that forces a call: ``"required"`` or ``{"name": ...}``."""
     return choice == "required" or isinstance(choice, Mapping)
+
+
+def allowed_tool_choice(model: Any, caps: Capabilities, choice: Any) -> Any:
+    """``choice``, or ``"auto"`` (one-time warning) when it forces a call the model refuses."""
+    if not is_forced(choice) or caps.forced_tool_choice:
+        return choice
+    warn_once(
+        ("forced-choice", model.provider, model.id),
+        f"{model.provider}:{model.id} refuses a forced tool choice; "
+        'it is sent as "auto" (the model may answer without calling the tool)',
+    )
+    return "auto"

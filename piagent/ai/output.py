@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+from .capabilities import NO_THINKING, capabilities_of
 from .types import Model, OutputFormat
 
 __all__ = [
@@ -60,7 +61,7 @@ def output_mode_for(model: Model, requested: str) -> str:
     native = supports_native_output(model)
     if requested == "native" or (requested == "auto" and native):
         return "native"
-    forced_allowed = model.capabilities is None or model.capabilities.forced_tool_choice
+    forced_allowed = capabilities_of(model, NO_THINKING).forced_tool_choice  # learned refusals included
     return "tool" if forced_allowed or not native else "native"
 
 

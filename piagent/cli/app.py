@@ -25,7 +25,6 @@ from typing import IO, Any, Callable, Optional, Union
 
 from .. import __version__
 from ..agent import Agent
-from ..ai.capabilities import thinks
 from ..ai.types import Model
 from ..exceptions import SessionError
 from ..state import THINKING_LEVELS
@@ -36,6 +35,7 @@ from .config import (
     TOOL_NAMES,
     SetupError,
     build_tools,
+    catalogue_line,
     describe_model,
     list_models,
     parse_compat,
@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--list-models", action="store_true", help="list the known models and which have a key, then exit"
     )
     model.add_argument(
+        "--refresh-models",
+        action="store_true",
+        help="rebuild the model catalogue from the official SDKs and genai-prices installed here into "
+        "$PIAGENT_HOME/catalogue.json (default ~/.piagent), used when newer than the built-in one, then exit",
+    )
+    model.add_argument(
         "--base-url",
         help="serve the model from this OpenAI-compatible server (e.g. http://localhost:11434/v1 for "
         "Ollama; name the server in --model to apply what piagent knows of it: ollama:llama3.2)",
@@ -92,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--max-tokens", type=int, help="cap each answer at this many tokens (default: the model's)")
     model.add_argument(
         "--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: the session's, else off)"
+    )
+    model.add_argument(
+        "--remember-rejections",
+        action="store_true",
+        help="keep what models were seen to refuse (an optional field named in their error) in "
+        "$PIAGENT_HOME/learned-rules.json (default ~/.piagent), and apply what it holds",
     )
     run = parser.add_argument_group("run")
     run.add_argument("-s", "--system", default="", help="the system prompt")
@@ -283,12 +295,14 @@ def main(
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler(err)  # log lines quote untrusted text too (an MCP server's stderr...)
-    handler.setFormatter(TerminalSafeFormatter("piagent: %(message)s") if is_terminal(err) else _LOG_FORMAT)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, handlers=[handler])
-    # a damaged session file (a torn last line...) is worth a word without -v (docs/sessions.md#damaged-files)
-    logging.getLogger("piagent.sessions").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    _configure_logging(args.verbose, err)
     console = Console(out, err)
+    if args.remember_rejections:
+        from ..ai import remember_rejections
+
+        remember_rejections()
+    if args.refresh_models:
+        return _refresh_models(console)
     if args.list_models:
         console.write_out("".join(line + "\n" for line in list_models(environ)))
         return EXIT_OK
@@ -311,8 +325,6 @@ def main(
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
     log.info("%s", describe_model(chosen))
-    if args.thinking not in (None, "off") and not thinks(chosen) and not args.verbose:  # -v: the library's warning
-        console.note(f"piagent: {chosen.provider}:{chosen.id} does not think: --thinking {args.thinking} is ignored")
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON
@@ -340,6 +352,37 @@ def main(
         return run_once(agent, prompt, console, renderer, args.max_turns, summary)
     finally:
         renderer.close()
+
+
+def _configure_logging(verbose: bool, err: IO[str]) -> None:
+    """Log on ``err`` as ``piagent: message``: piagent's warnings always (a refusal learned from
+    a provider, an unusable user-level file, a damaged session), its info with ``-v``; other
+    libraries' errors only (their info with ``-v``). A host program that configured logging
+    already (the root logger has handlers) keeps its configuration."""
+    if logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(err)  # log lines quote untrusted text too (an MCP server's stderr...)
+    handler.setFormatter(TerminalSafeFormatter("piagent: %(message)s") if is_terminal(err) else _LOG_FORMAT)
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, handlers=[handler])
+    logging.getLogger("piagent").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _refresh_models(console: Console) -> int:
+    """``--refresh-models``: rebuild the user-level catalogue; a missing source is a usage error."""
+    from ..ai._home import user_dir
+    from ..ai.models import get_models, get_providers, refresh_catalogue
+
+    try:
+        path = refresh_catalogue()
+    except (ImportError, ValueError) as exc:
+        console.note(f"piagent: {exc}")
+        return EXIT_USAGE
+    except OSError as exc:
+        console.note(f"piagent: could not write the catalogue into {user_dir()}: {exc}")
+        return EXIT_ERROR
+    count = sum(len(get_models(provider)) for provider in get_providers())
+    console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    return EXIT_OK
 
 
 def _interactive(agent: Agent, chosen: Model, console: Console, stdin: IO[str], summary: bool) -> int:

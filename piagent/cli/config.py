@@ -28,6 +28,7 @@ __all__ = [
     "LOCAL_MODEL",
     "TOOL_NAMES",
     "build_tools",
+    "catalogue_line",
     "describe_model",
     "list_models",
     "parse_compat",
@@ -176,12 +177,13 @@ def describe_model(model: Model) -> str:
 
 
 def list_models(environ: Optional[Mapping[str, str]] = None) -> list[str]:
-    """The catalogue, one line per model: ``provider:id``, context window, price, key status."""
+    """The catalogue, one line per model: ``provider:id``, context window, price, key status;
+    first, which catalogue is in use and its date."""
     from ..ai.env import env_vars_for
     from ..ai.models import get_models, get_providers
 
     environ = os.environ if environ is None else environ
-    lines = []
+    lines = [catalogue_line()]
     for provider in get_providers():
         names = env_vars_for(provider)
         if not names:
@@ -195,6 +197,15 @@ def list_models(environ: Optional[Mapping[str, str]] = None) -> list[str]:
             ref = f"{provider}:{model.id}"
             lines.append(f"{ref:<44} {model.context_window // 1000:>5}k  {price:<28} {status}")
     return lines
+
+
+def catalogue_line() -> str:
+    """``# catalogue: built-in (path), generated YYYY-MM-DD`` (or ``user``): the one in use."""
+    from ..ai.models import catalogue_in_use
+
+    used = catalogue_in_use()
+    hint = "" if used["source"] == "user" else "; piagent --refresh-models rebuilds it from the SDKs installed here"
+    return f"# catalogue: {used['source']} ({used['path']}), generated {used['generated']}{hint}"
 
 
 def _check_local(model: Model) -> None:

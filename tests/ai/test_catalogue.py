@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import catalogue_families as hand  # noqa: E402 -- importable once scripts/ is on the path
 import generate_catalogue as generator  # noqa: E402 -- likewise
 
+from piagent.ai import _catalogue_build as builder  # noqa: E402 (beside the script whose code it is)
+
 CATALOGUE = json.loads(CATALOGUE_FILE.read_text())
 GENERATED = datetime.date.fromisoformat(CATALOGUE["generated"])
 
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def _sdk_ids(alias: typing.Any) -> list[str]:
-    return generator.literal_values(alias)
+    return builder.literal_values(alias)
 
 
 def _missing(provider: str, ids: list[str], shutdown: dict[str, str]) -> list[str]:
@@ -42,7 +44,7 @@ def _missing(provider: str, ids: list[str], shutdown: dict[str, str]) -> list[st
             continue
         if shutdown.get(model_id, "9999") <= GENERATED.isoformat():
             continue  # shut down before the catalogue was made
-        if provider == "openai" and generator.excluded(model_id):
+        if provider == "openai" and builder.excluded(model_id):
             continue  # documented exclusion (scripts/catalogue_families.py)
         missing.append(model_id)
     return missing
@@ -50,14 +52,14 @@ def _missing(provider: str, ids: list[str], shutdown: dict[str, str]) -> list[st
 
 def test_every_current_anthropic_model_of_the_sdk_is_in_the_catalogue():
     anthropic = pytest.importorskip("anthropic")
-    ids, shutdown, _ = generator.anthropic_ids()
+    ids, shutdown, _ = builder.anthropic_ids()
     assert ids, f"anthropic {anthropic.__version__} lists no models: the SDK changed its types"
     assert _missing("anthropic", ids, shutdown) == [], "run `make catalogue`"
 
 
 def test_every_current_openai_model_of_the_sdk_is_in_the_catalogue():
     pytest.importorskip("openai")
-    ids, shutdown, _ = generator.openai_ids()
+    ids, shutdown, _ = builder.openai_ids()
     assert len(ids) > 50
     assert _missing("openai", ids, shutdown) == [], "run `make catalogue`"
 
@@ -257,9 +259,9 @@ def test_a_level_the_model_lacks_rounds_up_to_the_next_it_has(level, efforts, ex
 
 
 def test_the_generator_reads_dates_the_way_the_sdks_write_them():
-    assert generator.parse_long_date("January 22nd, 2027") == "2027-01-22"
-    assert generator.parse_long_date("June 30th, 2026") == "2026-06-30"
-    assert re.match(generator.DATED, "gpt-5.5-2026-04-23").group("base") == "gpt-5.5"
+    assert builder.parse_long_date("January 22nd, 2027") == "2027-01-22"
+    assert builder.parse_long_date("June 30th, 2026") == "2026-06-30"
+    assert re.match(builder.DATED, "gpt-5.5-2026-04-23").group("base") == "gpt-5.5"
 
 
 def test_every_hand_family_cites_its_source():

@@ -79,6 +79,10 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE line or event
 MAX_REDIRECTS = 5
 ERROR_TEXT_CHARS = 2000  # of a provider's error text, after redaction
 ERROR_BODY_BYTES = 65_536  # read of an error answer's body
+#: The fields of a JSON error object kept beside its message (HttpStatusError.fields); with
+#: ``violations``, the fields Google's ``details[].fieldViolations[].field`` names.
+ERROR_FIELDS = ("type", "code", "param", "status")
+ERROR_FIELD_CHARS = 200
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 BASE_BACKOFF = 0.5
 RELEASE_TIMEOUT = 0.05
@@ -336,9 +340,10 @@ def _body(
         on_end()
 
 
-def _error_text(response: requests.Response, limits: Limits, secrets: list[str]) -> str:
+def _error_text(response: requests.Response, limits: Limits, secrets: list[str]) -> tuple[str, dict[str, str]]:
     """The provider's error message from a failed response (JSON ``error.message`` or the body),
-    at most :data:`ERROR_TEXT_CHARS` characters, scrubbed of ``secrets`` before it is cut."""
+    at most :data:`ERROR_TEXT_CHARS` characters, and the error object's short text fields
+    (:data:`ERROR_FIELDS`), all scrubbed of ``secrets`` before they are cut."""
     data = bytearray()
     complete = True
     try:
@@ -349,33 +354,50 @@ def _error_text(response: requests.Response, limits: Limits, secrets: list[str])
                 break
     except Exception:  # the body itself failed to arrive
         if not data:
-            return response.reason or ""
+            return response.reason or "", {}
         complete = False
     raw = bytes(data[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
-    message = _json_error_message(raw) if complete else None
+    message, fields = _json_error(raw) if complete else (None, {})
+    fields = {name: shorten(value, secrets, ERROR_FIELD_CHARS) for name, value in fields.items()}
     if message is not None:
-        return shorten(message, secrets, ERROR_TEXT_CHARS)
-    return shorten(raw.strip(), secrets, ERROR_TEXT_CHARS, complete) or (response.reason or "")
+        return shorten(message, secrets, ERROR_TEXT_CHARS), fields
+    return shorten(raw.strip(), secrets, ERROR_TEXT_CHARS, complete) or (response.reason or ""), fields
 
 
-def _json_error_message(raw: str) -> Optional[str]:
+def _json_error(raw: str) -> tuple[Optional[str], dict[str, str]]:
+    """``(message, fields)`` of a JSON error body; ``(None, {})`` when it is not one."""
     try:
         body = json.loads(raw)
     except ValueError:
-        return None
+        return None, {}
     if isinstance(body, list) and body:
         body = body[0]
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            message = error.get("message") or error.get("msg")
-            if message:
-                return str(message)
-        elif isinstance(error, str):
-            return error
-        if "message" in body:
-            return str(body["message"])
-    return None
+    if not isinstance(body, dict):
+        return None, {}
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error, {}
+    message: Optional[str] = None
+    fields: dict[str, str] = {}
+    if isinstance(error, dict):
+        found = error.get("message") or error.get("msg")
+        message = str(found) if found else None
+        fields = {name: str(error[name]) for name in ERROR_FIELDS if isinstance(error.get(name), (str, int))}
+        violations = " ".join(_violated_fields(error.get("details")))
+        if violations:
+            fields["violations"] = violations
+    if message is None and "message" in body:
+        message = str(body["message"])
+    return message, fields
+
+
+def _violated_fields(details: Any) -> Iterator[str]:
+    """The ``field`` of each ``fieldViolations`` entry of Google's error ``details``."""
+    for detail in details if isinstance(details, list) else ():
+        violations = detail.get("fieldViolations") if isinstance(detail, dict) else None
+        for violation in violations if isinstance(violations, list) else ():
+            if isinstance(violation, dict) and isinstance(violation.get("field"), str):
+                yield violation["field"]
 
 
 def _retry_after(response: requests.Response) -> Optional[float]:
@@ -554,14 +576,14 @@ def open_stream(
                     redirects += 1
                     response.close()
                     continue
-                message = _error_text(response, limits, known)
+                message, fields = _error_text(response, limits, known)
             except BaseException:
                 response.close()
                 raise
             requested = _retry_after(response)
             response.close()
             if response.status_code not in RETRY_STATUSES or attempt >= max_retries:
-                raise HttpStatusError(response.status_code, message)
+                raise HttpStatusError(response.status_code, message, fields)
             if requested is not None and requested > max_delay:
                 raise HttpStatusError(
                     response.status_code,

@@ -68,12 +68,12 @@ from ._common import (
     ProviderStreamError,
     default_max_tokens,
     max_tokens_with_budget,
-    open_request,
     parse_event_object,
     reasoning_budget,
     stream_events,
     tool_choice_name,
 )
+from ._rejections import open_learning
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -471,12 +471,14 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
         url = model.base_url.rstrip("/") + "/v1/messages"
-        extra = request_headers(model, context, options)
 
         def headers(api_key: str) -> dict[str, str]:
-            return {**_key_headers(api_key), **extra}
+            return {**_key_headers(api_key), **request_headers(model, context, options)}
 
-        with open_request(model, options, url, build_request(model, context, options), headers) as http:
+        def build() -> dict[str, Any]:
+            return build_request(model, context, options)
+
+        with open_learning(model, options, url, build, headers, BUDGET_DEFAULT) as http:
             yield builder.start()
             mapper = AnthropicStreamMapper(builder)
             for _name, data in http.sse():

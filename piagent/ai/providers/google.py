@@ -38,7 +38,14 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from ..builder import MessageBuilder
-from ..capabilities import THINKING_LEVELS, Capabilities, allowed_temperature, capabilities_of, plan_thinking
+from ..capabilities import (
+    THINKING_LEVELS,
+    Capabilities,
+    allowed_temperature,
+    allowed_tool_choice,
+    capabilities_of,
+    plan_thinking,
+)
 from ..output import add_google_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
@@ -54,6 +61,7 @@ from ._common import (
     tool_choice_name,
     usage_with_cached_prompt,
 )
+from ._rejections import open_learning
 
 __all__ = ["API", "GoogleStreamMapper", "build_request", "request_url", "stream_google"]
 
@@ -225,7 +233,7 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
                 ]
             }
         ]
-        tool_config = _tool_config(options.tool_choice)
+        tool_config = _tool_config(allowed_tool_choice(model, caps, options.tool_choice))
         if tool_config is not None:
             payload["toolConfig"] = tool_config
     if options.output_format is not None:
@@ -411,12 +419,22 @@ def stream_google(model: Model, context: Context, options: StreamOptions) -> Ass
     """Stream a Gemini response; failures end the stream as an ``error`` event."""
 
     def body(builder: MessageBuilder) -> Iterator[AssistantMessageEvent]:
-        payload = build_request(model, context, options)
+        sent: list[dict[str, Any]] = []
+
+        def build() -> dict[str, Any]:
+            sent[:] = [build_request(model, context, options)]
+            return sent[0]
+
         mapper = GoogleStreamMapper(builder)
+        url = request_url(model)
+        http = open_learning(model, options, url, build, _key_headers, GEMINI_DEFAULT)
+        payload = sent[0]
         for hop in range(MAX_CONTINUATIONS + 1):
             broken: Optional[ProviderStreamError] = None
             try:
-                with open_request(model, options, request_url(model), payload, _key_headers) as http:
+                if hop > 0:  # a continuation or resumption: the response had begun, so nothing is learned here
+                    http = open_request(model, options, url, payload, _key_headers)
+                with http:
                     if hop == 0:
                         yield builder.start()
                     for _name, data in http.sse():

@@ -69,7 +69,7 @@ from typing import Any, Optional
 
 from ...exceptions import HttpStatusError, InvalidValueError
 from ..builder import MessageBuilder
-from ..capabilities import Capabilities, allowed_temperature, warn_once
+from ..capabilities import EFFORT_DEFAULT, Capabilities, allowed_temperature, allowed_tool_choice, warn_once
 from ..output import add_chat_completions_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
@@ -99,6 +99,7 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
+from ._rejections import open_learning
 from ._servers import learn_compat, refuses_json_schema_output, refuses_streamed_tool_choice, server_compat
 
 logger = logging.getLogger(__name__)
@@ -286,6 +287,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             for t in context.tools
         ]
     if choice is not None:
+        choice = allowed_tool_choice(model, caps, choice)
         payload["tool_choice"] = _tool_choice(choice)
     payload.update(reasoning)
     if options.session_id and compat["supports_prompt_cache_key"] and options.cache_retention != "none":
@@ -437,18 +439,24 @@ def _usage(raw: Optional[dict[str, Any]], model: Model) -> Any:
 
 
 def _open(model: Model, context: Context, options: StreamOptions, url: str) -> tuple[HttpStream, dict[str, Any]]:
-    """Send the request; ``(response, payload sent before on_payload)``. An unknown local server
-    that refuses the json_schema form is asked once more in the json_object form."""
-    payload = build_payload(model, context, options)
-    try:
-        return open_request(model, options, url, payload, bearer_headers), payload
-    except HttpStatusError as error:
+    """Send the request, learning what the model refuses (docs/providers.md#rejected-fields);
+    ``(response, payload sent before on_payload)``. An unknown local server that refuses the
+    json_schema form is asked once more in the json_object form."""
+    sent: list[dict[str, Any]] = []
+
+    def build() -> dict[str, Any]:
+        sent[:] = [build_payload(model, context, options)]
+        return sent[0]
+
+    def json_object_instead(error: HttpStatusError) -> bool:
         if options.output_format is None or not refuses_json_schema_output(model, resolve_compat(model), error):
-            raise
-    logger.info("%s refused response_format json_schema; using json_object + schema from now on", model.base_url)
-    learn_compat(model, "structured_output_form", "json_object")  # docs/servers.md#structured-output
-    payload = build_payload(model, context, options)
-    return open_request(model, options, url, payload, bearer_headers), payload
+            return False
+        logger.info("%s refused response_format json_schema; using json_object + schema from now on", model.base_url)
+        learn_compat(model, "structured_output_form", "json_object")  # docs/servers.md#structured-output
+        return True
+
+    http = open_learning(model, options, url, build, bearer_headers, EFFORT_DEFAULT, json_object_instead)
+    return http, sent[0]
 
 
 def _read_stream(http: HttpStream, state: _Chunks) -> Generator[AssistantMessageEvent, None, bool]:

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
-from ..capabilities import allowed_temperature
+from ..capabilities import EFFORT_DEFAULT, allowed_temperature, allowed_tool_choice
 from ..json_stream import parse_streaming_json
 from ..output import add_responses_output
 from ..registry import register_api_provider
@@ -52,7 +52,6 @@ from ..types import (
 )
 from ._common import (
     ProviderStreamError,
-    open_request,
     parse_event_json,
     stream_events,
     tool_choice_name,
@@ -69,6 +68,7 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
+from ._rejections import open_learning
 
 __all__ = ["API", "build_payload", "stream_openai_responses", "stream_simple_openai_responses"]
 
@@ -218,7 +218,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             for t in context.tools
         ]
     if options.tool_choice is not None:
-        payload["tool_choice"] = _tool_choice(options.tool_choice)
+        payload["tool_choice"] = _tool_choice(allowed_tool_choice(model, caps, options.tool_choice))
     if caps.reasoning:
         payload["include"] = ["reasoning.encrypted_content"]
         if thinking and effort:
@@ -396,7 +396,11 @@ def _body(
     model: Model, context: Context, options: StreamOptions, builder: MessageBuilder
 ) -> Iterator[AssistantMessageEvent]:
     url = model.base_url.rstrip("/") + "/responses"
-    with open_request(model, options, url, build_payload(model, context, options), bearer_headers) as http:
+
+    def build() -> dict[str, Any]:
+        return build_payload(model, context, options)
+
+    with open_learning(model, options, url, build, bearer_headers, EFFORT_DEFAULT) as http:
         yield builder.start()
         state = _Events(builder, model)
         for _name, data in http.sse():

@@ -161,8 +161,12 @@ def _normalizer(compat: dict[str, Any]) -> Any:
 
 
 def _user_content(content: Any) -> Any:
+    """A string for text alone (servers that render ``content`` into a chat template, such as
+    llama-cpp-python's, take a list of parts as text or drop it), else the parts."""
     if isinstance(content, str):
         return content
+    if all(block.type == "text" for block in content):
+        return "".join(block.text for block in content)
     parts: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":

@@ -26,6 +26,7 @@ __all__ = [
     "refuses_json_schema_output",
     "refuses_streamed_tool_choice",
     "server_compat",
+    "streams_tool_choice_auto",
 ]
 
 #: What each known server needs, by name (docs/servers.md).
@@ -163,15 +164,15 @@ def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: Base
     )
 
 
+def streams_tool_choice_auto(payload: dict[str, Any]) -> bool:
+    """True for a streamed ``payload`` offering tools with ``tool_choice: "auto"``: the request
+    llama-cpp-python's ``chatml-function-calling`` answers with an empty HTTP 200 stream
+    ("Automatic streaming tool choice is not supported")."""
+    return bool(payload.get("tools")) and payload.get("tool_choice") == "auto" and payload.get("stream") is True
+
+
 def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: dict[str, Any]) -> bool:
-    """True when an unknown local server answered the streamed ``payload``, which offered tools
-    with ``tool_choice: "auto"``, with an HTTP 200 stream holding no event at all: what
-    llama-cpp-python's ``chatml-function-calling`` does ("Automatic streaming tool choice is
-    not supported"). The caller then sends the request once more unstreamed, and learns
+    """True when an unknown local server answered such a ``payload`` (above) with a stream
+    holding no event at all. The caller then sends the request once more unstreamed, and learns
     ``streams_tool_choice_auto=False`` if that is answered."""
-    return (
-        bool(payload.get("tools"))
-        and payload.get("tool_choice") == "auto"
-        and payload.get("stream") is True
-        and _may_learn(model, compat, "streams_tool_choice_auto", True)
-    )
+    return streams_tool_choice_auto(payload) and _may_learn(model, compat, "streams_tool_choice_auto", True)

@@ -99,7 +99,13 @@ from ._openai import (
     tool_result_parts,
     with_default_max_tokens,
 )
-from ._servers import learn_compat, refuses_json_schema_output, refuses_streamed_tool_choice, server_compat
+from ._servers import (
+    learn_compat,
+    refuses_json_schema_output,
+    refuses_streamed_tool_choice,
+    server_compat,
+    streams_tool_choice_auto,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -495,6 +501,8 @@ def _body(
     if not complete:
         ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
         if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
+            if not state.chunks and streams_tool_choice_auto(payload):
+                ended += ' (a server that cannot stream tool_choice "auto" needs compat streams_tool_choice_auto=false)'
             raise ProviderStreamError(ended)
         # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)
         try:

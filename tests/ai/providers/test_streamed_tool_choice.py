@@ -193,6 +193,7 @@ def test_an_empty_stream_is_an_error_where_nothing_is_learned(server, declared):
     _, message = ask(custom_model("m", base_url=server.url + "/v1", register=False, **declared))
     assert message.stop_reason == "error"
     assert "The stream ended before the response was complete" in (message.error_message or "")
+    assert "streams_tool_choice_auto=false" in message.error_message  # what to declare, named
     assert streamed(server) == [True]
 
 
@@ -208,6 +209,7 @@ def test_an_empty_stream_without_an_automatic_tool_choice_is_an_error(server):
     model = custom_model("m", base_url=server.url + "/v1", register=False)
     _, message = drain(stream(model, Context("Be brief.", [UserMessage("Hi")])))
     assert message.stop_reason == "error" and len(server.requests) == 1
+    assert "streams_tool_choice_auto" not in message.error_message
 
 
 def test_an_unstreamed_retry_that_fails_too_is_reported_and_nothing_is_learned(server):

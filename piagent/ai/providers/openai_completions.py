@@ -32,9 +32,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   first gets the second, see ``docs/servers.md#structured-output``
 ``streams_tool_choice_auto``      a request with tools and ``tool_choice: "auto"`` (said
                                   explicitly when tools go without a choice) is streamed; False
-                                  sends it unstreamed (the llama.cpp family); an unknown local
-                                  server that answers it with an empty stream gets it unstreamed
-                                  within the same call, and later if that worked, see
+                                  sends it unstreamed; an unknown local server or one of the
+                                  llama.cpp family that answers it with an empty stream gets it
+                                  unstreamed within the same call, and later if that worked, see
                                   ``docs/servers.md#tool-calls``
 ================================  ==========================================================
 

@@ -22,11 +22,11 @@ __all__ = [
     "UNKNOWN_SERVER",
     "detect_server",
     "forget_learned_compat",
+    "is_streamed_auto_tool_choice",
     "learn_compat",
     "refuses_json_schema_output",
     "refuses_streamed_tool_choice",
     "server_compat",
-    "streams_tool_choice_auto",
 ]
 
 #: What each known server needs, by name (docs/servers.md).
@@ -164,7 +164,7 @@ def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: Base
     )
 
 
-def streams_tool_choice_auto(payload: dict[str, Any]) -> bool:
+def is_streamed_auto_tool_choice(payload: dict[str, Any]) -> bool:
     """True for a streamed ``payload`` offering tools with ``tool_choice: "auto"``: the request
     llama-cpp-python's ``chatml-function-calling`` answers with an empty HTTP 200 stream
     ("Automatic streaming tool choice is not supported")."""
@@ -177,7 +177,7 @@ def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: 
     at all. The caller then sends the request once more unstreamed, and learns
     ``streams_tool_choice_auto=False`` if that is answered."""
     key = "streams_tool_choice_auto"
-    return streams_tool_choice_auto(payload) and (
+    return is_streamed_auto_tool_choice(payload) and (
         _may_learn(model, compat, key, True)
         or (detect_server(model) == "llama.cpp" and compat.get(key) is True and key not in (model.compat or {}))
     )

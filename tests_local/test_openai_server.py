@@ -21,9 +21,10 @@ import pytest
 
 from piagent import Agent, AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage
 from piagent.abort import AbortController
-from piagent.ai import Context, Tool, UserMessage, stream_simple
+from piagent.ai import Context, Tool, UserMessage, custom_model, stream_simple
 from piagent.types import AgentTool, TurnUpdate
 from tests.support.agent_support import text_of
+from tests_local.conftest import running_server
 
 WAIT = 120
 WEATHER = Tool(
@@ -209,4 +210,33 @@ def test_the_command_calls_read_file_with_no_flag_for_the_server(llama_server, c
     done = piagent_command(llama_server, tmp_path, *flags)
     assert "→ read_file(" in done.stdout + done.stderr, done.stderr
     assert not [line for line in done.stderr.splitlines() if line.startswith("error:")], done.stderr
-    assert done.returncode in (0, 3), done.stderr  # 3: the turn limit, while the model still called tools
+    # 3: the turn limit; chatml-function-calling never shows the model a tool's result, so the model
+    # calls again (docs/servers.md#after-a-tool-result)
+    assert done.returncode in (0, 3), done.stderr
+
+
+# --------------------------------------------------------------------------- the GGUF's own chat template
+# Started without --chat_format, the server renders the template the GGUF carries: content must
+# be a string there (a list of parts failed the template mid-stream), a forced choice becomes a
+# call, and the tool's result is rendered for the next turn, which answers in text
+# (docs/servers.md#after-a-tool-result).
+
+
+@pytest.fixture(scope="module")
+def gguf_template_server(gguf, tmp_path_factory):
+    with running_server(gguf, None, tmp_path_factory.mktemp("server") / "server.log") as base_url:
+        yield base_url
+
+
+def test_a_prompt_is_answered_by_a_server_rendering_the_ggufs_template(gguf_template_server):
+    model = custom_model("smollm2-135m", base_url=gguf_template_server, max_tokens=60, register=False)
+    result = Agent(model=model, system_prompt="Answer briefly.").prompt("What is the capital of France?")
+    assert result.stop_reason in ("stop", "length"), result.error_message
+    assert result.text.strip()
+
+
+def test_the_command_with_a_forced_first_call_ends_with_an_answer(gguf_template_server, tmp_path):
+    done = piagent_command(gguf_template_server, tmp_path, "--tool-choice", "read_file")
+    assert "→ read_file(" in done.stdout + done.stderr, done.stderr
+    assert done.stdout.strip()  # the second turn's text
+    assert done.returncode == 0 or "output token limit" in done.stderr, done.stderr  # never the turn limit

@@ -235,6 +235,13 @@ def test_any_of_keeps_first_alternative_that_validates():
     assert same(validate(prop, "abc"), "abc")
 
 
+def test_null_for_an_optional_string_becomes_empty_as_pi_makes_it():
+    """pydantic's ``Optional[str]`` (an MCP tool's, say) is ``anyOf: [string, null]``: the first
+    alternative coerces null to "", as AJV's ``coerceTypes`` does for pi. A type list keeps null."""
+    assert same(validate({"anyOf": [{"type": "string"}, {"type": "null"}]}, None), "")
+    assert same(validate({"type": ["string", "null"]}, None), None)
+
+
 def test_one_of_is_coerced_like_any_of():
     assert same(validate({"oneOf": [{"type": "null"}, {"type": "number"}]}, ""), None)
 

@@ -22,6 +22,7 @@ __all__ = [
     "UNKNOWN_SERVER",
     "detect_server",
     "forget_learned_compat",
+    "is_streamed_auto_tool_choice",
     "learn_compat",
     "refuses_json_schema_output",
     "refuses_streamed_tool_choice",
@@ -53,12 +54,13 @@ KNOWN_SERVERS: dict[str, dict[str, Any]] = {
     # null in releases still in use. All of them accept "".
     # llama-cpp-python's server accepts only "text"/"json_object" (with an optional schema
     # turned into a grammar); llama-server accepts that form as well as json_schema.
-    # llama-cpp-python's chatml-function-calling refuses to stream an automatic tool choice
-    # (an empty HTTP 200 stream, "Automatic streaming tool choice is not supported").
+    # llama-server streams an automatic tool choice; llama-cpp-python's chatml-function-calling
+    # answers it with an empty HTTP 200 stream ("Automatic streaming tool choice is not
+    # supported"), which tells the two apart: see refuses_streamed_tool_choice.
     "llama.cpp": {
         "supports_null_content": False,
         "structured_output_form": "json_object",
-        "streams_tool_choice_auto": False,
+        "streams_tool_choice_auto": True,
     },
     # Ollama (0.5+) and LM Studio constrain json_schema; LM Studio refuses json_object.
     "ollama": {
@@ -119,12 +121,11 @@ def detect_server(model: Model) -> Optional[str]:
 
 def server_compat(model: Model) -> dict[str, Any]:
     """The compat defaults of the server behind ``model`` (before ``model.compat``): the known
-    server's, else the unknown server's with what was learned from this ``base_url``."""
+    server's, else the unknown server's, with what was learned from this ``base_url``."""
     server = detect_server(model)
-    if server:
-        return dict(KNOWN_SERVERS[server])
+    defaults = KNOWN_SERVERS[server] if server else UNKNOWN_SERVER
     with _learned_lock:
-        return {**UNKNOWN_SERVER, **_learned.get(model.base_url, {})}
+        return {**defaults, **_learned.get(model.base_url, {})}
 
 
 def learn_compat(model: Model, key: str, value: Any) -> None:
@@ -163,15 +164,20 @@ def refuses_json_schema_output(model: Model, compat: dict[str, Any], error: Base
     )
 
 
+def is_streamed_auto_tool_choice(payload: dict[str, Any]) -> bool:
+    """True for a streamed ``payload`` offering tools with ``tool_choice: "auto"``: the request
+    llama-cpp-python's ``chatml-function-calling`` answers with an empty HTTP 200 stream
+    ("Automatic streaming tool choice is not supported")."""
+    return bool(payload.get("tools")) and payload.get("tool_choice") == "auto" and payload.get("stream") is True
+
+
 def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: dict[str, Any]) -> bool:
-    """True when an unknown local server answered the streamed ``payload``, which offered tools
-    with ``tool_choice: "auto"``, with an HTTP 200 stream holding no event at all: what
-    llama-cpp-python's ``chatml-function-calling`` does ("Automatic streaming tool choice is
-    not supported"). The caller then sends the request once more unstreamed, and learns
+    """True when an unknown local server, or one of the llama.cpp family wherever it runs (whose
+    two servers differ here), answered such a ``payload`` (above) with a stream holding no event
+    at all. The caller then sends the request once more unstreamed, and learns
     ``streams_tool_choice_auto=False`` if that is answered."""
-    return (
-        bool(payload.get("tools"))
-        and payload.get("tool_choice") == "auto"
-        and payload.get("stream") is True
-        and _may_learn(model, compat, "streams_tool_choice_auto", True)
+    key = "streams_tool_choice_auto"
+    return is_streamed_auto_tool_choice(payload) and (
+        _may_learn(model, compat, key, True)
+        or (detect_server(model) == "llama.cpp" and compat.get(key) is True and key not in (model.compat or {}))
     )

@@ -32,9 +32,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   first gets the second, see ``docs/servers.md#structured-output``
 ``streams_tool_choice_auto``      a request with tools and ``tool_choice: "auto"`` (said
                                   explicitly when tools go without a choice) is streamed; False
-                                  sends it unstreamed (the llama.cpp family); an unknown local
-                                  server that answers it with an empty stream gets it unstreamed
-                                  within the same call, and later if that worked, see
+                                  sends it unstreamed; an unknown local server or one of the
+                                  llama.cpp family that answers it with an empty stream gets it
+                                  unstreamed within the same call, and later if that worked, see
                                   ``docs/servers.md#tool-calls``
 ================================  ==========================================================
 
@@ -100,7 +100,13 @@ from ._openai import (
     with_default_max_tokens,
 )
 from ._rejections import open_learning
-from ._servers import learn_compat, refuses_json_schema_output, refuses_streamed_tool_choice, server_compat
+from ._servers import (
+    is_streamed_auto_tool_choice,
+    learn_compat,
+    refuses_json_schema_output,
+    refuses_streamed_tool_choice,
+    server_compat,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -162,8 +168,12 @@ def _normalizer(compat: dict[str, Any]) -> Any:
 
 
 def _user_content(content: Any) -> Any:
+    """A string for text alone (servers that render ``content`` into a chat template, such as
+    llama-cpp-python's, take a list of parts as text or drop it), else the parts."""
     if isinstance(content, str):
         return content
+    if all(block.type == "text" for block in content):
+        return "".join(block.text for block in content)
     parts: list[dict[str, Any]] = []
     for block in content:
         if block.type == "text":
@@ -499,6 +509,8 @@ def _body(
     if not complete:
         ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
         if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
+            if not state.chunks and is_streamed_auto_tool_choice(payload):
+                ended += ' (a server that cannot stream tool_choice "auto" needs compat streams_tool_choice_auto=false)'
             raise ProviderStreamError(ended)
         # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)
         try:

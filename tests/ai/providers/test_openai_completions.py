@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from piagent import Agent
 from piagent.ai import complete, stream, stream_simple
 from piagent.ai.providers._servers import detect_server
 from piagent.ai.providers.openai_completions import resolve_compat
@@ -348,6 +349,22 @@ def test_history_is_serialised_in_chat_format(server):
         }
     ]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+def test_a_user_message_of_text_only_goes_as_a_string(server):
+    """``Agent.prompt("...")`` makes a user message of one text block. Sent as a list of parts,
+    llama-cpp-python's server showed the model ``[{'type': 'text', ...}]`` (chatml-function-calling),
+    nothing (chatml) or failed rendering the GGUF's own template mid-stream; a string is read alike
+    by every server. Text blocks are joined as ``message.text`` joins them; an image keeps the parts."""
+    for _ in range(3):
+        server.reply(chat_text("ok"))
+    agent = Agent(model=model_for(server), get_api_key=lambda provider: KEY)
+    assert agent.prompt("Read notes.txt").stop_reason == "stop"
+    agent.prompt(UserMessage([TextContent("Read "), TextContent("todo.txt")]))
+    agent.prompt("And this:", images=[ImageContent("aW1n", "image/png")])
+    sent = [r.json["messages"][-1]["content"] for r in server.requests]
+    assert sent[:2] == ["Read notes.txt", "Read todo.txt"]
+    assert sent[2][0] == {"type": "text", "text": "And this:"} and sent[2][1]["type"] == "image_url"
 
 
 def sent_tool_only_content(server, model) -> object:

@@ -4,9 +4,10 @@ llama-cpp-python's server (0.3, ``--chat_format chatml-function-calling``) answe
 
 That server offers no tool unless ``tool_choice`` is given, and answers a streamed request
 with ``tool_choice: "auto"`` with HTTP 200 and an empty stream ("Automatic streaming tool
-choice is not supported"). piagent says ``"auto"`` explicitly, sends such a request unstreamed
-to the llama.cpp family, and to an unknown local server once it has answered so (within the
-same call, then for its ``base_url``); the events are those of a streamed answer.
+choice is not supported"). piagent says ``"auto"`` explicitly and sends such a request
+unstreamed to a server of the llama.cpp family or an unknown local server once it has
+answered so (within the same call, then for its ``base_url``); the events are those of a
+streamed answer.
 """
 
 from __future__ import annotations
@@ -96,9 +97,12 @@ def test_a_request_without_tools_gets_no_tool_choice(server):
     assert "tool_choice" not in server.requests[0].json
 
 
-def test_the_llama_cpp_family_gets_an_automatic_tool_choice_unstreamed(server):
+UNSTREAMED = {"streams_tool_choice_auto": False}
+
+
+def test_a_server_declared_unable_to_stream_it_gets_an_automatic_tool_choice_unstreamed(server):
     server.reply(tool_call_completion(), headers=JSON)
-    model = custom_model("m", base_url=server.url + "/v1", provider="llama.cpp", register=False)
+    model = custom_model("m", base_url=server.url + "/v1", compat=UNSTREAMED, register=False)
     events, message = ask(model)
     assert message.stop_reason == "toolUse", message.error_message
     body = server.requests[0].json
@@ -109,9 +113,25 @@ def test_the_llama_cpp_family_gets_an_automatic_tool_choice_unstreamed(server):
     assert (message.usage.input, message.usage.output, message.response_id) == (40, 9, "chatcmpl-7c1")
 
 
+def test_the_llama_cpp_family_streams_it_until_a_server_of_it_sends_nothing(server):
+    """llama-server streams an automatic choice, llama-cpp-python's server does not: both are
+    ``provider="llama.cpp"``, so llama-server keeps its stream and the other is learned."""
+    server.reply(chat_stream(tool_delta(0, "call_1", "read_note", ARGUMENTS), chunk({}, "tool_calls")))
+    llama_server = custom_model("m", base_url=server.url + "/v1", provider="llama.cpp", register=False)
+    assert ask(llama_server)[1].stop_reason == "toolUse"
+    refuse_streaming(server)
+    server.reply(tool_call_completion(), headers=JSON)
+    server.reply(text_completion("ok"), headers=JSON)
+    python_server = custom_model("m", base_url=server.url + "/python/v1", provider="llama.cpp", register=False)
+    for _ in range(2):
+        _, message = ask(python_server)
+        assert message.stop_reason in ("toolUse", "stop"), message.error_message
+    assert streamed(server) == [True, True, False, False]
+
+
 def test_an_unstreamed_answer_gives_the_events_of_the_same_answer_streamed(server):
     """The same tool call and the same text, streamed by a server that streams and sent whole
-    to the llama.cpp family: one event sequence and one message."""
+    to one that does not: one event sequence and one message."""
     call = tool_delta(0, "call__0_read_note_cmpl-7c1", "read_note", ARGUMENTS)
     server.reply(chat_stream(call, chunk({}, "tool_calls")))
     server.reply(tool_call_completion(), headers=JSON)
@@ -119,8 +139,8 @@ def test_an_unstreamed_answer_gives_the_events_of_the_same_answer_streamed(serve
     server.reply(text_completion("It says hello."), headers=JSON)
     results = []
     for _ in range(2):
-        for provider in ("vllm", "llama.cpp"):
-            model = custom_model("m", base_url=server.url + "/v1", provider=provider, register=False)
+        for compat in (None, UNSTREAMED):
+            model = custom_model("m", base_url=server.url + "/v1", compat=compat, register=False)
             results.append(ask(model))
     assert streamed(server) == [True, False, True, False]
     for (streamed_events, streamed_message), (whole_events, whole_message) in (results[:2], results[2:]):
@@ -129,9 +149,9 @@ def test_an_unstreamed_answer_gives_the_events_of_the_same_answer_streamed(serve
         assert whole_message.stop_reason == streamed_message.stop_reason
 
 
-def test_a_forced_tool_choice_stays_streamed_for_the_llama_cpp_family(server):
+def test_a_forced_tool_choice_stays_streamed_where_an_automatic_one_is_not(server):
     server.reply(chat_stream(tool_delta(0, "call_1", "read_note", ARGUMENTS), chunk({}, "tool_calls")))
-    model = custom_model("m", base_url=server.url + "/v1", provider="llama.cpp", register=False)
+    model = custom_model("m", base_url=server.url + "/v1", compat=UNSTREAMED, register=False)
     _, message = ask(model, tool_choice={"name": "read_note"})
     assert message.stop_reason == "toolUse", message.error_message
     assert streamed(server) == [True]
@@ -193,6 +213,7 @@ def test_an_empty_stream_is_an_error_where_nothing_is_learned(server, declared):
     _, message = ask(custom_model("m", base_url=server.url + "/v1", register=False, **declared))
     assert message.stop_reason == "error"
     assert "The stream ended before the response was complete" in (message.error_message or "")
+    assert "streams_tool_choice_auto=false" in message.error_message  # what to declare, named
     assert streamed(server) == [True]
 
 
@@ -208,6 +229,7 @@ def test_an_empty_stream_without_an_automatic_tool_choice_is_an_error(server):
     model = custom_model("m", base_url=server.url + "/v1", register=False)
     _, message = drain(stream(model, Context("Be brief.", [UserMessage("Hi")])))
     assert message.stop_reason == "error" and len(server.requests) == 1
+    assert "streams_tool_choice_auto" not in message.error_message
 
 
 def test_an_unstreamed_retry_that_fails_too_is_reported_and_nothing_is_learned(server):

@@ -193,7 +193,7 @@ def test_an_invalid_answer_over_http_is_sent_back_with_the_frame_and_the_retry_s
     assert second["messages"][-2] == {"role": "assistant", "content": '{"number": "A-17"}'}
     feedback = second["messages"][-1]
     assert feedback["role"] == "user"
-    assert feedback["content"][0]["text"].startswith(
+    assert feedback["content"].startswith(
         'Validation failed for output "Invoice":\n'
         "  - lines: 'lines' is a required property\n"
         "  - total: 'total' is a required property\n\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .builder import MessageBuilder
 from .capabilities import Capabilities
 from .env import get_env_api_key
+from .fallback import fallback_reason, with_fallbacks
 from .json_stream import parse_streaming_json
 from .models import (
     custom_model,
@@ -85,6 +86,7 @@ __all__ = [
     "current_system_prompt",
     "current_tools",
     "custom_model",
+    "fallback_reason",
     "get_api_provider",
     "get_api_providers",
     "get_env_api_key",
@@ -102,4 +104,5 @@ __all__ = [
     "unregister_model",
     "validate_json_value",
     "validate_tool_arguments",
+    "with_fallbacks",
 ]

@@ -36,6 +36,7 @@ from .exceptions import InvalidTypeError, InvalidValueError, UsageLimitExceeded
 from .types import AgentLoopConfig, BeforeToolCallContext, BeforeToolCallResult, PrepareRequestContext, RequestUpdate
 
 __all__ = [
+    "LIMIT_REACHED",
     "LimitReached",
     "LimitScope",
     "OnLimit",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 LimitScope = Literal["run", "agent"]
+
+LIMIT_REACHED = "Usage limit reached"
+"""How the message of a reached limit begins (the error of a run it ended)."""
 Emit = Callable[[Any], None]
 
 _COUNTERS = ("requests", "input_tokens", "output_tokens", "total_tokens", "cost", "tool_calls")
@@ -179,7 +183,7 @@ class LimitReached:
         where = "per run" if self.scope == "run" else "for this agent"
         cost = self.name == "cost"
         amounts = f"${self.used:.4f} of ${self.limit:g}" if cost else f"{self.used:,} of {self.limit:,}"
-        return f"Usage limit reached: {self.name.replace('_', ' ')} {amounts} {where}"
+        return f"{LIMIT_REACHED}: {self.name.replace('_', ' ')} {amounts} {where}"
 
 
 OnLimit = Callable[[LimitReached, AbortSignal], Optional[UsageLimits]]

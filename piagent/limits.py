@@ -232,7 +232,8 @@ class UsageGuard:
 
     def install(self, config: AgentLoopConfig, emit: Emit) -> tuple[AgentLoopConfig, Emit]:
         """The config with the checks wrapped around its ``prepare_request`` and
-        ``before_tool_call`` (which run first), and an ``emit`` that counts each event first."""
+        ``before_tool_call`` (which run first; ``before_tool_call`` also counts the calls allowed
+        to run), and an ``emit`` that counts each event before passing it on."""
         self._emit = emit
         run, lifetime = self.run, self.lifetime
 
@@ -241,8 +242,6 @@ class UsageGuard:
             lifetime.observe(event)
             emit(event)
 
-        if not self.limits:
-            return config, counting_emit
         user_prepare, user_before = config.prepare_request, config.before_tool_call
 
         def prepare_request(request: PrepareRequestContext, signal: AbortSignal) -> Optional[RequestUpdate]:
@@ -254,31 +253,29 @@ class UsageGuard:
 
         def before_tool_call(call: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
             verdict = user_before(call, signal) if user_before is not None else None
-            if verdict is not None and verdict.block:
-                return verdict
+            if verdict is not None and not (isinstance(verdict, BeforeToolCallResult) and not verdict.block):
+                return verdict  # blocked, or a wrong answer the loop reports: the call does not run
             reached = self._check(_BEFORE_TOOL_CALL, signal)
             if reached is not None:
                 return BeforeToolCallResult(block=True, reason=f"{reached.message}: the call was not run")
+            self.run.add(tool_calls=1)
+            self.lifetime.add(tool_calls=1)
             return verdict
 
-        return dataclasses.replace(config, prepare_request=prepare_request, before_tool_call=before_tool_call), (
-            counting_emit
-        )
-
-    def count_tool_call(self) -> None:
-        self.run.add(tool_calls=1)
-        self.lifetime.add(tool_calls=1)
+        # tool calls are counted when allowed to run, limits or not; requests need no hook without limits
+        changes: dict[str, Any] = {"before_tool_call": before_tool_call}
+        if self.limits:
+            changes["prepare_request"] = prepare_request
+        return dataclasses.replace(config, **changes), counting_emit
 
     def _check(self, counters: tuple[str, ...], signal: AbortSignal) -> Optional[LimitReached]:
         """None when the next request (or call) may go; else the limit that stops it, once
-        ``on_limit`` declined. A call allowed to go is counted."""
+        ``on_limit`` declined."""
         if self._stopped is not None:
             return self._stopped
         while True:
             reached = self._first_reached(counters)
             if reached is None:
-                if "tool_calls" in counters:
-                    self.count_tool_call()
                 return None
             raised = self._on_limit(reached, signal) if self._on_limit is not None and not signal.aborted else None
             if raised is not None and not isinstance(raised, UsageLimits):

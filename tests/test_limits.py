@@ -135,6 +135,18 @@ def test_a_run_whose_last_answer_reaches_a_limit_ends_normally(server: ScriptedS
     assert agent.usage.total_tokens == 15 and agent.usage.input_tokens == 10 and agent.usage.output_tokens == 5
 
 
+def test_the_agent_counts_what_its_runs_use_without_any_limit(server: ScriptedServer) -> None:
+    agent = make_agent(server, [])
+    call(server, "one")
+    server.reply(ANTHROPIC.text("Done."))
+    agent.prompt("go")
+    server.reply(ANTHROPIC.text("Again."))
+    agent.prompt("again")
+    usage = agent.usage
+    assert (usage.requests, usage.tool_calls, usage.input_tokens, usage.output_tokens) == (3, 1, 30, 15)
+    assert usage.cost == pytest.approx(3 * ANSWER_COST)
+
+
 def test_the_tool_call_limit_refuses_the_call_past_it_and_ends_the_run(server: ScriptedServer) -> None:
     ran: list[str] = []
     agent = make_agent(server, ran, usage_limits=UsageLimits(tool_calls=2))

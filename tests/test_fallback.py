@@ -239,3 +239,35 @@ def test_when_every_model_fails_the_error_names_each_failure(servers: tuple[Scri
         "Every model failed: anthropic:claude-test: HTTP 500: first is down; openai:gpt-test: HTTP 503: second is down"
     )
     assert len(events) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ("HTTP 429: Slow down", "rate_limit"),
+        ("HTTP 529: Overloaded", "overloaded"),
+        ("HTTP 503: The model is overloaded", "overloaded"),
+        ("HTTP 502: Bad gateway", "server_error"),
+        ("HTTP 408: Request timeout", "timeout"),
+        ("overloaded_error: Overloaded", "overloaded"),
+        ("The model is overloaded. Please try again later.", "overloaded"),  # Gemini, in the stream
+        ("RESOURCE_EXHAUSTED", "rate_limit"),
+        ("api_error: Internal server error", "server_error"),
+        ("Read timed out: the server stopped sending data (no stream event for 5 s)", "timeout"),
+        ("Connection error: [Errno 111] Connection refused", "connection"),
+        ("HTTP 400: prompt is too long: 210000 tokens > 200000 maximum", "context_overflow"),
+        ("HTTP 400: This model's maximum context length is 128000 tokens", "context_overflow"),
+        ("HTTP 400: the request exceeds the available context size, try increasing it", "context_overflow"),
+        ("HTTP 400: The input token count (1200000) exceeds the maximum number of tokens allowed", "context_overflow"),
+        ("HTTP 400: messages: field required", None),
+        ("HTTP 400: the word overloaded in a bad request", None),
+        ("HTTP 401: invalid x-api-key", None),
+        ("Request was aborted", None),
+    ],
+)
+def test_which_failures_another_model_can_serve(error: str, reason: Any) -> None:
+    from piagent.ai import AssistantMessage, fallback_reason
+
+    assert fallback_reason(AssistantMessage(stop_reason="error", error_message=error)) == reason
+    assert fallback_reason(AssistantMessage(stop_reason="aborted", error_message=error)) is None
+    assert fallback_reason(AssistantMessage(stop_reason="refusal", error_message=error)) is None

@@ -60,18 +60,14 @@ def fallback_reason(message: AssistantMessage) -> Optional[FallbackReason]:
     if message.stop_reason != "error":
         return None
     text = message.error_message or ""
+    status = _STATUS.match(text)
+    code = int(status.group(1)) if status is not None else None
+    if code is not None and code >= 500:
+        return "overloaded" if code == 529 or _OVERLOADED.search(text) else "server_error"
     if _OVERFLOW.search(text):
         return "context_overflow"
-    status = _STATUS.match(text)
-    if status is not None:
-        code = int(status.group(1))
-        if code == 429:
-            return "rate_limit"
-        if code == 529 or _OVERLOADED.search(text):
-            return "overloaded"
-        if code == 408:
-            return "timeout"
-        return "server_error" if code >= 500 else None
+    if code is not None:
+        return {429: "rate_limit", 408: "timeout"}.get(code)
     if _OVERLOADED.search(text):
         return "overloaded"
     if _RATE_LIMIT.search(text):

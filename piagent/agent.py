@@ -43,7 +43,14 @@ from .ai.registry import StreamFunction, stream_simple
 from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, ModelFallbackEvent, TurnEndEvent
-from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
+from .exceptions import (
+    AgentBusyError,
+    InvalidStateError,
+    InvalidTypeError,
+    InvalidValueError,
+    ProviderNotFoundError,
+    UsageLimitExceeded,
+)
 from .limits import UsageGuard, UsageLimits, UsageMeter, UsageTotals
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
@@ -602,7 +609,10 @@ class Agent(AgentOptions[OutputT]):
         error = str(exc) or type(exc).__name__
         if isinstance(exc, ProviderNotFoundError) and run.model.api == PLACEHOLDER_API:
             error = NO_MODEL
-        logger.warning("agent run failed: %s", error, exc_info=exc)
+        if isinstance(exc, UsageLimitExceeded):  # a budget doing its job: no traceback
+            logger.info("agent run stopped: %s", error)
+        else:
+            logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(
             content=[TextContent("")],
             api=run.model.api,

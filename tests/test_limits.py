@@ -6,6 +6,7 @@ cost $0.015, so a limit's arithmetic is visible in the tests.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from pathlib import Path
@@ -107,7 +108,10 @@ def test_a_request_limit_ends_the_run_before_the_request_that_would_exceed_it(
     ]
 
 
-def test_a_cost_reached_by_a_response_stops_its_tool_calls_and_the_next_request(server: ScriptedServer) -> None:
+def test_a_cost_reached_by_a_response_stops_its_tool_calls_and_the_next_request(
+    server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="piagent")
     ran: list[str] = []
     agent = make_agent(server, ran, usage_limits=UsageLimits(cost=0.02))
     call(server, "one")
@@ -125,6 +129,8 @@ def test_a_cost_reached_by_a_response_stops_its_tool_calls_and_the_next_request(
     )
     assert agent.usage.cost == pytest.approx(2 * ANSWER_COST)
     assert agent.usage.requests == 2 and agent.usage.tool_calls == 1
+    (record,) = [r for r in caplog.records if "Usage limit" in r.getMessage()]
+    assert record.levelno == logging.INFO and record.exc_info is None  # a budget at work, not a failure
 
 
 def test_a_run_whose_last_answer_reaches_a_limit_ends_normally(server: ScriptedServer) -> None:

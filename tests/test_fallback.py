@@ -271,3 +271,23 @@ def test_which_failures_another_model_can_serve(error: str, reason: Any) -> None
     assert fallback_reason(AssistantMessage(stop_reason="error", error_message=error)) == reason
     assert fallback_reason(AssistantMessage(stop_reason="aborted", error_message=error)) is None
     assert fallback_reason(AssistantMessage(stop_reason="refusal", error_message=error)) is None
+
+
+def test_the_llm_layer_falls_back_without_any_agent(servers: tuple[ScriptedServer, ...]) -> None:
+    from piagent.ai import Context, StreamOptions, UserMessage, stream_simple, with_fallbacks
+
+    a, b, _ = servers
+    fail(a, 429, anthropic_error("rate_limit_error", "Slow down"), times=1)
+    b.reply(COMPLETIONS.text("Plain LLM call."))
+    seen: list[str] = []
+    stream = with_fallbacks(
+        stream_simple,
+        [COMPLETIONS.model(b.url)],
+        on_fallback=lambda failed, model, next_model, reason: seen.append(f"{model.id}->{next_model.id}:{reason}"),
+        api_key=lambda model: KEYS[model.provider],
+    )
+    options = StreamOptions(api_key=KEYS["anthropic"], max_retries=0)
+    answer = stream(ANTHROPIC.model(a.url), Context(None, [UserMessage("hi")]), options).result()
+    assert answer.text == "Plain LLM call." and answer.provider == "openai"
+    assert seen == ["claude-test->gpt-test:rate_limit"]
+    assert b.requests[0].headers["authorization"] == f"Bearer {KEYS['openai']}"

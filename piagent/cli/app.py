@@ -374,4 +374,7 @@ def _interactive(agent: Agent, chosen: Model, console: Console, stdin: IO[str], 
         except Exception as exc:
             console.note(f"piagent: cannot load {chosen.id}: {exc}")
             return EXIT_ERROR
-    return InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}", summary=summary).run()
+    session = InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}", summary=summary)
+    if agent.usage_limits:  # --max-cost: reaching it asks at the terminal
+        agent.on_limit = session.ask_limit
+    return session.run()

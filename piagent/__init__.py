@@ -28,11 +28,13 @@ from .events import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    ModelFallbackEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
     TurnEndEvent,
     TurnStartEvent,
+    UsageLimitEvent,
 )
 from .exceptions import (
     AgentBusyError,
@@ -47,8 +49,10 @@ from .exceptions import (
     ProviderNotFoundError,
     StreamEndedWithoutResult,
     ToolArgumentsError,
+    UsageLimitExceeded,
 )
 from .executors import run_tool_call
+from .limits import LimitReached, UsageGuard, UsageLimits, UsageMeter, UsageTotals
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions
 from .result import RunResult
@@ -122,10 +126,12 @@ __all__ = [
     "InvalidStateError",
     "InvalidTypeError",
     "InvalidValueError",
+    "LimitReached",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
     "MissingApiKeyError",
+    "ModelFallbackEvent",
     "ModelNotFoundError",
     "OutputError",
     "PiAgentError",
@@ -151,6 +157,12 @@ __all__ = [
     "TurnStartEvent",
     "TurnUpdate",
     "Usage",
+    "UsageGuard",
+    "UsageLimitEvent",
+    "UsageLimitExceeded",
+    "UsageLimits",
+    "UsageMeter",
+    "UsageTotals",
     "UserMessage",
     "agent_loop",
     "agent_loop_continue",

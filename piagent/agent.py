@@ -38,11 +38,20 @@ from typing_extensions import Literal
 
 from . import _options as opt
 from .abort import AbortController, AbortSignal
+from .ai.fallback import with_fallbacks
 from .ai.registry import StreamFunction, stream_simple
 from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
-from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
-from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
+from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, ModelFallbackEvent, TurnEndEvent
+from .exceptions import (
+    AgentBusyError,
+    InvalidStateError,
+    InvalidTypeError,
+    InvalidValueError,
+    ProviderNotFoundError,
+    UsageLimitExceeded,
+)
+from .limits import UsageGuard, UsageLimits, UsageMeter, UsageTotals
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
 from .options import AgentOptions, LegacyPrepareNextTurn
 from .output import output_spec
@@ -139,6 +148,7 @@ class _Run:
         "in_flight",
         "output",
         "release_session",
+        "guard",
     )
 
     def __init__(self, options: AgentOptions) -> None:
@@ -153,6 +163,7 @@ class _Run:
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
         self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
+        self.guard: UsageGuard  # counts the run's usage, enforces its limits (docs/limits.md)
 
     @property
     def signal(self) -> AbortSignal:
@@ -205,6 +216,7 @@ class Agent(AgentOptions[OutputT]):
         self._idle = threading.Event()
         self._idle.set()
         self._listeners: tuple[tuple[Listener, bool], ...] = ()
+        self._usage = UsageMeter()  # every run's, for usage_limits of scope "agent"
         if self.session is not None:  # duck-typed: the core never imports piagent.sessions
             self.session.attach(
                 self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
@@ -228,6 +240,11 @@ class Agent(AgentOptions[OutputT]):
     @property
     def state(self) -> AgentState:
         return self._state
+
+    @property
+    def usage(self) -> UsageTotals:
+        """What this agent's runs used since it was built (a copy; docs/limits.md)."""
+        return self._usage.totals()
 
     # -- listeners --------------------------------------------------------------------------
 
@@ -445,6 +462,11 @@ class Agent(AgentOptions[OutputT]):
         run.release_session = release_session
         run.config = self._loop_config(run, skip_initial_steering)
         run.config.output = output
+        run.guard = UsageGuard(
+            options.usage_limits, lifetime=self._usage, on_limit=options.on_limit, on_raise=self._raise_limits
+        )
+        if options.fallback_models:
+            run.stream_fn = self._with_fallbacks(run)
         self._run = run
         self._idle.clear()
         self._state._begin_run()
@@ -475,6 +497,29 @@ class Agent(AgentOptions[OutputT]):
             should_stop_after_turn=self._should_stop_hook(options),
         )
         return AgentLoopConfig(**values)
+
+    def _raise_limits(self, old: UsageLimits, new: UsageLimits) -> None:
+        """``on_limit`` raised an agent-scope limit: it stays raised for the next runs."""
+        if new.scope == "agent":
+            self.usage_limits = tuple(new if item.scope == "agent" else item for item in self.usage_limits)
+
+    def _with_fallbacks(self, run: _Run) -> StreamFunction:
+        """The run's stream function asking ``fallback_models`` in turn (docs/limits.md#fallback-models)."""
+        options, emit = run.options, functools.partial(self._dispatch, run)
+
+        def on_fallback(failed: AssistantMessage, model: Model, next_model: Model, reason: str) -> None:
+            emit(ModelFallbackEvent(model, next_model, reason, failed.error_message or ""))
+
+        def api_key(model: Model) -> Optional[str]:
+            return options.get_api_key(model.provider) if options.get_api_key is not None else None
+
+        return with_fallbacks(
+            run.stream_fn,
+            options.fallback_models,
+            sticky=options.fallback_sticky,
+            on_fallback=on_fallback,
+            api_key=api_key,
+        )
 
     def _prepare_next_turn_hook(self, options: AgentOptions) -> Optional[PrepareNextTurn]:
         """Installed only if either form is set at run start; then reads the current attributes at
@@ -543,12 +588,13 @@ class Agent(AgentOptions[OutputT]):
         """
         run.thread_id = threading.get_ident()
         emit: Emit = functools.partial(self._dispatch, run)
+        config, counted = run.guard.install(run.config, emit)  # a failure message is no request: not counted
         try:
             try:
                 if prompts is None:
-                    run_agent_loop_continue(run.context, run.config, emit, run.signal, run.stream_fn)
+                    run_agent_loop_continue(run.context, config, counted, run.signal, run.stream_fn)
                 else:
-                    run_agent_loop(prompts, run.context, run.config, emit, run.signal, run.stream_fn)
+                    run_agent_loop(prompts, run.context, config, counted, run.signal, run.stream_fn)
             except Exception as exc:
                 self._fail(run, emit, exc)
             return RunResult.from_messages(run.messages, run.output, run.config.output is not None)
@@ -563,7 +609,10 @@ class Agent(AgentOptions[OutputT]):
         error = str(exc) or type(exc).__name__
         if isinstance(exc, ProviderNotFoundError) and run.model.api == PLACEHOLDER_API:
             error = NO_MODEL
-        logger.warning("agent run failed: %s", error, exc_info=exc)
+        if isinstance(exc, UsageLimitExceeded):  # a budget doing its job: no traceback
+            logger.info("agent run stopped: %s", error)
+        else:
+            logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(
             content=[TextContent("")],
             api=run.model.api,

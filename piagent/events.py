@@ -8,13 +8,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from typing_extensions import Literal
 
 from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage
 from .schema import jsonable
 from .types import AgentMessage, AgentToolResult, OutputValue
+
+if TYPE_CHECKING:
+    from .ai.types import Model
+    from .limits import LimitReached, UsageLimits
 
 __all__ = [
     "AgentEndEvent",
@@ -23,11 +27,13 @@ __all__ = [
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
+    "ModelFallbackEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
     "TurnEndEvent",
     "TurnStartEvent",
+    "UsageLimitEvent",
     "message_to_dict",
     "tool_result_to_dict",
 ]
@@ -226,6 +232,50 @@ class ToolExecutionEndEvent:
         return d
 
 
+@dataclass
+class ModelFallbackEvent:
+    """A request failed on ``model`` with ``error_message`` (``reason``: docs/limits.md#fallback-models)
+    and goes to ``next_model``; emitted before that model's answer starts (piagent's own event)."""
+
+    model: Model
+    next_model: Model
+    reason: str
+    error_message: str
+    type: Literal["model_fallback"] = field(default="model_fallback", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "model": f"{self.model.provider}:{self.model.id}",
+            "nextModel": f"{self.next_model.provider}:{self.next_model.id}",
+            "reason": self.reason,
+            "errorMessage": self.error_message,
+        }
+
+
+@dataclass
+class UsageLimitEvent:
+    """A usage limit was reached (docs/limits.md): ``raised`` holds the limits ``on_limit`` raised
+    it to, None when the run ends there (piagent's own event)."""
+
+    reached: LimitReached
+    raised: Optional[UsageLimits] = None
+    type: Literal["usage_limit"] = field(default="usage_limit", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "type": self.type,
+            "limit": self.reached.name,
+            "scope": self.reached.scope,
+            "value": self.reached.limit,
+            "used": self.reached.used,
+            "message": self.reached.message,
+        }
+        if self.raised is not None:
+            d["raisedTo"] = getattr(self.raised, self.reached.name)
+        return d
+
+
 AgentEvent = Union[
     AgentStartEvent,
     AgentEndEvent,
@@ -237,4 +287,6 @@ AgentEvent = Union[
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
     ToolExecutionEndEvent,
+    ModelFallbackEvent,
+    UsageLimitEvent,
 ]

@@ -12,6 +12,7 @@
     ├── InvalidValueError (also ValueError)     a value piagent cannot accept (an option, a schema...)
     ├── InvalidTypeError (also TypeError)       a value of the wrong type
     ├── AbortedError                            AbortSignal.throw_if_aborted() on an aborted signal
+    ├── UsageLimitExceeded                      a usage limit stops the next request (docs/limits.md)
     ├── SessionError                            a session store cannot be read or written
     │   ├── SessionFormatError (also ValueError)  not a session, a newer version, a damaged line
     │   └── SessionBusyError (also TimeoutError)  another agent's run holds the session; a lock held too long
@@ -50,6 +51,7 @@ __all__ = [
     "SessionFormatError",
     "StreamEndedWithoutResult",
     "ToolArgumentsError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -103,6 +105,16 @@ class OutputError(PiAgentError, ValueError):
 
 class StreamEndedWithoutResult(PiAgentError):
     """An event stream was ended without a terminal event and without a result."""
+
+
+class UsageLimitExceeded(PiAgentError):
+    """A usage limit was reached and not raised: the next request is not made (docs/limits.md).
+
+    ``reached`` is the :class:`~piagent.limits.LimitReached` that stopped it."""
+
+    def __init__(self, message: str, reached: object = None) -> None:
+        super().__init__(message)
+        self.reached = reached
 
 
 class SessionError(PiAgentError):

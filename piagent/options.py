@@ -27,6 +27,7 @@ from .ai.validation import prepare_validator
 from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
+from .limits import OnLimit, UsageLimits, check_usage_limits
 from .output import DEFAULT_OUTPUT_RETRIES, check_output_type
 from .result import OutputT
 from .state import PLACEHOLDER_API, THINKING_LEVELS, check_messages, check_tools, resolve_model
@@ -78,6 +79,15 @@ def _tools(name: str, value: Union[Iterable[AgentTool], AgentTool]) -> list[Agen
     for tool in tools:
         prepare_validator(tool.parameters)  # compiled now, not at the tool's first call
     return tools
+
+
+def _fallback_models(name: str, value: Union[Iterable[ModelSpec], ModelSpec]) -> list[Model]:
+    specs: Iterable[ModelSpec] = [value] if value is None or isinstance(value, (str, Model)) else value
+    return [_model(name, spec) for spec in specs]
+
+
+def _usage_limits(name: str, value: Union[UsageLimits, Iterable[UsageLimits], None]) -> tuple[UsageLimits, ...]:
+    return check_usage_limits(value)
 
 
 def _messages(name: str, value: Iterable[AgentMessage]) -> list[AgentMessage]:
@@ -255,6 +265,27 @@ class AgentOptions(Options, Generic[OutputT]):
         default=DEFAULT_MAX_TOOL_RESULT_CHARS,
         check=opt.positive_int_or_none,
         doc="Characters of text kept per tool result (None: no bound).",
+    )
+    usage_limits: Option[tuple[UsageLimits, ...], Union[UsageLimits, Iterable[UsageLimits], None]] = Option(
+        default=None,
+        check=_usage_limits,
+        doc="UsageLimits (requests, tokens, cost, tool calls) per run, or with scope='agent' for every run of "
+        "the agent; a list takes one of each scope (docs/limits.md).",
+    )
+    on_limit: Same[Optional[OnLimit]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(LimitReached, signal) -> raised UsageLimits | None when a usage limit is reached; None ends the run.",
+    )
+    fallback_models: Option[list[Model], Union[Iterable[ModelSpec], ModelSpec]] = Option(
+        default=(),
+        check=_fallback_models,
+        doc="Models asked in order when a request fails for a reason another model can serve (docs/limits.md).",
+    )
+    fallback_sticky: Same[bool] = Option(
+        default=False,
+        check=opt.boolean,
+        doc="Keep asking the model that answered after a fallback for the rest of the run (False: the first).",
     )
     instrumentation: Same[Optional[Instrumentation]] = Option(
         default=None,

@@ -20,6 +20,7 @@ import pytest
 
 import piagent
 from piagent import AbortController
+from piagent.ai import Cost
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
@@ -129,6 +130,7 @@ def test_no_prompt_at_all_is_a_usage_error(faux: Any) -> None:
         (["--tools", "read_file,teleport", "x"], "Unknown tool(s): teleport"),
         (["--tools", "calculator", "--tool-choice", "read_file", "x"], "no such tool among --tools"),
         (["--max-turns", "0", "x"], "--max-turns must be 1 or more"),
+        (["--max-cost", "0", "x"], "--max-cost must be more than 0"),
     ],
 )
 def test_bad_options_exit_2_with_a_clear_message(faux: Any, argv: list[str], message: str) -> None:
@@ -449,3 +451,25 @@ def test_ctrl_c_aborts_the_run_and_exits_130() -> None:
                 process.wait(WAIT)
     assert process.returncode == 130, err
     assert "interrupted: aborting the run" in err and "never shown" not in out
+
+
+def test_max_cost_stops_a_prompt_before_it_spends_more_and_says_so_with_status_3(faux: Any) -> None:
+    model = faux.get_model()
+    model.cost = Cost(1_000_000, 1_000_000)  # a dollar a token: the first answer spends the budget
+    faux.set_responses([faux_message([faux_tool_call("calculator", {"expression": "1+1"})])] * 3)
+    out, err = Recording(), io.StringIO()
+    code = main(
+        ["--tools", "calculator", "--max-cost", "0.5", "loop"], stdin=io.StringIO(), stdout=out, stderr=err, model=model
+    )
+    assert code == 3 and len(faux.state.requests) == 1
+    assert "stopped: Usage limit reached: cost $" in err.getvalue() and "of $0.5 per run (--max-cost)" in err.getvalue()
+
+
+def test_a_fallback_model_gets_its_own_key_never_the_one_given_for_the_model() -> None:
+    args = build_parser().parse_args(["--fallback-model", "openai:gpt-4.1", "hi"])
+    model = resolve_model("anthropic:claude-sonnet-4-5", environ={})
+    fallback = resolve_model("openai:gpt-4.1", environ={})
+    agent = build_agent(args, model, api_key="sk-ant-given", tools=[], fallbacks=[fallback])
+    assert [m.id for m in agent.fallback_models] == ["gpt-4.1"]
+    assert agent.get_api_key is not None
+    assert agent.get_api_key("anthropic") == "sk-ant-given" and agent.get_api_key("openai") is None

@@ -234,3 +234,29 @@ def test_no_token_is_printed_after_the_abort_note(faux: Any) -> None:
     s.terminal.type("/quit")
     assert s.finish() == 0
     assert "late token" not in s.out.getvalue()
+
+
+def test_a_usage_limit_asks_the_person_at_the_terminal_whether_to_go_on(faux: Any) -> None:
+    from piagent import UsageLimits
+    from piagent.testing import faux_tool_call
+    from piagent.tools import calculator
+
+    faux.set_responses(
+        [faux_message([faux_tool_call("calculator", {"expression": "1+1"})])] * 2 + [faux_message("two")]
+    )
+    s = Session(faux)
+    s.agent.tools = [calculator()]
+    s.agent.usage_limits = UsageLimits(requests=1)
+    s.agent.on_limit = s.session.ask_limit
+    s.terminal.type("add")
+    assert wait_until(lambda: "Type a higher limit to go on" in s.err.getvalue(), WAIT)
+    s.terminal.type("2")  # the answer: two requests, then asked again
+    assert wait_until(lambda: s.err.getvalue().count("Type a higher limit") == 2, WAIT)
+    s.terminal.type("")  # Enter: stop there
+    assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type(None)
+    assert s.finish() == 0
+    assert "Usage limit reached: requests 1 of 1 per run" in s.err.getvalue()
+    assert s.transcript()[-1] == "assistant:"  # the run ended on the limit, the question answered twice
+    assert s.agent.state.messages[-1].error_message == "Usage limit reached: requests 2 of 2 per run"
+    assert len(faux.state.requests) == 2

@@ -6,6 +6,7 @@ from ._learned import remember_rejections
 from .builder import MessageBuilder
 from .capabilities import Capabilities, forget_learned
 from .env import get_env_api_key
+from .fallback import fallback_reason, with_fallbacks
 from .json_stream import parse_streaming_json
 from .models import (
     catalogue_in_use,
@@ -89,6 +90,7 @@ __all__ = [
     "current_system_prompt",
     "current_tools",
     "custom_model",
+    "fallback_reason",
     "forget_learned",
     "get_api_provider",
     "get_api_providers",
@@ -109,4 +111,5 @@ __all__ = [
     "unregister_model",
     "validate_json_value",
     "validate_tool_arguments",
+    "with_fallbacks",
 ]

@@ -27,6 +27,7 @@ from .. import __version__
 from ..agent import Agent
 from ..ai.types import Model
 from ..exceptions import SessionError
+from ..limits import LIMIT_REACHED, UsageLimits
 from ..state import THINKING_LEVELS
 from ..types import AgentTool, TurnUpdate
 from . import structured
@@ -105,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep what models were seen to refuse (an optional field named in their error) in "
         "$PIAGENT_HOME/learned-rules.json (default ~/.piagent), and apply what it holds",
     )
+    model.add_argument(
+        "--fallback-model",
+        action="append",
+        metavar="PROVIDER:ID",
+        help="ask this model when a request fails for a reason another model can serve: 429, 5xx, overload, "
+        "timeout (repeatable, tried in order; its key from its provider's variable; docs/limits.md)",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("-s", "--system", default="", help="the system prompt")
     run.add_argument(
@@ -122,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"stop after this many turns per prompt (default {DEFAULT_MAX_TURNS}; exit status 3 when reached)",
     )
     run.add_argument("--sequential", action="store_true", help="run tool calls one at a time")
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop a prompt before it spends more than this, from the model's prices (exit status 3 when reached)",
+    )
     add_mcp_arguments(parser)
     add_session_arguments(parser)
     output = parser.add_argument_group("output")
@@ -153,6 +167,8 @@ def check_options(args: argparse.Namespace, cwd: Optional[str] = None) -> list[A
         raise SetupError("--max-tokens must be 1 or more")
     if args.json_full and not args.json:
         raise SetupError("--json-full goes with --json")
+    if args.max_cost is not None and not args.max_cost > 0:
+        raise SetupError("--max-cost must be more than 0 (US dollars)")
     tools = build_tools(args.tools, cwd or os.getcwd())
     mcp = bool(args.mcp or args.mcp_url)  # their tools are known once connected (build_agent)
     choice = _tool_choice(args.tool_choice)
@@ -175,9 +191,10 @@ def build_agent(
     api_key: str = "",
     tools: Optional[list[AgentTool]] = None,
     session: Any = None,
+    fallbacks: Sequence[Model] = (),
 ) -> Agent:
     """The agent the options describe (its tools confined to ``cwd``, plus those of the MCP
-    servers it connects to), recording into ``session``."""
+    servers it connects to), recording into ``session``, asking ``fallbacks`` when ``model`` fails."""
     if tools is None:
         tools = check_options(args, cwd)
     servers = connect_mcp_servers(args)
@@ -198,7 +215,10 @@ def build_agent(
         return TurnUpdate(tool_choice="auto") if context.tool_results else None
 
     forced = choice == "required" or isinstance(choice, dict)
-    key_for: Optional[Callable[[str], Optional[str]]] = (lambda provider: api_key) if api_key else None
+    # the key is the model's: a fallback of another provider takes its own from the environment
+    key_for: Optional[Callable[[str], Optional[str]]] = (
+        (lambda provider: api_key if provider == model.provider else None) if api_key else None
+    )
     return Agent(
         system_prompt=args.system,
         model=model,
@@ -213,12 +233,16 @@ def build_agent(
         get_api_key=key_for,
         session=session,
         output_type=structured.output_schema(args),
+        usage_limits=UsageLimits(cost=args.max_cost) if args.max_cost is not None else None,
+        fallback_models=list(fallbacks),
     )
 
 
 def end_status(result: Any, max_turns: Optional[int]) -> tuple[int, str]:
     """The exit status of a finished run and, for an abnormal end, what to say on stderr."""
     reason = result.stop_reason
+    if reason == "error" and (result.error_message or "").startswith(LIMIT_REACHED):
+        return EXIT_LIMIT, f"stopped: {result.error_message} (--max-cost)"
     if reason == "error":
         return EXIT_ERROR, f"error: {result.error_message or 'the run failed'}"
     if reason == "aborted":
@@ -318,9 +342,10 @@ def main(
             or resolve_model(args.model, args.base_url, environ, parse_compat(args.compat))
         )
         key = resolve_api_key(chosen, args.api_key, environ)
+        fallbacks = [resolve_model(ref, None, environ) for ref in args.fallback_model or ()]
         if args.max_tokens:
             chosen.max_tokens = args.max_tokens
-        agent = build_agent(args, chosen, api_key=key, tools=tools, session=session)
+        agent = build_agent(args, chosen, api_key=key, tools=tools, session=session, fallbacks=fallbacks)
     except SetupError as exc:
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
@@ -396,4 +421,7 @@ def _interactive(agent: Agent, chosen: Model, console: Console, stdin: IO[str], 
         except Exception as exc:
             console.note(f"piagent: cannot load {chosen.id}: {exc}")
             return EXIT_ERROR
-    return InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}", summary=summary).run()
+    session = InteractiveSession(agent, console, stdin, label=f"{chosen.provider}:{chosen.id}", summary=summary)
+    if agent.usage_limits:  # --max-cost: reaching it asks at the terminal
+        agent.on_limit = session.ask_limit
+    return session.run()

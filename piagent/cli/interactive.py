@@ -13,17 +13,24 @@ during a run says so and waits for the run to end (Ctrl-C then aborts it). An un
 
 Messages queued just as a run ends are not lost: when a run finishes with messages still
 queued (and was not aborted), the session continues the conversation with them.
+
+A usage limit the agent reaches (``--max-cost``) is a question to the person at the terminal
+(:meth:`InteractiveSession.ask_limit`, the agent's ``on_limit``): the next line typed is a
+higher limit to go on with, or empty to stop the run there (docs/limits.md).
 """
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 from concurrent.futures import Future
 from typing import IO, Any, Callable, Optional
 
+from ..abort import AbortSignal
 from ..agent import Agent
 from ..exceptions import AgentBusyError, InvalidStateError, SessionError
+from ..limits import LimitReached, UsageLimits
 from .render import Console, usage_line
 
 __all__ = ["COMMANDS", "HELP", "InteractiveSession"]
@@ -63,6 +70,7 @@ class InteractiveSession:
         self._read_line = read_line or _line_reader(stdin, console)
         self._interrupted = False  # the last thing the user did was Ctrl-C
         self._aborted = threading.Event()  # set by Ctrl-C, cleared by the next prompt
+        self._answers: Optional[queue.Queue[Optional[str]]] = None  # set while ask_limit waits for a line
 
     @property
     def busy(self) -> bool:
@@ -99,6 +107,10 @@ class InteractiveSession:
 
     def _handle(self, line: str) -> bool:
         """Act on one line; False to quit."""
+        answers = self._answers
+        if answers is not None:  # the run asked a question (ask_limit): this line is the answer
+            answers.put(line)
+            return True
         if not line:
             return True
         if line.startswith("/"):
@@ -129,6 +141,26 @@ class InteractiveSession:
         else:
             self.console.note(f"unknown command {name} (not sent to the model); /help lists the commands")
         return True
+
+    def ask_limit(self, reached: LimitReached, signal: AbortSignal) -> Optional[UsageLimits]:
+        """``on_limit`` for the person at the terminal: the next line typed is the new limit
+        (more than what was used goes on), an empty or other line stops the run; so does an abort."""
+        answers: queue.Queue[Optional[str]] = queue.Queue()
+        remove = signal.add_listener(lambda: answers.put(None))
+        self._answers = answers
+        self.console.note(f"{reached.message}. Type a higher limit to go on, or press Enter to stop:")
+        try:
+            line = answers.get()
+        finally:
+            self._answers = None
+            remove()
+        try:
+            value = float((line or "").strip().lstrip("$"))
+        except ValueError:
+            return None
+        if not value > reached.used:
+            return None
+        return reached.limits.replace(**{reached.name: value if reached.name == "cost" else int(value)})
 
     def _on_interrupt(self) -> bool:
         """Ctrl-C: abort the run, or quit if the previous action was Ctrl-C too. True to quit."""

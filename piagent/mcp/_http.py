@@ -27,13 +27,12 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Optional
-from urllib.parse import urljoin
 
 import requests
 
 from .._interrupts import Tracker, read_body, session
-from ..ai.providers._http import _Inflater, _origin
-from ..ai.providers._sse import SseFields, iter_sse
+from .._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
+from ..ai.providers._sse import SseFields, SseTooLargeError, iter_sse
 from ..exceptions import AbortedRequest, ProviderStreamError
 from ._connection import MAX_MESSAGE_BYTES
 from ._errors import MCPConnectionError, MCPError, MCPRemoteError
@@ -120,7 +119,7 @@ class HttpTransport:
         thread.start()
 
     def _headers(self, extra: Optional[dict] = None, accept: str = "application/json, text/event-stream") -> dict:
-        headers = {**self._custom, "Accept": accept, "Accept-Encoding": "gzip, deflate"}  # what _Inflater undoes
+        headers = {**self._custom, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_header is not None:
@@ -146,19 +145,13 @@ class HttpTransport:
             if not response.is_redirect:
                 return response
             response.close()
-            target = urljoin(url, response.headers.get("location", ""))
-            if _origin(target) != _origin(url):
-                scheme, host, port = _origin(target)
+            url, refusal = redirect_target(url, response)
+            if refusal is not None:
                 raise MCPConnectionError(
-                    f"the MCP server at {self.url} redirected to another origin ({scheme}://{host}:{port}): refused, "
-                    "piagent never sends a request's headers or body to another host; connect to that address"
+                    f"the MCP server at {self.url} answered with {refusal}: refused, piagent follows only "
+                    "same-origin 307/308 redirects, so no header or body reaches another host; connect to the "
+                    "address it names if you trust it"
                 )
-            if response.status_code not in (307, 308):
-                raise MCPConnectionError(
-                    f"the MCP server at {self.url} answered HTTP {response.status_code} (a redirect that changes "
-                    "the method): refused; connect to the address it names"
-                )
-            url = target
         raise MCPConnectionError(f"the MCP server at {self.url} redirected more than {MAX_REDIRECTS} times")
 
     def _post(self, message: dict, headers: dict, read_timeout: Optional[float] = None) -> requests.Response:
@@ -373,7 +366,7 @@ class HttpTransport:
 
 def _inflated(response: requests.Response) -> Iterator[bytes]:
     """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once."""
-    inflater = _Inflater(response.headers.get("Content-Encoding", ""))
+    inflater = Inflater(response.headers.get("Content-Encoding", ""))
     for data in read_body(response):
         yield from inflater.feed(data)
 
@@ -392,10 +385,9 @@ def _read_error(url: str, exc: BaseException) -> MCPConnectionError:
     """An error for a failure while reading the server's answer (a bound, memory, a bug)."""
     if isinstance(exc, MCPConnectionError):
         return exc
-    reason = f"the MCP server at {url} sent a message larger than {MAX_MESSAGE_BYTES:,} bytes"
-    if not isinstance(exc, ProviderStreamError) or "larger than" not in str(exc):
-        reason = f"reading the answer of the MCP server at {url} failed: {_clean(exc)}"
-    return MCPConnectionError(reason)
+    if isinstance(exc, SseTooLargeError):
+        return MCPConnectionError(f"the MCP server at {url} sent a message larger than {MAX_MESSAGE_BYTES:,} bytes")
+    return MCPConnectionError(f"reading the answer of the MCP server at {url} failed: {_clean(exc)}")
 
 
 def _http_error(response: requests.Response) -> MCPRemoteError:

@@ -7,8 +7,8 @@ rewritten to LF line ends, so the usual chunk costs one search for CR). An event
 skipped; ``id:`` and ``retry:`` are kept in ``fields`` when the caller passes an
 :class:`SseFields` (MCP resumes a broken stream with them), else ignored. A last event not
 followed by a blank line is still delivered. Work is linear in the bytes received, and no line
-or event may exceed ``max_event_bytes`` (a
-:class:`~piagent.exceptions.ProviderStreamError` ends the stream).
+or event may exceed ``max_event_bytes`` (:class:`SseTooLargeError`, a
+:class:`~piagent.exceptions.ProviderStreamError`, ends the stream).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Optional
 
 from ...exceptions import ProviderStreamError
 
-__all__ = ["SseFields", "iter_sse"]
+__all__ = ["SseFields", "SseTooLargeError", "iter_sse"]
 
 SseEvent = tuple[Optional[str], bytes]
 
@@ -37,8 +37,12 @@ class SseFields:
         self.retry: Optional[int] = None
 
 
-def _too_large(what: str, limit: int) -> ProviderStreamError:
-    return ProviderStreamError(f"The stream sent {what} larger than max_event_bytes={limit:,} bytes")
+class SseTooLargeError(ProviderStreamError):
+    """A line or an event over ``max_event_bytes``."""
+
+
+def _too_large(what: str, limit: int) -> SseTooLargeError:
+    return SseTooLargeError(f"The stream sent {what} larger than max_event_bytes={limit:,} bytes")
 
 
 def iter_sse(

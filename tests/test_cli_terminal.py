@@ -191,3 +191,23 @@ def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(s
         assert "owned" not in title
     finally:
         screen.close()
+
+
+def test_an_mcp_servers_stderr_shown_with_v_neither_retitles_nor_clears_the_terminal(server: ScriptedServer) -> None:
+    hostile = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
+    said = "--stderr=title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end"
+    server.reply(chat_text("kept line"))
+    screen = piagent_screen(server, "--no-session", "-v", "--mcp", f"{sys.executable} {hostile} '{said}'", "hi")
+    try:
+        shown = screen.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+        assert "EXIT=0" in shown and "kept line" in shown
+        assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
+        title = subprocess.run(
+            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        ).stdout
+        assert "owned" not in title
+    finally:
+        screen.close()

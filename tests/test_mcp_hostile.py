@@ -396,6 +396,27 @@ def test_a_tool_name_outside_mcps_rule_is_left_out_with_an_escaped_warning(
     assert not any("\x1b" in w or "\x07" in w for w in warnings)
 
 
+def test_a_left_out_tool_is_reported_on_the_commands_stderr_without_v(tmp_path: Any) -> None:
+    from tests.ai.providers.openai_wire import chat_text
+    from tests.support.scripted_server import ScriptedServer
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(HOME=str(tmp_path), PIAGENT_SESSIONS_DIR=str(tmp_path / "sessions"))
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hello."))
+        process = subprocess.run(
+            [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+            + ["--mcp", f"{sys.executable} {HOSTILE} final_answer", "Hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=WAIT,
+        )
+    assert process.returncode == 0 and process.stdout == "Hello.\n", process.stderr
+    assert "piagent: MCP tool 'final_answer' left out: structured output uses that name" in process.stderr
+
+
 # -- connecting ----------------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ from .config import (
     resolve_model,
 )
 from .mcp_servers import add_mcp_arguments, chain_turn_hooks, connect_mcp_servers
-from .render import Console, ConsoleRenderer, JsonRenderer, is_terminal, usage_line
+from .render import Console, ConsoleRenderer, JsonRenderer, is_terminal, terminal_safe, usage_line
 from .sessions import add_session_arguments, open_session, print_sessions, session_model
 
 __all__ = ["DEFAULT_MAX_TURNS", "build_agent", "build_parser", "end_status", "main", "run_once"]
@@ -266,6 +266,16 @@ def _read_all(stream: IO[str]) -> str:
         return ""
 
 
+class _TerminalFormatter(logging.Formatter):
+    """Log lines for a terminal: what they quote (an MCP server's stderr, a line it sent) cannot drive it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
+
+
+_PLAIN_LOG = logging.Formatter("piagent: %(message)s")
+
+
 def main(
     argv: Optional[Sequence[str]] = None,
     *,
@@ -281,11 +291,13 @@ def main(
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.ERROR, stream=err, format="piagent: %(message)s"
-    )
-    # a damaged session file (a torn last line...) is worth a word without -v (docs/sessions.md#damaged-files)
-    logging.getLogger("piagent.sessions").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(_TerminalFormatter("piagent: %(message)s") if is_terminal(err) else _PLAIN_LOG)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, handlers=[handler])
+    # worth a word without -v: a damaged session file (a torn last line..., docs/sessions.md#damaged-files),
+    # an MCP server's tool left out or a message it sent that is not JSON-RPC (docs/mcp.md)
+    for name in ("piagent.sessions", "piagent.mcp"):
+        logging.getLogger(name).setLevel(logging.INFO if args.verbose else logging.WARNING)
     console = Console(out, err)
     if args.list_models:
         console.write_out("".join(line + "\n" for line in list_models(environ)))

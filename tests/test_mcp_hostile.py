@@ -197,6 +197,18 @@ def test_a_redirect_to_another_host_gets_no_header_no_session_id_and_no_body() -
         assert elsewhere.methods == []
 
 
+
+def test_a_cookie_one_server_sets_reaches_no_other_server_on_the_same_host() -> None:
+    def initialize_with_a_cookie(message: dict) -> Any:
+        status, headers, body = json_answer(INITIALIZE)(message)
+        return status, {**headers, "Set-Cookie": "sid=a-secret; Path=/"}, body
+
+    with MethodServer({"initialize": initialize_with_a_cookie}) as first, http_client(first):
+        pass
+    with MethodServer({"initialize": json_answer(INITIALIZE)}) as other, http_client(other):
+        pass
+    assert other.headers and not any("Cookie" in headers for headers in other.headers)
+
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
     redirects = iter([True])
 

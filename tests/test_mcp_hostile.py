@@ -113,6 +113,14 @@ def test_a_server_that_never_reads_its_input_ends_the_connection_once_the_bound_
         assert client.call_tool("echo", {"text": "a new server"})["content"][0]["text"] == "a new server"
 
 
+def test_one_message_larger_than_the_unread_bound_goes_to_a_server_that_reads() -> None:
+    from piagent.mcp._stdio import MAX_PENDING_INPUT_BYTES
+
+    with hostile(timeout=60) as client:
+        padding = "x" * (MAX_PENDING_INPUT_BYTES + 1)
+        assert client.call_tool("stderr_line", {"size": 1, "padding": padding})["content"][0]["text"] == "done"
+
+
 def test_a_deeply_nested_line_fails_the_call_and_the_connection_keeps_working() -> None:
     with hostile(timeout=None) as client:
         error = outcome_within(lambda: client.call_tool("nested", {"depth": 100_000}))
@@ -197,7 +205,6 @@ def test_a_redirect_to_another_host_gets_no_header_no_session_id_and_no_body() -
         assert elsewhere.methods == []
 
 
-
 def test_a_cookie_one_server_sets_reaches_no_other_server_on_the_same_host() -> None:
     def initialize_with_a_cookie(message: dict) -> Any:
         status, headers, body = json_answer(INITIALIZE)(message)
@@ -208,6 +215,7 @@ def test_a_cookie_one_server_sets_reaches_no_other_server_on_the_same_host() -> 
     with MethodServer({"initialize": json_answer(INITIALIZE)}) as other, http_client(other):
         pass
     assert other.headers and not any("Cookie" in headers for headers in other.headers)
+
 
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
     redirects = iter([True])

@@ -437,6 +437,14 @@ def test_a_left_out_tool_is_reported_on_the_commands_stderr_without_v(tmp_path: 
     assert "piagent: MCP tool 'final_answer' left out: structured output uses that name" in process.stderr
 
 
+def test_a_tool_name_a_server_lists_twice_is_kept_once_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="piagent.mcp"), hostile("echo", "other", "other") as client:
+        assert [tool.name for tool in client.tools()] == ["echo", "other"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp"]
+    assert any("'echo'" in w and "listed that name more than once" in w for w in warnings)
+    assert any("'other'" in w and "listed that name more than once" in w for w in warnings)
+
+
 # -- connecting ----------------------------------------------------------------------------------
 
 

@@ -52,6 +52,16 @@ class Screen:
     def lines(self) -> list[str]:
         return [line.rstrip() for line in self.text().splitlines()]
 
+    def title(self) -> str:
+        """The pane's title, as escape sequences the program wrote may have set it."""
+        done = subprocess.run(
+            [*self.tmux, "display-message", "-p", "-t", self.name, "#{pane_title}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+        return done.stdout
+
     def wait_for(self, condition: Callable[[str], bool], what: str) -> str:
         """Poll the screen until ``condition`` holds (bounded by WAIT)."""
         deadline = time.monotonic() + WAIT
@@ -182,13 +192,7 @@ def test_escape_sequences_in_the_answer_neither_retitle_nor_clear_the_terminal(s
         assert "EXIT=0" in shown
         assert "kept line" in shown  # not cleared away
         assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
-        title = subprocess.run(
-            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
-            capture_output=True,
-            text=True,
-            timeout=WAIT,
-        ).stdout
-        assert "owned" not in title
+        assert "owned" not in screen.title()
     finally:
         screen.close()
 
@@ -202,12 +206,6 @@ def test_an_mcp_servers_stderr_shown_with_v_neither_retitles_nor_clears_the_term
         shown = screen.wait_for(lambda s: "EXIT=" in s, "the end of the run")
         assert "EXIT=0" in shown and "kept line" in shown
         assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
-        title = subprocess.run(
-            [*screen.tmux, "display-message", "-p", "-t", screen.name, "#{pane_title}"],
-            capture_output=True,
-            text=True,
-            timeout=WAIT,
-        ).stdout
-        assert "owned" not in title
+        assert "owned" not in screen.title()
     finally:
         screen.close()

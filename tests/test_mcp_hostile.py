@@ -217,6 +217,23 @@ def test_a_cookie_one_server_sets_reaches_no_other_server_on_the_same_host() -> 
     assert other.headers and not any("Cookie" in headers for headers in other.headers)
 
 
+def test_a_key_in_the_servers_url_stays_out_of_errors_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    with MethodServer({}) as elsewhere:
+        moved = lambda message: (307, {"Location": elsewhere.url}, b"")  # noqa: E731 - a route in one line
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": moved}
+        with MethodServer(routes) as server, caplog.at_level(logging.DEBUG, logger="piagent"):
+            url = server.url.replace("http://", "http://user:pw-secret-1@") + "?api_key=k-secret-2"
+            with MCPClient.http(url, protocol="2025-11-25") as client:
+                errors = [outcome_within(lambda: client.call_tool("echo", {}))]
+    with MethodServer({}) as gone:
+        pass
+    gone_url = gone.url.replace("http://", "http://user:pw-secret-1@") + "?api_key=k-secret-2"
+    errors.append(outcome_within(lambda: MCPClient.http(gone_url, protocol="2025-11-25")))
+    shown = " ".join([*map(str, errors), *(r.getMessage() for r in caplog.records)])
+    assert all(isinstance(error, MCPConnectionError) and "127.0.0.1" in str(error) for error in errors)
+    assert "secret" not in shown
+
+
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
     redirects = iter([True])
 

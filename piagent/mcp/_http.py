@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -83,6 +84,7 @@ class StreamBrokenError(MCPConnectionError):
 class HttpTransport:
     def __init__(self, url: str, headers: Optional[dict[str, str]] = None) -> None:
         self.url = url
+        self._shown = _shown(url)
         self._custom = dict(headers or {})
         self.session_id: Optional[str] = None
         self.protocol_header: Optional[str] = None
@@ -94,7 +96,8 @@ class HttpTransport:
         self._posts = Workers("mcp-http-post", POST_THREADS, MAX_QUEUED_POSTS)
 
     def describe(self) -> str:
-        return self.url
+        """The URL as errors and logs show it (no user, password or query: they may hold a key)."""
+        return self._shown
 
     def open(self, sink: Any) -> None:
         self._sink = sink
@@ -148,11 +151,11 @@ class HttpTransport:
             url, refusal = redirect_target(url, response)
             if refusal is not None:
                 raise MCPConnectionError(
-                    f"the MCP server at {self.url} answered with {refusal}: refused, piagent follows only "
+                    f"the MCP server at {self._shown} answered with {refusal}: refused, piagent follows only "
                     "same-origin 307/308 redirects, so no header or body reaches another host; connect to the "
                     "address it names if you trust it"
                 )
-        raise MCPConnectionError(f"the MCP server at {self.url} redirected more than {MAX_REDIRECTS} times")
+        raise MCPConnectionError(f"the MCP server at {self._shown} redirected more than {MAX_REDIRECTS} times")
 
     def _post(self, message: dict, headers: dict, read_timeout: Optional[float] = None) -> requests.Response:
         body = json.dumps(message, separators=(",", ":")).encode("utf-8")
@@ -184,7 +187,7 @@ class HttpTransport:
         except Exception as exc:  # a bound, a MemoryError, a bug: the caller must not wait for it
             if not self._closing.is_set():
                 logger.debug("MCP exchange failed", exc_info=True)
-            self._sink.fail(request_id, _read_error(self.url, exc))
+            self._sink.fail(request_id, _read_error(self._shown, exc))
 
     @contextlib.contextmanager
     def _tracked(self, key: Any) -> Iterator[None]:
@@ -207,13 +210,14 @@ class HttpTransport:
         try:
             response = self._post(message, headers)
         except requests.RequestException as exc:
-            self._sink.fail(request_id, MCPConnectionError(f"cannot reach the MCP server at {self.url}: {_clean(exc)}"))
+            unreachable = MCPConnectionError(f"cannot reach the MCP server at {self._shown}: {_clean(exc)}")
+            self._sink.fail(request_id, unreachable)
             return
         with response:
             if self.session_id is None and response.headers.get("Mcp-Session-Id"):
                 self.session_id = response.headers["Mcp-Session-Id"]
             if response.status_code == 404 and sent_session is not None:
-                self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self.url} expired (HTTP 404)"))
+                self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self._shown} expired (HTTP 404)"))
                 return
             if response.status_code >= 400 or response.status_code == 202:
                 self._sink.fail(request_id, _http_error(response))
@@ -308,7 +312,7 @@ class HttpTransport:
         except AbortedRequest:
             pass
         except Exception as exc:  # a bound or a refused redirect: server-initiated messages stop
-            logger.warning("the MCP GET stream ended: %s", _read_error(self.url, exc))
+            logger.warning("the MCP GET stream ended: %s", _read_error(self._shown, exc))
         finally:
             opened.set()
 
@@ -362,6 +366,12 @@ class HttpTransport:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _shown(url: str) -> str:
+    """``url`` without user, password and query (``?…`` stays to say there was one)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "…" if parts.query else "", ""))
 
 
 def _inflated(response: requests.Response) -> Iterator[bytes]:

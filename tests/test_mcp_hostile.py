@@ -403,6 +403,27 @@ def test_a_ping_flood_over_http_is_answered_on_a_bounded_number_of_threads() -> 
     assert result["peak"] <= result["bound"]  # + the call's exchange and the GET stream
 
 
+def test_posts_dropped_in_a_flood_are_warned_about_a_few_times_not_once_each(caplog: pytest.LogCaptureFixture) -> None:
+    def flood(message: dict) -> Any:
+        pings = b"".join(b'data: {"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\n\n' % n for n in range(3000))
+        answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}}).encode()
+        return 200, SSE, pings + b"data: " + answer + b"\n\n"
+
+    release = threading.Event()
+
+    def accepted_once_released(message: dict) -> Any:
+        release.wait(WAIT)  # the answers pile up meanwhile
+        return 202, {}, b""
+
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": flood, "(response)": accepted_once_released}
+    logged = caplog.at_level(logging.WARNING, logger="piagent.mcp")
+    with MethodServer(routes) as server, logged, http_client(server) as client:
+        client.call_tool("echo", {})
+        release.set()
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert 0 < len(dropped) <= 12, len(dropped)  # 1, 2, 4, ... 2,048 drops
+
+
 # -- tool names ----------------------------------------------------------------------------------
 
 

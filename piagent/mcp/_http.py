@@ -58,7 +58,8 @@ POST_TIMEOUT = 10.0
 POST_THREADS = 4
 """Threads that send notifications and answers (nobody waits for them)."""
 MAX_QUEUED_POSTS = 64
-"""Notifications and answers waiting or being sent; more are dropped with a warning."""
+"""Notifications and answers waiting or being sent; more are dropped (warned about at the 1st,
+2nd, 4th, 8th... drop)."""
 RESUME_CHECK = 0.5
 """Seconds between two looks at whether a request waiting to resume its stream is still wanted."""
 MAX_REDIRECTS = 5
@@ -94,6 +95,7 @@ class HttpTransport:
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
         self._posts = Workers("mcp-http-post", POST_THREADS, MAX_QUEUED_POSTS)
+        self._dropped = 0  # posts refused because MAX_QUEUED_POSTS waited
 
     def describe(self) -> str:
         """The URL as errors and logs show it (no user, password or query: they may hold a key)."""
@@ -110,9 +112,16 @@ class HttpTransport:
         if request_id is not None:
             self._spawn(self._exchange, message, headers or {}, request_id)
         elif not self._posts.submit(self._post_quietly, message, headers or {}):
-            logger.warning(
-                "MCP: dropped a %s: %d posts already wait", message.get("method", "response"), MAX_QUEUED_POSTS
-            )
+            with self._lock:
+                self._dropped += 1
+                dropped = self._dropped
+            if dropped & (dropped - 1) == 0:  # the 1st, 2nd, 4th, 8th...: a flood is not a flood of warnings
+                logger.warning(
+                    "MCP: dropped a %s: %d posts already wait (%d dropped so far)",
+                    message.get("method", "response"),
+                    MAX_QUEUED_POSTS,
+                    dropped,
+                )
 
     def _spawn(self, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name="mcp-http", daemon=True)

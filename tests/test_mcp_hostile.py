@@ -511,3 +511,18 @@ def test_a_huge_retry_interval_leaves_no_thread_once_its_call_timed_out() -> Non
         """,
     )
     assert result == {"left": []}
+
+
+def test_the_servers_retry_interval_holds_for_later_resumptions_that_do_not_repeat_it() -> None:
+    from piagent.mcp._http import DEFAULT_RETRY_MS, MAX_RESUMES
+
+    quick = b"id: 1\nretry: 10\ndata: \n\n"  # resume after 10 ms, then end without answering
+    routes = {
+        "initialize": json_answer(INITIALIZE),
+        "tools/call": lambda m: (200, SSE, quick),
+        "GET": lambda m: (200, SSE, b"id: 2\ndata: \n\n"),  # no retry: 10 ms still holds
+    }
+    with MethodServer(routes) as server, http_client(server) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}, timeout=0.9 * DEFAULT_RETRY_MS / 1000))
+    assert isinstance(error, MCPConnectionError), error  # not a timeout waiting out the default retry
+    assert f"broke {MAX_RESUMES + 1} times" in str(error)

@@ -251,10 +251,13 @@ class HttpTransport:
         """Whether the connection no longer waits for ``request_id`` (answered, abandoned or failed)."""
         return not self._sink.waiting(request_id)
 
-    def _read_stream(self, response: requests.Response, key: Any) -> tuple[Optional[str], int]:
+    def _read_stream(
+        self, response: requests.Response, key: Any, retry_ms: int = DEFAULT_RETRY_MS
+    ) -> tuple[Optional[str], int]:
         """Deliver the stream's messages until it ends, or its request is answered.
 
-        Returns the last event id seen and the retry interval (ms) to use before resuming.
+        Returns the last event id seen and the retry interval (ms) to use before resuming:
+        the stream's last ``retry:``, else ``retry_ms`` (what the server asked for before).
         """
         fields = SseFields()
         try:
@@ -267,7 +270,7 @@ class HttpTransport:
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if not self._closing.is_set():  # a broken connection: resumed if an id came
                 logger.debug("MCP response stream broke: %s", _clean(exc))
-        return fields.last_id, DEFAULT_RETRY_MS if fields.retry is None else fields.retry
+        return fields.last_id, retry_ms if fields.retry is None else fields.retry
 
     def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
         """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
@@ -283,7 +286,7 @@ class HttpTransport:
                 if response.status_code != 200:
                     self._sink.fail(request_id, _http_error(response))
                     return
-                new_id, retry = self._read_stream(response, request_id)
+                new_id, retry = self._read_stream(response, request_id, retry)
                 last_id = new_id or last_id
             if self._answered(request_id):
                 return
@@ -327,6 +330,7 @@ class HttpTransport:
 
     def _listen_loop(self, opened: threading.Event) -> None:
         last_id: Optional[str] = None
+        retry = DEFAULT_RETRY_MS
         for _ in range(1000):  # a server that closes it is polled again after its retry interval
             extra = {} if last_id is None else {"Last-Event-ID": last_id}
             try:
@@ -341,7 +345,7 @@ class HttpTransport:
                 ):
                     logger.debug("the MCP server offers no GET stream (HTTP %s)", response.status_code)
                     return
-                new_id, retry = self._read_stream(response, _LISTEN)
+                new_id, retry = self._read_stream(response, _LISTEN, retry)
             if new_id is None and last_id is None:
                 return  # nothing to resume from: the server does not want us back
             last_id = new_id or last_id

@@ -357,6 +357,28 @@ def test_calls_to_a_server_that_never_answers_leave_no_thread_and_close_returns(
     assert result == {"left": []}
 
 
+def test_a_call_interrupted_by_ctrl_c_leaves_no_thread_waiting_on_a_silent_server() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        import os, signal
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25", timeout=None) as client:
+                wait_until(lambda: "mcp-http" not in client_threads(), timeout=5)  # the GET stream got its 405
+                threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()  # a Ctrl-C
+                try:
+                    client.call_tool("echo", {})
+                except KeyboardInterrupt:
+                    pass
+                wait_until(lambda: "mcp-http" not in client_threads(), timeout=5)
+                print(json.dumps({"left": [name for name in client_threads() if name == "mcp-http"]}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}
+
+
 def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
     result = run_client(
         SILENT_SERVER,

@@ -273,7 +273,7 @@ class _TerminalFormatter(logging.Formatter):
         return terminal_safe(super().format(record))
 
 
-_PLAIN_LOG = logging.Formatter("piagent: %(message)s")
+_LOG_FORMAT = "piagent: %(message)s"
 
 
 def main(
@@ -292,7 +292,7 @@ def main(
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(err)
-    handler.setFormatter(_TerminalFormatter("piagent: %(message)s") if is_terminal(err) else _PLAIN_LOG)
+    handler.setFormatter((_TerminalFormatter if is_terminal(err) else logging.Formatter)(_LOG_FORMAT))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, handlers=[handler])
     # worth a word without -v: a damaged session file (a torn last line..., docs/sessions.md#damaged-files),
     # an MCP server's tool left out or a message it sent that is not JSON-RPC (docs/mcp.md)

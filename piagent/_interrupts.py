@@ -21,6 +21,7 @@ returns. The main thread therefore waits in slices of :data:`MAIN_THREAD_WAIT_SL
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
 import signal as signals
 import socket
@@ -195,7 +196,9 @@ class _AbortableAdapter(requests.adapters.HTTPAdapter):
 
 def session() -> requests.Session:
     """The process-wide session: its urllib3 connection pools are thread-safe and keep
-    connections alive across calls; nothing else in it (cookies, auth) is used."""
+    connections alive across calls; nothing else in it (cookies, auth) is used. It keeps no
+    cookie: a jar shared by every server would send one server's cookie to another on the
+    same host (cookies ignore the port), e.g. from one MCP server to another or to a model."""
     global _shared_session
     with _session_lock:
         if _shared_session is None:
@@ -204,6 +207,7 @@ def session() -> requests.Session:
             shared.mount("http://", adapter)
             shared.mount("https://", adapter)
             shared.trust_env = True
+            shared.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # no domain: none kept
             _shared_session = shared
         return _shared_session
 

@@ -216,3 +216,17 @@ def test_a_log_line_quoting_a_hostile_session_file_cannot_retitle_the_terminal(
         assert "entry id x\\x1b]2;owned\\x07 appears twice" in shown.replace("\n", "")
     finally:
         screen.close()
+
+
+def test_an_mcp_servers_stderr_shown_with_v_neither_retitles_nor_clears_the_terminal(server: ScriptedServer) -> None:
+    hostile = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
+    said = "--stderr=title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end"
+    server.reply(chat_text("kept line"))
+    screen = piagent_screen(server, "--no-session", "-v", "--mcp", f"{sys.executable} {hostile} '{said}'", "hi")
+    try:
+        shown = screen.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+        assert "EXIT=0" in shown and "kept line" in shown
+        assert "title\\x1b]2;owned\\x07 clear\\x1b[2J\\x1b[H end" in shown
+        assert "owned" not in screen.title()
+    finally:
+        screen.close()

@@ -113,6 +113,14 @@ def test_a_server_that_never_reads_its_input_ends_the_connection_once_the_bound_
         assert client.call_tool("echo", {"text": "a new server"})["content"][0]["text"] == "a new server"
 
 
+def test_one_message_larger_than_the_unread_bound_goes_to_a_server_that_reads() -> None:
+    from piagent.mcp._stdio import MAX_PENDING_INPUT_BYTES
+
+    with hostile(timeout=60) as client:
+        padding = "x" * (MAX_PENDING_INPUT_BYTES + 1)
+        assert client.call_tool("stderr_line", {"size": 1, "padding": padding})["content"][0]["text"] == "done"
+
+
 def test_a_deeply_nested_line_fails_the_call_and_the_connection_keeps_working() -> None:
     with hostile(timeout=None) as client:
         error = outcome_within(lambda: client.call_tool("nested", {"depth": 100_000}))
@@ -193,8 +201,37 @@ def test_a_redirect_to_another_host_gets_no_header_no_session_id_and_no_body() -
         with MethodServer(routes) as server, http_client(server) as client:
             error = outcome_within(lambda: client.call_tool("echo", {"text": "the conversation"}))
         assert isinstance(error, MCPConnectionError)
-        assert "redirected to another origin" in str(error)
+        assert "a redirect to another origin" in str(error)
         assert elsewhere.methods == []
+
+
+def test_a_cookie_one_server_sets_reaches_no_other_server_on_the_same_host() -> None:
+    def initialize_with_a_cookie(message: dict) -> Any:
+        status, headers, body = json_answer(INITIALIZE)(message)
+        return status, {**headers, "Set-Cookie": "sid=a-secret; Path=/"}, body
+
+    with MethodServer({"initialize": initialize_with_a_cookie}) as first, http_client(first):
+        pass
+    with MethodServer({"initialize": json_answer(INITIALIZE)}) as other, http_client(other):
+        pass
+    assert other.headers and not any("Cookie" in headers for headers in other.headers)
+
+
+def test_a_key_in_the_servers_url_stays_out_of_errors_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    with MethodServer({}) as elsewhere:
+        moved = lambda message: (307, {"Location": elsewhere.url}, b"")  # noqa: E731 - a route in one line
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": moved}
+        with MethodServer(routes) as server, caplog.at_level(logging.DEBUG, logger="piagent"):
+            url = server.url.replace("http://", "http://user:pw-secret-1@") + "?api_key=k-secret-2"
+            with MCPClient.http(url, protocol="2025-11-25") as client:
+                errors = [outcome_within(lambda: client.call_tool("echo", {}))]
+    with MethodServer({}) as gone:
+        pass
+    gone_url = gone.url.replace("http://", "http://user:pw-secret-1@") + "?api_key=k-secret-2"
+    errors.append(outcome_within(lambda: MCPClient.http(gone_url, protocol="2025-11-25")))
+    shown = " ".join([*map(str, errors), *(r.getMessage() for r in caplog.records)])
+    assert all(isinstance(error, MCPConnectionError) and "127.0.0.1" in str(error) for error in errors)
+    assert "secret" not in shown
 
 
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
@@ -322,6 +359,28 @@ def test_calls_to_a_server_that_never_answers_leave_no_thread_and_close_returns(
     assert result == {"left": []}
 
 
+def test_a_call_interrupted_by_ctrl_c_leaves_no_thread_waiting_on_a_silent_server() -> None:
+    result = run_client(
+        SILENT_SERVER,
+        """
+        import os, signal
+        routes = {"initialize": json_answer(INITIALIZE), "tools/call": SILENT, "notifications/cancelled": SILENT}
+        with MethodServer(routes) as server:
+            with MCPClient.http(server.url, protocol="2025-11-25", timeout=None) as client:
+                wait_until(lambda: "mcp-http" not in client_threads(), timeout=5)  # the GET stream got its 405
+                threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()  # a Ctrl-C
+                try:
+                    client.call_tool("echo", {})
+                except KeyboardInterrupt:
+                    pass
+                wait_until(lambda: "mcp-http" not in client_threads(), timeout=5)
+                print(json.dumps({"left": [name for name in client_threads() if name == "mcp-http"]}))
+        """,
+        timeout=60,
+    )
+    assert result == {"left": []}
+
+
 def test_connecting_to_a_server_that_never_answers_leaves_no_thread() -> None:
     result = run_client(
         SILENT_SERVER,
@@ -368,6 +427,27 @@ def test_a_ping_flood_over_http_is_answered_on_a_bounded_number_of_threads() -> 
     assert result["peak"] <= result["bound"]  # + the call's exchange and the GET stream
 
 
+def test_posts_dropped_in_a_flood_are_warned_about_a_few_times_not_once_each(caplog: pytest.LogCaptureFixture) -> None:
+    def flood(message: dict) -> Any:
+        pings = b"".join(b'data: {"jsonrpc": "2.0", "id": "p%d", "method": "ping"}\n\n' % n for n in range(3000))
+        answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}}).encode()
+        return 200, SSE, pings + b"data: " + answer + b"\n\n"
+
+    release = threading.Event()
+
+    def accepted_once_released(message: dict) -> Any:
+        release.wait(WAIT)  # the answers pile up meanwhile
+        return 202, {}, b""
+
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": flood, "(response)": accepted_once_released}
+    logged = caplog.at_level(logging.WARNING, logger="piagent.mcp")
+    with MethodServer(routes) as server, logged, http_client(server) as client:
+        client.call_tool("echo", {})
+        release.set()
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert 0 < len(dropped) <= 12, len(dropped)  # 1, 2, 4, ... 2,048 drops
+
+
 # -- tool names ----------------------------------------------------------------------------------
 
 
@@ -398,6 +478,35 @@ def test_a_tool_name_outside_mcps_rule_is_left_out_with_an_escaped_warning(
     assert not any("\x1b" in w or "\x07" in w for w in warnings)
 
 
+def test_a_left_out_tool_is_reported_on_the_commands_stderr_without_v(tmp_path: Any) -> None:
+    from tests.ai.providers.openai_wire import chat_text
+    from tests.support.scripted_server import ScriptedServer
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(HOME=str(tmp_path), PIAGENT_SESSIONS_DIR=str(tmp_path / "sessions"))
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hello."))
+        process = subprocess.run(
+            [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", "-m", "m1"]
+            + ["--mcp", f"{sys.executable} {HOSTILE} final_answer", "Hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=WAIT,
+        )
+    assert process.returncode == 0 and process.stdout == "Hello.\n", process.stderr
+    assert "piagent: MCP tool 'final_answer' left out: structured output uses that name" in process.stderr
+
+
+def test_a_tool_name_a_server_lists_twice_is_kept_once_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="piagent.mcp"), hostile("echo", "other", "other") as client:
+        assert [tool.name for tool in client.tools()] == ["echo", "other"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "piagent.mcp"]
+    assert any("'echo'" in w and "listed that name more than once" in w for w in warnings)
+    assert any("'other'" in w and "listed that name more than once" in w for w in warnings)
+
+
 # -- connecting ----------------------------------------------------------------------------------
 
 
@@ -426,3 +535,18 @@ def test_a_huge_retry_interval_leaves_no_thread_once_its_call_timed_out() -> Non
         """,
     )
     assert result == {"left": []}
+
+
+def test_the_servers_retry_interval_holds_for_later_resumptions_that_do_not_repeat_it() -> None:
+    from piagent.mcp._http import DEFAULT_RETRY_MS, MAX_RESUMES
+
+    quick = b"id: 1\nretry: 10\ndata: \n\n"  # resume after 10 ms, then end without answering
+    routes = {
+        "initialize": json_answer(INITIALIZE),
+        "tools/call": lambda m: (200, SSE, quick),
+        "GET": lambda m: (200, SSE, b"id: 2\ndata: \n\n"),  # no retry: 10 ms still holds
+    }
+    with MethodServer(routes) as server, http_client(server) as client:
+        error = outcome_within(lambda: client.call_tool("echo", {}, timeout=0.9 * DEFAULT_RETRY_MS / 1000))
+    assert isinstance(error, MCPConnectionError), error  # not a timeout waiting out the default retry
+    assert f"broke {MAX_RESUMES + 1} times" in str(error)

@@ -5,7 +5,8 @@ waiter, and the transport's reader thread(s) hand every incoming message to
 :meth:`Connection.deliver`, which wakes the waiter whose id matches (requests are
 multiplexed; no caller ever reads the wire). A request ends with its result, the server's
 error (:class:`MCPRemoteError`), its timeout (:class:`MCPTimeoutError`), its abort signal
-(:class:`~piagent.AbortedError`, at once) or the connection's end (:class:`MCPConnectionError`).
+(:class:`~piagent.AbortedError`, at once) or the connection's end (:class:`MCPConnectionError`);
+a timeout, an abort and a Ctrl-C while waiting cancel it on the server too.
 Server-to-client requests are answered on a few threads of their own
 (:data:`ANSWER_THREADS`), so a slow callback never blocks the reader; at most
 :data:`MAX_SERVER_REQUESTS` wait or run at once, and more are refused at once with an error.
@@ -124,6 +125,9 @@ class Connection:
             while not pending.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
                 if deadline is not None and time.monotonic() >= deadline:
                     pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
+        except KeyboardInterrupt:  # a Ctrl-C while waiting: the request is abandoned as an abort would
+            self._abandon(request_id, "interrupted")
+            raise
         finally:
             remove_listener()
             with self._lock:

@@ -27,13 +27,13 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Optional
-from urllib.parse import urljoin
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
 from .._interrupts import Tracker, read_body, session
-from ..ai.providers._http import _Inflater, _origin
-from ..ai.providers._sse import SseFields, iter_sse
+from .._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
+from ..ai.providers._sse import SseFields, SseTooLargeError, iter_sse
 from ..exceptions import AbortedRequest, ProviderStreamError
 from ._connection import MAX_MESSAGE_BYTES
 from ._errors import MCPConnectionError, MCPError, MCPRemoteError
@@ -58,7 +58,8 @@ POST_TIMEOUT = 10.0
 POST_THREADS = 4
 """Threads that send notifications and answers (nobody waits for them)."""
 MAX_QUEUED_POSTS = 64
-"""Notifications and answers waiting or being sent; more are dropped with a warning."""
+"""Notifications and answers waiting or being sent; more are dropped (warned about at the 1st,
+2nd, 4th, 8th... drop)."""
 RESUME_CHECK = 0.5
 """Seconds between two looks at whether a request waiting to resume its stream is still wanted."""
 MAX_REDIRECTS = 5
@@ -84,6 +85,7 @@ class StreamBrokenError(MCPConnectionError):
 class HttpTransport:
     def __init__(self, url: str, headers: Optional[dict[str, str]] = None) -> None:
         self.url = url
+        self._shown = _shown(url)
         self._custom = dict(headers or {})
         self.session_id: Optional[str] = None
         self.protocol_header: Optional[str] = None
@@ -93,9 +95,11 @@ class HttpTransport:
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
         self._posts = Workers("mcp-http-post", POST_THREADS, MAX_QUEUED_POSTS)
+        self._dropped = 0  # posts refused because MAX_QUEUED_POSTS waited
 
     def describe(self) -> str:
-        return self.url
+        """The URL as errors and logs show it (no user, password or query: they may hold a key)."""
+        return self._shown
 
     def open(self, sink: Any) -> None:
         self._sink = sink
@@ -108,9 +112,16 @@ class HttpTransport:
         if request_id is not None:
             self._spawn(self._exchange, message, headers or {}, request_id)
         elif not self._posts.submit(self._post_quietly, message, headers or {}):
-            logger.warning(
-                "MCP: dropped a %s: %d posts already wait", message.get("method", "response"), MAX_QUEUED_POSTS
-            )
+            with self._lock:
+                self._dropped += 1
+                dropped = self._dropped
+            if dropped & (dropped - 1) == 0:  # the 1st, 2nd, 4th, 8th...: a flood is not a flood of warnings
+                logger.warning(
+                    "MCP: dropped a %s: %d posts already wait (%d dropped so far)",
+                    message.get("method", "response"),
+                    MAX_QUEUED_POSTS,
+                    dropped,
+                )
 
     def _spawn(self, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name="mcp-http", daemon=True)
@@ -120,7 +131,7 @@ class HttpTransport:
         thread.start()
 
     def _headers(self, extra: Optional[dict] = None, accept: str = "application/json, text/event-stream") -> dict:
-        headers = {**self._custom, "Accept": accept, "Accept-Encoding": "gzip, deflate"}  # what _Inflater undoes
+        headers = {**self._custom, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_header is not None:
@@ -146,20 +157,14 @@ class HttpTransport:
             if not response.is_redirect:
                 return response
             response.close()
-            target = urljoin(url, response.headers.get("location", ""))
-            if _origin(target) != _origin(url):
-                scheme, host, port = _origin(target)
+            url, refusal = redirect_target(url, response)
+            if refusal is not None:
                 raise MCPConnectionError(
-                    f"the MCP server at {self.url} redirected to another origin ({scheme}://{host}:{port}): refused, "
-                    "piagent never sends a request's headers or body to another host; connect to that address"
+                    f"the MCP server at {self._shown} answered with {refusal}: refused, piagent follows only "
+                    "same-origin 307/308 redirects, so no header or body reaches another host; connect to the "
+                    "address it names if you trust it"
                 )
-            if response.status_code not in (307, 308):
-                raise MCPConnectionError(
-                    f"the MCP server at {self.url} answered HTTP {response.status_code} (a redirect that changes "
-                    "the method): refused; connect to the address it names"
-                )
-            url = target
-        raise MCPConnectionError(f"the MCP server at {self.url} redirected more than {MAX_REDIRECTS} times")
+        raise MCPConnectionError(f"the MCP server at {self._shown} redirected more than {MAX_REDIRECTS} times")
 
     def _post(self, message: dict, headers: dict, read_timeout: Optional[float] = None) -> requests.Response:
         body = json.dumps(message, separators=(",", ":")).encode("utf-8")
@@ -191,7 +196,7 @@ class HttpTransport:
         except Exception as exc:  # a bound, a MemoryError, a bug: the caller must not wait for it
             if not self._closing.is_set():
                 logger.debug("MCP exchange failed", exc_info=True)
-            self._sink.fail(request_id, _read_error(self.url, exc))
+            self._sink.fail(request_id, _read_error(self._shown, exc))
 
     @contextlib.contextmanager
     def _tracked(self, key: Any) -> Iterator[None]:
@@ -214,13 +219,14 @@ class HttpTransport:
         try:
             response = self._post(message, headers)
         except requests.RequestException as exc:
-            self._sink.fail(request_id, MCPConnectionError(f"cannot reach the MCP server at {self.url}: {_clean(exc)}"))
+            unreachable = MCPConnectionError(f"cannot reach the MCP server at {self._shown}: {_clean(exc)}")
+            self._sink.fail(request_id, unreachable)
             return
         with response:
             if self.session_id is None and response.headers.get("Mcp-Session-Id"):
                 self.session_id = response.headers["Mcp-Session-Id"]
             if response.status_code == 404 and sent_session is not None:
-                self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self.url} expired (HTTP 404)"))
+                self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self._shown} expired (HTTP 404)"))
                 return
             if response.status_code >= 400 or response.status_code == 202:
                 self._sink.fail(request_id, _http_error(response))
@@ -245,10 +251,13 @@ class HttpTransport:
         """Whether the connection no longer waits for ``request_id`` (answered, abandoned or failed)."""
         return not self._sink.waiting(request_id)
 
-    def _read_stream(self, response: requests.Response, key: Any) -> tuple[Optional[str], int]:
+    def _read_stream(
+        self, response: requests.Response, key: Any, retry_ms: int = DEFAULT_RETRY_MS
+    ) -> tuple[Optional[str], int]:
         """Deliver the stream's messages until it ends, or its request is answered.
 
-        Returns the last event id seen and the retry interval (ms) to use before resuming.
+        Returns the last event id seen and the retry interval (ms) to use before resuming:
+        the stream's last ``retry:``, else ``retry_ms`` (what the server asked for before).
         """
         fields = SseFields()
         try:
@@ -261,7 +270,7 @@ class HttpTransport:
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if not self._closing.is_set():  # a broken connection: resumed if an id came
                 logger.debug("MCP response stream broke: %s", _clean(exc))
-        return fields.last_id, DEFAULT_RETRY_MS if fields.retry is None else fields.retry
+        return fields.last_id, retry_ms if fields.retry is None else fields.retry
 
     def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
         """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
@@ -277,7 +286,7 @@ class HttpTransport:
                 if response.status_code != 200:
                     self._sink.fail(request_id, _http_error(response))
                     return
-                new_id, retry = self._read_stream(response, request_id)
+                new_id, retry = self._read_stream(response, request_id, retry)
                 last_id = new_id or last_id
             if self._answered(request_id):
                 return
@@ -315,12 +324,13 @@ class HttpTransport:
         except AbortedRequest:
             pass
         except Exception as exc:  # a bound or a refused redirect: server-initiated messages stop
-            logger.warning("the MCP GET stream ended: %s", _read_error(self.url, exc))
+            logger.warning("the MCP GET stream ended: %s", _read_error(self._shown, exc))
         finally:
             opened.set()
 
     def _listen_loop(self, opened: threading.Event) -> None:
         last_id: Optional[str] = None
+        retry = DEFAULT_RETRY_MS
         for _ in range(1000):  # a server that closes it is polled again after its retry interval
             extra = {} if last_id is None else {"Last-Event-ID": last_id}
             try:
@@ -335,7 +345,7 @@ class HttpTransport:
                 ):
                     logger.debug("the MCP server offers no GET stream (HTTP %s)", response.status_code)
                     return
-                new_id, retry = self._read_stream(response, _LISTEN)
+                new_id, retry = self._read_stream(response, _LISTEN, retry)
             if new_id is None and last_id is None:
                 return  # nothing to resume from: the server does not want us back
             last_id = new_id or last_id
@@ -371,9 +381,15 @@ class HttpTransport:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+def _shown(url: str) -> str:
+    """``url`` without user, password and query (``?…`` stays to say there was one)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "…" if parts.query else "", ""))
+
+
 def _inflated(response: requests.Response) -> Iterator[bytes]:
     """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once."""
-    inflater = _Inflater(response.headers.get("Content-Encoding", ""))
+    inflater = Inflater(response.headers.get("Content-Encoding", ""))
     for data in read_body(response):
         yield from inflater.feed(data)
 
@@ -392,10 +408,9 @@ def _read_error(url: str, exc: BaseException) -> MCPConnectionError:
     """An error for a failure while reading the server's answer (a bound, memory, a bug)."""
     if isinstance(exc, MCPConnectionError):
         return exc
-    reason = f"the MCP server at {url} sent a message larger than {MAX_MESSAGE_BYTES:,} bytes"
-    if not isinstance(exc, ProviderStreamError) or "larger than" not in str(exc):
-        reason = f"reading the answer of the MCP server at {url} failed: {_clean(exc)}"
-    return MCPConnectionError(reason)
+    if isinstance(exc, SseTooLargeError):
+        return MCPConnectionError(f"the MCP server at {url} sent a message larger than {MAX_MESSAGE_BYTES:,} bytes")
+    return MCPConnectionError(f"reading the answer of the MCP server at {url} failed: {_clean(exc)}")
 
 
 def _http_error(response: requests.Response) -> MCPRemoteError:

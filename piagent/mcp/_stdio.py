@@ -36,7 +36,8 @@ MAX_LINE_BYTES = MAX_MESSAGE_BYTES
 MAX_STDERR_LINE_BYTES = 8192
 """A longer stderr line is logged cut to this size (the rest of it is read and dropped)."""
 MAX_PENDING_INPUT_BYTES = MAX_MESSAGE_BYTES
-"""Bytes queued for a server that does not read its stdin before the connection ends with an error."""
+"""Bytes queued for a server that does not read its stdin before the connection ends with an error
+(a message sent while nothing waits or is being written is queued whatever its size)."""
 
 
 class StdioTransport:
@@ -96,7 +97,7 @@ class StdioTransport:
         with self._input:
             if self._input_error is not None:
                 raise self._input_error
-            if self._pending_bytes + len(data) > MAX_PENDING_INPUT_BYTES:
+            if self._pending_bytes and self._pending_bytes + len(data) > MAX_PENDING_INPUT_BYTES:  # one may be larger
                 unread = MCPConnectionError(
                     f"MCP server {self.describe()!r} does not read its input "
                     f"({self._pending_bytes:,} bytes wait, at most {MAX_PENDING_INPUT_BYTES:,})"

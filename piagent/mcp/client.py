@@ -523,13 +523,16 @@ class MCPClient:
     def tools(self) -> list[MCPTool]:
         """The server's tools as :class:`AgentTool`s (listed again only when :meth:`tools_changed`).
 
-        A tool whose name (``prefix`` included) breaks MCP's rule (:data:`TOOL_NAME`) or is
-        ``final_answer`` (structured output's tool) is left out with a warning.
+        A tool whose name (``prefix`` included) breaks MCP's rule (:data:`TOOL_NAME`), is
+        ``final_answer`` (structured output's tool) or was listed before is left out with a warning.
         """
         with self._lock:
             if self.tools_changed():
                 self._tools_stale = False
-                self._tools = [self._agent_tool(d) for d in self.list_tools() if _usable_name(self.prefix + d["name"])]
+                seen: set[str] = set()
+                self._tools = [
+                    self._agent_tool(d) for d in self.list_tools() if _usable_name(self.prefix + d["name"], seen)
+                ]
             assert self._tools is not None
             return list(self._tools)
 
@@ -641,14 +644,19 @@ def _valid_header_annotations(definition: dict) -> bool:
     return problem is None
 
 
-def _usable_name(name: str) -> bool:
-    """False (with a warning quoting it escaped) for a name outside :data:`TOOL_NAME` or piagent's own."""
+def _usable_name(name: str, seen: set[str]) -> bool:
+    """False (with a warning quoting it escaped) for a name outside :data:`TOOL_NAME`, piagent's
+    own or one in ``seen`` (the names kept so far, to which a usable one is added)."""
     if not TOOL_NAME.fullmatch(name):
         logger.warning("MCP tool %.80r left out: a tool name is 1 to 128 of A-Z, a-z, 0-9, '_', '-' and '.'", name)
         return False
     if name == OUTPUT_TOOL_NAME:
         logger.warning("MCP tool %r left out: structured output uses that name (a prefix= keeps it)", name)
         return False
+    if name in seen:
+        logger.warning("MCP tool %r left out: the server listed that name more than once (the first is kept)", name)
+        return False
+    seen.add(name)
     return True
 
 

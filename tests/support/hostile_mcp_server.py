@@ -1,7 +1,9 @@
 """A stdio MCP server (handshake era, 2025-11-25) whose tools misbehave on purpose.
 
-``python hostile_mcp_server.py [TOOL_NAME ...]`` lists ``echo`` plus any extra tool names given
-(to test names the client must refuse). Calling a tool does what its name says:
+``python hostile_mcp_server.py [--stderr=TEXT] [TOOL_NAME ...]`` lists ``echo`` plus any extra
+tool names given (to test names the client must refuse); ``--stderr=TEXT`` first writes TEXT
+(Python escapes such as ``\\x1b`` decoded) as a line on stderr. Calling a tool does what its
+name says:
 
 echo            answers with its ``text`` argument
 stop_reading    answers, then never reads stdin again (the client's writes fill the pipe)
@@ -11,12 +13,17 @@ sample_flood    sends ``count`` sampling/createMessage requests, then answers at
 stderr_line     writes one stderr line of ``size`` bytes, then answers
 """
 
+import codecs
 import json
 import sys
 import time
 
-EXTRA_TOOLS = sys.argv[1:]
+EXTRA_TOOLS = [arg for arg in sys.argv[1:] if not arg.startswith("--stderr=")]
 out = sys.stdout.buffer
+for arg in sys.argv[1:]:
+    if arg.startswith("--stderr="):
+        sys.stderr.write(codecs.decode(arg[len("--stderr=") :], "unicode_escape") + "\n")
+        sys.stderr.flush()
 
 
 def write(message: dict) -> None:

@@ -40,6 +40,7 @@ class MethodServer:
     def __init__(self, routes: dict[str, Any]) -> None:
         self.routes = routes
         self.methods: list[str] = []
+        self.headers: list[dict[str, str]] = []  # of every request, in order
         self._stop = threading.Event()
         server = self
 
@@ -49,6 +50,7 @@ class MethodServer:
                 message = json.loads(body) if body else {}
                 method = message.get("method", "(response)") if self.command == "POST" else self.command
                 server.methods.append(method)
+                server.headers.append(dict(self.headers))
                 route = server.routes.get(method)
                 if route is None:
                     self._send((405, {}, b"") if self.command == "GET" else (202, {}, b""))

@@ -38,10 +38,8 @@ import random
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional
-from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3.exceptions
@@ -60,6 +58,7 @@ from ..._interrupts import (
 )
 from ..._redaction import redact, shorten
 from ..._threads import run_in_thread
+from ..._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
 from ...abort import AbortSignal
 from ...exceptions import AbortedRequest, HttpStatusError, ProviderError, ProviderStreamError
 from ..types import Model, StreamOptions
@@ -92,7 +91,6 @@ _TIMEOUT_SLACK = 0.05  # seconds a body read may outlast its budget (1 % of a bu
 HEADERS_MARGIN = 1.0
 """Seconds the whole wait for the headers may exceed the idle budget (or the deadline) before
 it is ended: past the per-read timeout that ends a silent server first."""
-_SAME_METHOD_REDIRECTS = (307, 308)
 
 
 def describe_error(exc: BaseException, secrets: Iterable[Optional[str]] = ()) -> str:
@@ -166,47 +164,6 @@ class Limits:
         return ProviderStreamError(
             f"Read timed out: the server stopped sending data (no stream event for {self.idle:g} s)"
         )
-
-
-class _Inflater:
-    """Undoes ``Content-Encoding`` (gzip or deflate) piece by piece, never more than ``piece``
-    bytes per step, so that a small compressed body cannot inflate into memory unchecked."""
-
-    def __init__(self, encoding: str, piece: int = _READ_SIZE) -> None:
-        name = encoding.strip().lower()
-        self._piece = piece
-        self._wbits: Optional[int]
-        if name in ("", "identity"):
-            self._wbits = None
-        elif name in ("gzip", "x-gzip"):
-            self._wbits = 16 + zlib.MAX_WBITS
-        elif name == "deflate":
-            self._wbits = zlib.MAX_WBITS  # zlib-wrapped; raw deflate is tried if that fails
-        else:
-            raise ProviderStreamError(f"Unsupported Content-Encoding {encoding!r} (piagent accepts gzip and deflate)")
-        self._inflater: Any = zlib.decompressobj(self._wbits) if self._wbits is not None else None
-        self._started = False
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if self._inflater is None:
-            yield data
-            return
-        while data:
-            try:
-                out = self._inflater.decompress(data, self._piece)
-            except zlib.error as exc:
-                if self._wbits == zlib.MAX_WBITS and not self._started:  # a raw deflate stream
-                    self._wbits = -zlib.MAX_WBITS
-                    self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-                    continue
-                raise ProviderStreamError(f"The response body could not be decompressed: {exc}") from None
-            self._started = True
-            if out:
-                yield out
-            data = self._inflater.unconsumed_tail
-            if not data and self._inflater.eof and self._inflater.unused_data:  # a gzip with several members
-                data = self._inflater.unused_data
-                self._inflater = zlib.decompressobj(self._wbits or zlib.MAX_WBITS)
 
 
 # --------------------------------------------------------------------------- the response
@@ -303,7 +260,7 @@ def _body(
     """The inflated body as it arrives; raises :class:`ProviderStreamError` past a bound.
     ``on_end`` runs once the body ended, failed or was abandoned."""
     try:
-        inflater = _Inflater(response.headers.get("content-encoding", ""))
+        inflater = Inflater(response.headers.get("content-encoding", ""))
         sock = socket_of(response)
         reads = read_body(response, _READ_SIZE)
         total = 0
@@ -418,29 +375,17 @@ def _retry_after(response: requests.Response) -> Optional[float]:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _origin(url: str) -> tuple[str, str, Optional[int]]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
-
-
 def _redirect_target(url: str, response: requests.Response, redirects: int) -> str:
     """Where a same-origin 307/308 leads; any other redirect raises :class:`HttpStatusError`."""
-    status = response.status_code
-    target = urljoin(url, response.headers.get("location", ""))
-    if _origin(target) != _origin(url):
-        scheme, host, port = _origin(target)
+    target, refusal = redirect_target(url, response)
+    if refusal is not None:
         raise HttpStatusError(
-            status,
-            f"refused a redirect to another origin ({scheme}://{host}:{port}): piagent never sends a request's "
-            "credentials or body to another host; set the model's base_url to the address you trust",
-        )
-    if status not in _SAME_METHOD_REDIRECTS:
-        raise HttpStatusError(
-            status, "refused a redirect that would turn the POST into a GET; set the model's base_url to its target"
+            response.status_code,
+            f"refused {refusal}: piagent follows only same-origin 307/308 redirects, so no credential or body "
+            "reaches another host; set the model's base_url to the address you trust",
         )
     if redirects >= MAX_REDIRECTS:
-        raise HttpStatusError(status, f"more than {MAX_REDIRECTS} redirects")
+        raise HttpStatusError(response.status_code, f"more than {MAX_REDIRECTS} redirects")
     return target
 
 
@@ -544,7 +489,7 @@ def open_stream(
     # allow_nan=False: a NaN or Infinity anywhere (a hand-made transcript) fails here, never as invalid JSON sent
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers}
-    headers["Accept-Encoding"] = "gzip, deflate"  # what _Inflater undoes
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
     max_retries = DEFAULT_MAX_RETRIES if options.max_retries is None else max(0, options.max_retries)
     max_delay = (
         DEFAULT_MAX_RETRY_DELAY_MS if options.max_retry_delay_ms is None else options.max_retry_delay_ms

@@ -1,13 +1,14 @@
 """Server-sent events (the ``text/event-stream`` format) from a stream of byte chunks.
 
 The one SSE reader of piagent: the providers' streams and MCP's Streamable HTTP both use it.
-Lines end in LF or CRLF (a lone CR, allowed by the standard, is used by no LLM API and no MCP
-server). An event is the ``data:`` lines up to a blank line, joined with LF; ``event:`` names
-it; comments (``:``) are skipped; ``id:`` and ``retry:`` are kept in ``fields`` when the caller
-passes an :class:`SseFields` (MCP resumes a broken stream with them), else ignored. A last
-event not followed by a blank line is still delivered. Work is linear in the bytes received,
-and no line or event may exceed ``max_event_bytes`` (a
-:class:`~piagent.exceptions.ProviderStreamError` ends the stream).
+Lines end in LF, CRLF or a lone CR, as the standard allows (a chunk with a CR in it is first
+rewritten to LF line ends, so the usual chunk costs one search for CR). An event is the
+``data:`` lines up to a blank line, joined with LF; ``event:`` names it; comments (``:``) are
+skipped; ``id:`` and ``retry:`` are kept in ``fields`` when the caller passes an
+:class:`SseFields` (MCP resumes a broken stream with them), else ignored. A last event not
+followed by a blank line is still delivered. Work is linear in the bytes received, and no line
+or event may exceed ``max_event_bytes`` (:class:`SseTooLargeError`, a
+:class:`~piagent.exceptions.ProviderStreamError`, ends the stream).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Optional
 
 from ...exceptions import ProviderStreamError
 
-__all__ = ["SseFields", "iter_sse"]
+__all__ = ["SseFields", "SseTooLargeError", "iter_sse"]
 
 SseEvent = tuple[Optional[str], bytes]
 
@@ -36,8 +37,12 @@ class SseFields:
         self.retry: Optional[int] = None
 
 
-def _too_large(what: str, limit: int) -> ProviderStreamError:
-    return ProviderStreamError(f"The stream sent {what} larger than max_event_bytes={limit:,} bytes")
+class SseTooLargeError(ProviderStreamError):
+    """A line or an event over ``max_event_bytes``."""
+
+
+def _too_large(what: str, limit: int) -> SseTooLargeError:
+    return SseTooLargeError(f"The stream sent {what} larger than max_event_bytes={limit:,} bytes")
 
 
 def iter_sse(
@@ -51,9 +56,18 @@ def iter_sse(
     name: Optional[str] = None
     data: list[bytes] = []
     data_size = 0
+    cr_ended = False  # the last chunk ended in CR: an LF that starts the next one is its CRLF's
     for chunk in chunks:
+        if cr_ended and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+            cr_ended = False
         if not chunk:
             continue
+        if 13 in chunk:  # a CR; an int is searched for at once (b"\r" in chunk first fails as an int)
+            cr_ended = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        elif cr_ended:
+            cr_ended = False
         if (
             not tail
             and not data
@@ -84,8 +98,6 @@ def iter_sse(
         for line in lines:
             if len(line) > max_event_bytes:
                 raise _too_large("a line", max_event_bytes)
-            if line.endswith(b"\r"):
-                line = line[:-1]
             if not line:
                 if event_id is not None and fields is not None:
                     fields.last_id, event_id = event_id, None
@@ -110,7 +122,7 @@ def iter_sse(
                 elif field == b"retry" and value.isdigit():
                     fields.retry = int(value)
     if tail:
-        line = b"".join(tail).rstrip(b"\r")
+        line = b"".join(tail)
         if line.startswith(b"data:"):
             value = line[5:]
             data.append(value[1:] if value.startswith(b" ") else value)

@@ -54,3 +54,18 @@ def test_one_event_per_chunk_keeps_a_name_sent_in_the_chunk_before() -> None:
 
 def test_a_data_line_cut_before_its_blank_line_waits_for_it() -> None:
     assert events([b"data: x\n", b"\n", b"data: y\n\n"]) == [(None, b"x"), (None, b"y")]
+
+
+CR_STREAM = b"event: named\rdata: one\rdata: two\r\r: a comment\rdata: crlf\r\n\r\ndata: last\r\r"
+
+
+def test_a_lone_cr_ends_a_line_as_lf_and_crlf_do_however_the_bytes_are_cut() -> None:
+    expected = [("named", b"one\ntwo"), (None, b"crlf"), (None, b"last")]
+    for cut in range(len(CR_STREAM) + 1):
+        assert events([CR_STREAM[:cut], CR_STREAM[cut:]]) == expected, cut
+    assert events([CR_STREAM[i : i + 1] for i in range(len(CR_STREAM))]) == expected
+
+
+def test_a_crlf_cut_between_its_cr_and_its_lf_is_one_line_end() -> None:
+    assert events([b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]) == [(None, b"a\nb")]
+    assert events([b"data: a\r", b"", b"\n", b"data: b\r\n\r\n"]) == [(None, b"a\nb")]

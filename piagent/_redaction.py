@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from typing import Optional
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "excerpt", "redact", "shorten"]
+__all__ = ["REDACTED", "excerpt", "redact", "shorten", "shown_url"]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4
@@ -28,6 +29,13 @@ def _forms(secrets: Iterable[Optional[str]]) -> list[str]:
         for form in (secret, secret.strip()):
             found.update((form, repr(form)[1:-1], json.dumps(form)[1:-1], json.dumps(form, ensure_ascii=False)[1:-1]))
     return sorted((form for form in found if len(form) >= MIN_SECRET_CHARS), key=len, reverse=True)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as errors and logs may show it: without user, password and query (``?…`` stays to
+    say there was one), where a key (``user:key@``, ``?api_key=``) would be."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "…" if parts.query else "", ""))
 
 
 def redact(text: str, secrets: Iterable[Optional[str]]) -> str:

@@ -234,6 +234,15 @@ def test_a_key_in_the_servers_url_stays_out_of_errors_and_logs(caplog: pytest.Lo
     assert "secret" not in shown
 
 
+def test_a_key_in_an_mcp_url_on_the_command_line_stays_out_of_its_error(faux: Any) -> None:
+    with MethodServer({}) as gone:
+        pass
+    url = gone.url.replace("http://", "http://user:pw-secret-1@") + "?api_key=k-secret-2"
+    run = run_cli(faux, "--mcp-url", url, "Hi")
+    assert run["code"] != 0 and "--mcp-url http://127.0.0.1" in run["err"]
+    assert "secret" not in run["err"] + run["out"]
+
+
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
     redirects = iter([True])
 

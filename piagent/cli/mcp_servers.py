@@ -12,6 +12,7 @@ import argparse
 import shlex
 from typing import Any, Callable, Optional
 
+from .._redaction import shown_url
 from .config import SetupError
 
 __all__ = ["add_mcp_arguments", "chain_turn_hooks", "connect_mcp_servers"]
@@ -45,6 +46,7 @@ def connect_mcp_servers(args: argparse.Namespace) -> list[Any]:
     try:
         for option, value in servers:
             argv = shlex.split(value) if option == "--mcp" else [value]
+            shown = value if option == "--mcp" else shown_url(value)  # a key in the URL stays out of errors
             if not argv:
                 raise SetupError(f"{option} needs a command")
             try:
@@ -52,10 +54,10 @@ def connect_mcp_servers(args: argparse.Namespace) -> list[Any]:
                 clients.append(client)
                 names = [tool.name for tool in client.tools()]
             except MCPError as exc:
-                raise SetupError(f"{option} {value}: {exc}") from exc
+                raise SetupError(f"{option} {shown}: {exc}") from exc
             clash = set(names) & {tool.name for other in clients[:-1] for tool in other.tools()}
             if clash:
-                raise SetupError(f"{option} {value}: another MCP server already offers {', '.join(sorted(clash))}")
+                raise SetupError(f"{option} {shown}: another MCP server already offers {', '.join(sorted(clash))}")
     except BaseException:
         for client in clients:
             client.close()

@@ -27,11 +27,11 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Optional
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
 from .._interrupts import Tracker, read_body, session
+from .._redaction import shown_url
 from .._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
 from ..ai.providers._sse import SseFields, SseTooLargeError, iter_sse
 from ..exceptions import AbortedRequest, ProviderStreamError
@@ -85,7 +85,7 @@ class StreamBrokenError(MCPConnectionError):
 class HttpTransport:
     def __init__(self, url: str, headers: Optional[dict[str, str]] = None) -> None:
         self.url = url
-        self._shown = _shown(url)
+        self._shown = shown_url(url)
         self._custom = dict(headers or {})
         self.session_id: Optional[str] = None
         self.protocol_header: Optional[str] = None
@@ -379,12 +379,6 @@ class HttpTransport:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
-
-
-def _shown(url: str) -> str:
-    """``url`` without user, password and query (``?…`` stays to say there was one)."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "…" if parts.query else "", ""))
 
 
 def _inflated(response: requests.Response) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ import stat
 
 from .exceptions import InvalidValueError
 
-__all__ = ["open_regular", "read_bounded"]
+__all__ = ["open_regular", "read_bounded", "read_regular"]
 
 _CHUNK = 1 << 20
 
@@ -41,3 +41,12 @@ def read_bounded(fd: int, limit: int, path: str) -> bytes:
             parts.append(chunk)
             total += len(chunk)
     raise InvalidValueError(f"{path} is larger than {limit:,} bytes, the most piagent reads of it")
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The whole regular file at ``path`` (:func:`open_regular`, :func:`read_bounded`)."""
+    fd = open_regular(path)
+    try:
+        return read_bounded(fd, limit, path)
+    finally:
+        os.close(fd)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from ._home import user_dir
+from ._home import read_user_file, user_dir
 from .capabilities import learn, learned
 
 __all__ = ["LEARNED_RULES_FILE", "remember_rejections", "save_lessons"]
@@ -54,7 +54,7 @@ def remember_rejections(enabled: bool = True) -> Path:
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_user_file(path)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 
 from .._extras import install_command
 from ..exceptions import InvalidValueError, ModelNotFoundError
-from ._home import user_dir
+from ._home import read_user_file, user_dir
 from ._model_data import PROVIDERS
 from .capabilities import Capabilities, warn_once
 from .types import Cost, CostTier, Model
@@ -215,7 +215,7 @@ def _use_user_catalogue() -> None:
         _user_checked = True
         path = user_dir() / USER_CATALOGUE_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_user_file(path)
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:

@@ -9,10 +9,9 @@ validated JSON, on one line. A run that ends without a valid output exits with s
 from __future__ import annotations
 
 import argparse
-import os
 from typing import IO, Any, Optional
 
-from .._files import open_regular, read_bounded
+from .._files import read_regular
 from ..ai.nesting import MAX_SCHEMA_DEPTH, loads
 from ..exceptions import InvalidValueError
 from ..output import check_output_type
@@ -49,11 +48,7 @@ def output_schema(args: argparse.Namespace) -> Optional[dict[str, Any]]:
     if not args.schema:
         return None
     try:
-        fd = open_regular(args.schema)
-        try:
-            schema = loads(read_bounded(fd, MAX_SCHEMA_BYTES, args.schema), "the schema", MAX_SCHEMA_DEPTH)
-        finally:
-            os.close(fd)
+        schema = loads(read_regular(args.schema, MAX_SCHEMA_BYTES), "the schema", MAX_SCHEMA_DEPTH)
     except OSError as exc:
         raise SetupError(f"--schema {args.schema}: {exc.strerror or exc}") from None
     except InvalidValueError as exc:

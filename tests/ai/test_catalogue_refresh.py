@@ -223,3 +223,25 @@ def test_an_sdk_id_no_family_matches_stops_the_refresh_naming_it(monkeypatch):
     monkeypatch.setattr(builder, "hand", type(builder.hand)(**rules))
     with pytest.raises(ValueError, match=r"openai:gpt-4\.1 belongs to no family: add it to scripts/catalogue_families"):
         builder.build(GENERATED)
+
+
+@pytest.mark.parametrize("name", ["catalogue.json", "learned-rules.json"])
+def test_a_user_level_file_that_is_a_fifo_is_a_warning_never_a_wait(tmp_path, name):
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / name)  # no writer: reading it would block for good
+    code = "import logging; logging.basicConfig()\nimport piagent.ai as ai\nai.remember_rejections()\n"
+    code += "print(ai.catalogue_in_use()['source'])"
+    shown = piagent(home, code=code)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "built-in"
+    assert "a FIFO, not a regular file" in shown.stderr
+
+
+def test_a_user_catalogue_nested_too_deeply_is_a_warning_naming_the_bound(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "catalogue.json").write_text('{"models": ' + "[" * 5000 + "]" * 5000 + "}")
+    shown = piagent(home, code="import logging; logging.basicConfig()\nimport piagent.ai as ai\nai.get_models('openai')")
+    assert shown.returncode == 0, shown.stderr
+    assert "nested deeper than 200 levels" in shown.stderr and "Traceback" not in shown.stderr

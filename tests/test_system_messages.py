@@ -197,6 +197,59 @@ def test_sessions_store_system_messages_and_a_resumed_agent_replays_its_prompt(t
     assert folded.system_prompt == "base\n\n<s/>"
 
 
+def _stored(path: Path) -> list[str]:
+    """The session's entries, as their type (a custom entry's type, a message's role)."""
+    return [
+        e.get("customType") or e["message"]["role"] if e["type"] in ("custom", "message") else e["type"]
+        for e in JsonlSession(path).entries()
+    ]
+
+
+def test_a_session_leading_with_a_system_message_stores_the_prompt_there_only(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant("one"), assistant("two")])
+    agent = Agent(
+        model=MODEL, system_prompt="base", stream_fn=stream_fn, session=JsonlSession(path), system_messages=True
+    )
+    agent.prompt("first")
+    again = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+    again.prompt("second")
+    assert "piagent.system_prompt" not in _stored(path)  # the system message is the record
+    assert _stored(path).count("system") == 1
+    assert again.state.system_prompt == "base"
+    assert collapse_system_messages(stream_fn.requests[1].context).system_prompt == "base"
+
+
+def test_a_session_recorded_without_system_messages_keeps_its_prompt_entry_when_resumed_with_them(
+    tmp_path: Path,
+) -> None:
+    """A branch that has messages but no system message keeps the prompt in its custom entry: an
+    agent with system_messages=True leads its own transcript with it, and never appends it to
+    the session's end (where the next resume would replay it twice)."""
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant(str(n)) for n in range(3)])
+    Agent(model=MODEL, system_prompt="old", stream_fn=stream_fn, session=JsonlSession(path)).prompt("first")
+    for question in ("second", "third"):
+        agent = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+        assert isinstance(agent.state.messages[0], SystemMessage) and agent.state.system_prompt == "old"
+        agent.prompt(question)
+    assert _stored(path).count("piagent.system_prompt") == 1 and "system" not in _stored(path)
+    assert [collapse_system_messages(r.context).system_prompt for r in stream_fn.requests] == ["old"] * 3
+
+
+def test_catching_up_with_another_writer_keeps_the_leading_system_message(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant(str(n)) for n in range(3)])
+    Agent(model=MODEL, system_prompt="old", stream_fn=stream_fn, session=JsonlSession(path)).prompt("first")
+    mine = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+    Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path)).prompt("theirs")
+    mine.prompt("mine")
+    assert isinstance(mine.state.messages[0], SystemMessage)
+    assert roles(mine.state.messages)[1:] == ["user", "assistant"] * 3
+    request = stream_fn.requests[2].context
+    assert collapse_system_messages(request).system_prompt == "old" and roles(request.messages)[-1] == "user"
+
+
 @pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
 def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
     from tests.ai.providers.openai_wire import responses_text

@@ -14,7 +14,7 @@ from piagent.ai import Context, Tool, get_model
 from piagent.ai.transcript import collapse_system_messages, current_system_message, current_system_prompt
 from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text
-from tests.ai.providers.test_agent_conversations import anthropic_text
+from tests.ai.providers.test_agent_conversations import anthropic_text, google_model, google_reply
 from tests.support.loop import MODEL, ScriptedStream, assistant, config, echo_tool, roles, user
 from tests.support.scripted_server import ScriptedServer
 
@@ -175,6 +175,27 @@ def test_mid_conversation_system_messages_reach_openai_and_anthropic_folded_into
     assert (system if isinstance(system, str) else system[0]["text"]) == "base\n\n<skills/>"
     assert [m["role"] for m in messages["messages"]] == ["user", "assistant", "user"]
     assert [t["name"] for t in messages["tools"]] == ["echo"]
+
+
+def test_gemini_gets_later_system_messages_folded_even_for_a_model_declaring_them() -> None:
+    """pi-ai 1.6's Google APIs take no system message inside the conversation: the replayed prompt
+    is the systemInstruction and the tools the current ones, whatever the model's compat says."""
+    gemini = google_model()
+    gemini.compat = {"supports_mid_convo_system_messages": True}
+    with ScriptedServer() as server:
+        gemini.base_url = server.url + "/v1beta"
+        server.reply(google_reply({"text": "one"}))
+        server.reply(google_reply({"text": "two"}))
+        agent = Agent(
+            model=gemini, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = []
+        agent.prompt([SystemMessage("", {"skills": "<skills/>"}), user("second")])
+        body = server.requests[1].json
+    assert body["systemInstruction"]["parts"] == [{"text": "base\n\n<skills/>"}]
+    assert [c["role"] for c in body["contents"]] == ["user", "model", "user"]
+    assert "tools" not in body  # the echo tool's removal is folded too
 
 
 # =========================================================================== sessions

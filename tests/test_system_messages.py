@@ -326,6 +326,26 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         assert [t["name"] for t in body["tools"]] == ["echo"]
 
 
+def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:
+    """pi-ai 1.6's Responses API: "developer" for a reasoning model unless the model's compat
+    says the server takes no developer role (supports_developer_role False)."""
+    from tests.ai.providers.openai_wire import responses_text
+
+    model = get_model("openai", "gpt-5.4-mini")
+    model.compat = {
+        **(model.compat or {}),
+        "supports_mid_convo_system_messages": True,
+        "supports_developer_role": False,
+    }
+    with ScriptedServer() as server:
+        model.base_url, model.api = server.url + "/v1", "openai-responses"
+        server.reply(responses_text("one"))
+        agent = Agent(model=model, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("first")])
+        body = server.requests[0].json
+    assert model.reasoning and body["input"][0] == {"role": "system", "content": "Be brief."}
+
+
 def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_option() -> None:
     stream_fn = ScriptedStream([assistant("ok")])
     agent = Agent(model=MODEL, system_prompt="base", stream_fn=stream_fn)

@@ -322,7 +322,11 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         assert body["system"][0]["text"] == "base"
         # held back until the next assistant message, or the end: after the user message here
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "system"]
-        assert body["messages"][-1]["content"] == [{"type": "text", "text": update}]
+        # the conversation's cache breakpoint is its last message, the system one here (as pi-ai)
+        assert body["messages"][-1]["content"] == [
+            {"type": "text", "text": update, "cache_control": {"type": "ephemeral"}}
+        ]
+        assert "cache_control" not in body["messages"][-2]["content"][-1]
         assert [t["name"] for t in body["tools"]] == ["echo"]
 
 

@@ -15,7 +15,7 @@ from piagent.ai.transcript import collapse_system_messages, current_system_messa
 from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text
 from tests.ai.providers.test_agent_conversations import anthropic_text, google_model, google_reply
-from tests.support.loop import MODEL, ScriptedStream, assistant, config, echo_tool, roles, user
+from tests.support.loop import MODEL, ScriptedStream, assistant, call, config, echo_tool, roles, user
 from tests.support.scripted_server import ScriptedServer
 
 KEY = "sk-test-system-messages-0123456789"
@@ -348,6 +348,23 @@ def test_responses_renders_a_later_system_message_as_system_where_the_server_tak
         agent.prompt([SystemMessage("Be brief."), user("first")])
         body = server.requests[0].json
     assert model.reasoning and body["input"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_a_system_message_after_an_unanswered_tool_call_goes_after_its_result() -> None:
+    """A run killed mid-batch leaves a tool call without a result; a system message the next
+    prompt brings must not come between the call and the result
+    the provider adds for it, or Chat Completions rejects the request (pi-ai 1.6 holds it back)."""
+    model = get_model("openai", "gpt-5.4-mini")
+    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    killed = [SystemMessage("base", tools_added=[READ]), user("go"), assistant([call("call-1", "read", path="a")])]
+    with ScriptedServer() as server:
+        model.base_url, model.api = server.url + "/v1", "openai-completions"
+        server.reply(chat_text("ok"))
+        agent = Agent(model=model, messages=killed, tools=[echo_tool()], get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("go on")])
+        body = server.requests[0].json
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "system", "user"]
+    assert [m["content"] for m in body["messages"][3:5]] == ["No result provided", "Be brief."]
 
 
 def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_option() -> None:

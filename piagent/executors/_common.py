@@ -178,7 +178,13 @@ def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
 
 
 def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, Prepared]:
-    """Preflight (docs/loop.md#rule-12): lookup, prepare_arguments, validation, before_tool_call, abort."""
+    """Preflight (docs/loop.md#rule-12): abort, lookup, prepare_arguments, validation, before_tool_call, abort.
+
+    Once the run is aborted a call skips all of it, hooks included, and still gets its result
+    (pi 1.6: no call is left without one).
+    """
+    if batch.signal.aborted:
+        return Outcome(call, error_result("Operation aborted"), True)
     tool = find_tool(batch.context.tools, call.name)
     if tool is None:
         return Outcome(call, error_result(f"Tool {call.name} not found"), True)

@@ -572,9 +572,11 @@ def test_abort_during_preflight_answers_every_later_call_as_aborted_without_its_
     batch = Batch(calls, [tool("echo", execute)], controller=controller, before_tool_call=before, tool_execution=mode)
     assert batch.ids("tool_execution_start") == ["tool-1", "tool-2", "tool-3", "tool-4"]
     assert hooked.items == ["tool-1", "tool-2"]
-    assert executed.items == ["tool-1"]  # prepared before the abort: still runs
+    # sequential: tool-1 ran before the abort; parallel: calls start once the preflights are done,
+    # by then the run is aborted and tool-1 ends as aborted without running (pi 0.87)
+    assert executed.items == (["tool-1"] if mode == "sequential" else [])
     assert batch.result_ids == ["tool-1", "tool-2", "tool-3", "tool-4"]
-    aborted = [e for e in batch.ends() if e.tool_call_id != "tool-1"]
+    aborted = [e for e in batch.ends() if mode == "parallel" or e.tool_call_id != "tool-1"]
     assert {(e.is_error, e.result.content[0].text) for e in aborted} == {(True, "Operation aborted")}
     assert batch.result[-1].stop_reason == "aborted"  # the next model call saw the abort
 

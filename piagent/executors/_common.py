@@ -514,7 +514,8 @@ def collect(
     """On the run thread: deliver updates and finalise calls as they finish, until none is left.
 
     ``tool_execution_end`` is emitted in completion order; ``finished`` maps index -> outcome.
-    Once the run is aborted, calls not started yet end as aborted at once, and calls still
+    Once the run is aborted (by the time the batch starts, too), calls not started yet end as
+    aborted at once, and calls still
     running ``config.abort_grace`` seconds later are abandoned like timed-out ones.
     """
     waiting = dict(jobs)
@@ -529,7 +530,7 @@ def collect(
 
     unlink = batch.signal.add_listener(notes.wake)
     try:
-        if dispatcher is not None:
+        if dispatcher is not None and not batch.signal.aborted:  # else none starts: all end as aborted below
             dispatcher.fill()
         while waiting:
             if abort_deadline is None and batch.signal.aborted:

@@ -105,7 +105,9 @@ class OutputTurns:
 
         def finish_turn(turn: TurnContext, signal: AbortSignal) -> Optional[TurnDecision]:
             decision = finish(turn, signal) if finish is not None else None
-            return {"action": "end"} if self.accepted is not None else decision
+            if self.accepted is None or decision not in (None, {"action": "continue"}):
+                return decision  # an "end" ends the run anyway; anything else is the loop's error
+            return {"action": "end"}
 
         def prepare_next_turn(turn: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
             feedback = self.take_feedback()

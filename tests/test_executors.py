@@ -569,7 +569,16 @@ def test_abort_during_preflight_answers_every_later_call_as_aborted_without_its_
             controller.abort("stop")
 
     calls = [call(f"tool-{n}", value="x") for n in (1, 2, 3)] + [call("tool-4", "missing")]
-    batch = Batch(calls, [tool("echo", execute)], controller=controller, before_tool_call=before, tool_execution=mode)
+    after = Log()
+    batch = Batch(
+        calls,
+        [tool("echo", execute)],
+        controller=controller,
+        before_tool_call=before,
+        after_tool_call=lambda ctx, signal: after.add(ctx.tool_call.id),
+        tool_execution=mode,
+    )
+    assert after.items == executed.items  # a call that did not run meets no after_tool_call either
     assert batch.ids("tool_execution_start") == ["tool-1", "tool-2", "tool-3", "tool-4"]
     assert hooked.items == ["tool-1", "tool-2"]
     # sequential: tool-1 ran before the abort; parallel: calls start once the preflights are done,

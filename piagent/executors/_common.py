@@ -528,6 +528,13 @@ def collect(
             dispatcher.left(job)
         _finish(batch, job, result, is_error, duration_ms, finished)
 
+    def drop(job: Prepared) -> None:
+        """A call that never started: aborted, and no after_tool_call, as it did not run."""
+        job.settle()
+        del waiting[job.index]
+        finished[job.index] = outcome = Outcome(job.call, error_result("Operation aborted"), True, job.args)
+        emit_end(batch, outcome)
+
     unlink = batch.signal.add_listener(notes.wake)
     try:
         if dispatcher is not None and not batch.signal.aborted:  # else none starts: all end as aborted below
@@ -536,8 +543,7 @@ def collect(
             if abort_deadline is None and batch.signal.aborted:
                 abort_deadline = time.monotonic() + grace
                 for job in dispatcher.drop_pending() if dispatcher is not None else []:
-                    job.settle()
-                    leave(job, error_result("Operation aborted"), True)
+                    drop(job)
                 continue
             deadlines = [job.deadline for job in waiting.values() if job.deadline is not None]
             if abort_deadline is not None:

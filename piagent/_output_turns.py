@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from .abort import AbortSignal
 from .ai.arguments_check import MAX_ARGUMENT_DEPTH
 from .ai.json_stream import IncrementalJsonParser
 from .ai.nesting import loads
@@ -43,7 +44,7 @@ from .ai.types import (
 )
 from .ai.validation import MAX_ERROR_CHARS, validate_json_value
 from .exceptions import InvalidValueError, ToolArgumentsError
-from .types import AgentTool, OutputSpec, OutputValue
+from .types import AgentLoopConfig, AgentTool, OutputSpec, OutputValue, TurnContext, TurnDecision, TurnUpdate
 
 __all__ = ["MAX_QUOTED_CHARS", "OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
 
@@ -94,6 +95,30 @@ class OutputTurns:
             return None
         feedback, self.verdict.feedback = self.verdict.feedback, None
         return feedback
+
+    def hooked(self, config: AgentLoopConfig) -> AgentLoopConfig:
+        """``config`` with the output taking part through the turn hooks (docs/loop.md#rule-29): an
+        accepted answer ends the run as a ``finish_turn`` returning "end" does, whatever the run's
+        own returned (it runs first); a rejected answer's feedback is a message ``prepare_next_turn``
+        brings, ahead of the run's own."""
+        finish, prepare = config.finish_turn, config.prepare_next_turn
+
+        def finish_turn(turn: TurnContext, signal: AbortSignal) -> Optional[TurnDecision]:
+            decision = finish(turn, signal) if finish is not None else None
+            if self.accepted is None or decision not in (None, {"action": "continue"}):
+                return decision  # an "end" ends the run anyway; anything else is the loop's error
+            return {"action": "end"}
+
+        def prepare_next_turn(turn: TurnContext, signal: AbortSignal) -> Optional[TurnUpdate]:
+            feedback = self.take_feedback()
+            update = prepare(turn, signal) if prepare is not None else None
+            if feedback is None:
+                return update
+            if update is None:
+                return TurnUpdate(messages=[feedback])
+            return replace(update, messages=[feedback, *(update.messages or [])])
+
+        return replace(config, finish_turn=finish_turn, prepare_next_turn=prepare_next_turn)
 
     @property
     def subject(self) -> str:

@@ -221,18 +221,22 @@ class Agent(AgentOptions[OutputT]):
             self.session.attach(
                 self, model_given=self.model.provider != "unknown", thinking_level_given=self.thinking_level != "off"
             )
-        if self.system_messages and not leads_with_system_message(self.messages):
-            self._seed_system_message()
+        self._seed_system_message()
 
     def _seed_system_message(self) -> None:
-        """pi 1.6: the prompt and the tools become the transcript's leading system message (recorded
-        by the session, if any, as every transcript message is)."""
+        """With ``system_messages`` (pi 1.6), a transcript that does not lead with a system message gets
+        one made of the prompt and the tools. A session records it only as its first message: a branch
+        that already has messages keeps its prompt in its own entry, from which each agent seeds its
+        transcript again (docs/sessions.md#agents)."""
+        if not self.system_messages or leads_with_system_message(self.messages):
+            return
         leading = initial_system_message(self.system_prompt, self.tools)
         if leading is None:
             return
+        first = not self.messages
         self.messages = [leading, *self.messages]
         record = getattr(self.session, "append_message", None)
-        if callable(record):
+        if first and callable(record):
             record(leading)
 
     # -- state ----------------------------------------------------------------------------
@@ -439,6 +443,8 @@ class Agent(AgentOptions[OutputT]):
         begin_run = getattr(self.session, "begin_run", None)
         release = begin_run() if begin_run is not None else None
         try:
+            if release is not None:
+                self._seed_system_message()  # a transcript the session caught up with comes without it
             return start(release)
         except BaseException:
             if release is not None:

@@ -64,7 +64,6 @@ from .types import (
     RequestUpdate,
     ThinkingLevel,
     TurnContext,
-    TurnUpdate,
 )
 
 __all__ = ["Emit", "agent_loop", "agent_loop_continue", "run_agent_loop", "run_agent_loop_continue"]
@@ -240,11 +239,14 @@ def _run(
 
     A turn: prepare it (``prepare_next_turn``, from the second on), deliver the waiting
     messages, ``prepare_request``, the model call, the tool batch, ``finish_turn``,
-    ``turn_end``, then the scheduling. A structured output (docs/loop.md#rule-29) takes part
-    through the same steps: its verdict is part of the tool step, an accepted one ends the run
-    as a ``finish_turn`` would, a rejection's feedback is a message prepared for the next turn.
+    ``turn_end``, then the scheduling. A structured output (docs/loop.md#rule-29) asks for
+    itself in the model call, its verdict is part of the tool step, and the rest goes through
+    the hooks (:meth:`OutputTurns.hooked`).
     """
+    repoll = config.prepare_next_turn is not None  # the run's own hook, not the output's (below)
     output = OutputTurns(config.output, context.tools) if config.output is not None else None
+    if output is not None:
+        config = output.hooked(config)
     last_turn: Optional[TurnContext] = None
     explicit_continuation = False
     pending = _poll(config.get_steering_messages)
@@ -253,14 +255,15 @@ def _run(
         while more_tools or pending:
             prepared: list[AgentMessage] = []
             if last_turn is not None:  # docs/loop.md#rule-32
-                update = _prepare_next_turn(config, output, last_turn, signal)
+                update = config.prepare_next_turn(last_turn, signal) if config.prepare_next_turn is not None else None
                 if update is not None:
                     context = update.context or context
                     prepared = list(update.messages or [])
                     config = _updated_config(config, update)
-                if not pending and config.prepare_next_turn is not None:
-                    # preparing may take long: steering queued meanwhile joins this turn (only when
-                    # the poll before found nothing, or one-at-a-time would deliver two)
+                if not pending and repoll:
+                    # preparing may take long: steering queued meanwhile joins this turn (only when the
+                    # poll before found nothing, or one-at-a-time would deliver two); without the run's
+                    # own hook nothing ran since that poll, and 0.73.1's poll counts hold (rule 32)
                     pending = _poll(config.get_steering_messages)
                 emit(TurnStartEvent())
             _append(_declare_tool_changes(context, prepared + pending), context, new_messages, emit)
@@ -284,7 +287,7 @@ def _run(
 
             results, more_tools = _tool_step(context, new_messages, message, config, emit, signal, output)
             last_turn = TurnContext(message, results, context, new_messages)
-            decision = _finish_turn(config, output, last_turn, signal)
+            decision = _action(config.finish_turn(last_turn, signal) if config.finish_turn is not None else None)
             emit(TurnEndEvent(message, results))
             if decision == "end":  # docs/loop.md#rule-30
                 emit(AgentEndEvent(new_messages, output.accepted if output is not None else None))
@@ -351,21 +354,8 @@ def _tool_step(
     return results, more_tools
 
 
-def _finish_turn(
-    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
-) -> Optional[str]:
-    """The turn's decision: ``"end"``, ``"continue"`` or None (docs/loop.md#rule-30).
-
-    ``finish_turn`` runs first; an accepted structured output ends the run whatever it said.
-    """
-    decision = config.finish_turn(turn, signal) if config.finish_turn is not None else None
-    action = _action(decision)
-    if output is not None and output.accepted is not None:
-        return "end"
-    return action
-
-
 def _action(decision: object) -> Optional[str]:
+    """``finish_turn``'s decision: ``"end"``, ``"continue"`` or None (docs/loop.md#rule-30)."""
     if decision is None:
         return None
     action = decision.get("action") if isinstance(decision, Mapping) else None
@@ -374,19 +364,6 @@ def _action(decision: object) -> Optional[str]:
             f'finish_turn returned {decision!r}: expected None, {{"action": "end"}} or {{"action": "continue"}}'
         )
     return cast(str, action)
-
-
-def _prepare_next_turn(
-    config: AgentLoopConfig, output: Optional[OutputTurns], turn: TurnContext, signal: AbortSignal
-) -> Optional[TurnUpdate]:
-    """``prepare_next_turn``'s update, a rejected output's feedback first among its messages."""
-    feedback = output.take_feedback() if output is not None else None
-    update = config.prepare_next_turn(turn, signal) if config.prepare_next_turn is not None else None
-    if feedback is None:
-        return update
-    if update is None:
-        return TurnUpdate(messages=[feedback])
-    return dataclasses.replace(update, messages=[feedback, *(update.messages or [])])
 
 
 def _append(

@@ -553,29 +553,44 @@ def test_unknown_tools_do_not_make_a_batch_sequential() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_abort_during_preflight_stops_visiting_further_calls(mode: str) -> None:
+def test_abort_during_preflight_answers_every_later_call_as_aborted_without_its_hooks(mode: str) -> None:
+    """pi 1.6 (#9986): once aborted, a call skips preflight and the hooks but still gets its
+    events and an "Operation aborted" result, so no call is left without one."""
     controller = AbortController()
-    executed = Log()
+    executed, hooked = Log(), Log()
 
     def execute(tid: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
         executed.add(tid)
         return text_result("ok")
 
     def before(ctx: Any, signal: Any) -> None:
+        hooked.add(ctx.tool_call.id)
         if ctx.tool_call.id == "tool-2":
             controller.abort("stop")
 
-    calls = [call(f"tool-{n}", value="x") for n in (1, 2, 3)]
-    batch = Batch(calls, [tool("echo", execute)], controller=controller, before_tool_call=before, tool_execution=mode)
-    assert batch.ids("tool_execution_start") == ["tool-1", "tool-2"]
-    assert executed.items == ["tool-1"]  # prepared before the abort: still runs
-    assert batch.result_ids == ["tool-1", "tool-2"]
-    [aborted] = [e for e in batch.ends() if e.tool_call_id == "tool-2"]
-    assert (aborted.is_error, aborted.result.content[0].text) == (True, "Operation aborted")
+    calls = [call(f"tool-{n}", value="x") for n in (1, 2, 3)] + [call("tool-4", "missing")]
+    after = Log()
+    batch = Batch(
+        calls,
+        [tool("echo", execute)],
+        controller=controller,
+        before_tool_call=before,
+        after_tool_call=lambda ctx, signal: after.add(ctx.tool_call.id),
+        tool_execution=mode,
+    )
+    assert after.items == executed.items  # a call that did not run meets no after_tool_call either
+    assert batch.ids("tool_execution_start") == ["tool-1", "tool-2", "tool-3", "tool-4"]
+    assert hooked.items == ["tool-1", "tool-2"]
+    # sequential: tool-1 ran before the abort; parallel: calls start once the preflights are done,
+    # by then the run is aborted and tool-1 ends as aborted without running (pi 0.87)
+    assert executed.items == (["tool-1"] if mode == "sequential" else [])
+    assert batch.result_ids == ["tool-1", "tool-2", "tool-3", "tool-4"]
+    aborted = [e for e in batch.ends() if mode == "parallel" or e.tool_call_id != "tool-1"]
+    assert {(e.is_error, e.result.content[0].text) for e in aborted} == {(True, "Operation aborted")}
     assert batch.result[-1].stop_reason == "aborted"  # the next model call saw the abort
 
 
-def test_abort_while_a_sequential_tool_runs_skips_the_remaining_calls() -> None:
+def test_abort_while_a_sequential_tool_runs_answers_the_remaining_calls_as_aborted() -> None:
     controller = AbortController()
     executed = Log()
 
@@ -591,9 +606,12 @@ def test_abort_while_a_sequential_tool_runs_skips_the_remaining_calls() -> None:
         tool_execution="sequential",
     )
     assert executed.items == ["tool-1"]
-    assert batch.ids("tool_execution_start") == ["tool-1"]
-    assert batch.result_ids == ["tool-1"]
-    assert [e.is_error for e in batch.ends()] == [False]
+    assert batch.ids("tool_execution_start") == ["tool-1", "tool-2"]
+    assert batch.result_ids == ["tool-1", "tool-2"]
+    assert [(e.is_error, e.result.content[0].text) for e in batch.ends()] == [
+        (False, "ok"),
+        (True, "Operation aborted"),
+    ]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -1015,7 +1033,8 @@ def test_after_an_abort_a_call_on_the_run_thread_is_waited_for() -> None:
     finally:
         stubborn.release.set()
     assert [(e.tool_call_id, e.is_error, text_of(e.result)) for e in batch.ends()] == [
-        ("tool-1", False, "finished after all")
+        ("tool-1", False, "finished after all"),
+        ("tool-2", True, "Operation aborted"),  # not run, still answered (pi 1.6)
     ]
     assert stubborn.threads == [threading.current_thread()]
     assert abandoned_tool_threads() == before

@@ -384,3 +384,12 @@ def test_a_deeply_nested_answer_is_rejected_naming_the_bound(faux: FauxProvider)
     result = Agent(model=faux.get_model(), output_type=Invoice).prompt("?")
     assert isinstance(result.output, Invoice)
     assert "root: the answer is nested deeper than 100 levels" in result.messages[2].content[0].text
+
+
+def test_finish_turn_answering_something_else_is_an_error_even_when_the_output_is_accepted(
+    faux: FauxProvider,
+) -> None:
+    faux.set_responses([faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice, finish_turn=lambda turn, signal: "stop")
+    result = agent.prompt("Read the invoice.")
+    assert result.stop_reason == "error" and "finish_turn returned 'stop'" in (result.error_message or "")

@@ -14,8 +14,8 @@ from piagent.ai import Context, Tool, get_model
 from piagent.ai.transcript import collapse_system_messages, current_system_message, current_system_prompt
 from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text
-from tests.ai.providers.test_agent_conversations import anthropic_text
-from tests.support.loop import MODEL, ScriptedStream, assistant, config, echo_tool, roles, user
+from tests.ai.providers.test_agent_conversations import anthropic_text, google_model, google_reply
+from tests.support.loop import MODEL, ScriptedStream, assistant, call, config, echo_tool, roles, user
 from tests.support.scripted_server import ScriptedServer
 
 KEY = "sk-test-system-messages-0123456789"
@@ -177,6 +177,27 @@ def test_mid_conversation_system_messages_reach_openai_and_anthropic_folded_into
     assert [t["name"] for t in messages["tools"]] == ["echo"]
 
 
+def test_gemini_gets_later_system_messages_folded_even_for_a_model_declaring_them() -> None:
+    """pi-ai 1.6's Google APIs take no system message inside the conversation: the replayed prompt
+    is the systemInstruction and the tools the current ones, whatever the model's compat says."""
+    gemini = google_model()
+    gemini.compat = {"supports_mid_convo_system_messages": True}
+    with ScriptedServer() as server:
+        gemini.base_url = server.url + "/v1beta"
+        server.reply(google_reply({"text": "one"}))
+        server.reply(google_reply({"text": "two"}))
+        agent = Agent(
+            model=gemini, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = []
+        agent.prompt([SystemMessage("", {"skills": "<skills/>"}), user("second")])
+        body = server.requests[1].json
+    assert body["systemInstruction"]["parts"] == [{"text": "base\n\n<skills/>"}]
+    assert [c["role"] for c in body["contents"]] == ["user", "model", "user"]
+    assert "tools" not in body  # the echo tool's removal is folded too
+
+
 # =========================================================================== sessions
 
 
@@ -195,6 +216,59 @@ def test_sessions_store_system_messages_and_a_resumed_agent_replays_its_prompt(t
     again.prompt("second")
     folded = collapse_system_messages(stream_fn.requests[1].context)
     assert folded.system_prompt == "base\n\n<s/>"
+
+
+def _stored(path: Path) -> list[str]:
+    """The session's entries, as their type (a custom entry's type, a message's role)."""
+    return [
+        e.get("customType") or e["message"]["role"] if e["type"] in ("custom", "message") else e["type"]
+        for e in JsonlSession(path).entries()
+    ]
+
+
+def test_a_session_leading_with_a_system_message_stores_the_prompt_there_only(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant("one"), assistant("two")])
+    agent = Agent(
+        model=MODEL, system_prompt="base", stream_fn=stream_fn, session=JsonlSession(path), system_messages=True
+    )
+    agent.prompt("first")
+    again = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+    again.prompt("second")
+    assert "piagent.system_prompt" not in _stored(path)  # the system message is the record
+    assert _stored(path).count("system") == 1
+    assert again.state.system_prompt == "base"
+    assert collapse_system_messages(stream_fn.requests[1].context).system_prompt == "base"
+
+
+def test_a_session_recorded_without_system_messages_keeps_its_prompt_entry_when_resumed_with_them(
+    tmp_path: Path,
+) -> None:
+    """A branch that has messages but no system message keeps the prompt in its custom entry: an
+    agent with system_messages=True leads its own transcript with it, and never appends it to
+    the session's end (where the next resume would replay it twice)."""
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant(str(n)) for n in range(3)])
+    Agent(model=MODEL, system_prompt="old", stream_fn=stream_fn, session=JsonlSession(path)).prompt("first")
+    for question in ("second", "third"):
+        agent = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+        assert isinstance(agent.state.messages[0], SystemMessage) and agent.state.system_prompt == "old"
+        agent.prompt(question)
+    assert _stored(path).count("piagent.system_prompt") == 1 and "system" not in _stored(path)
+    assert [collapse_system_messages(r.context).system_prompt for r in stream_fn.requests] == ["old"] * 3
+
+
+def test_catching_up_with_another_writer_keeps_the_leading_system_message(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    stream_fn = ScriptedStream([assistant(str(n)) for n in range(3)])
+    Agent(model=MODEL, system_prompt="old", stream_fn=stream_fn, session=JsonlSession(path)).prompt("first")
+    mine = Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path), system_messages=True)
+    Agent(model=MODEL, stream_fn=stream_fn, session=JsonlSession(path)).prompt("theirs")
+    mine.prompt("mine")
+    assert isinstance(mine.state.messages[0], SystemMessage)
+    assert roles(mine.state.messages)[1:] == ["user", "assistant"] * 3
+    request = stream_fn.requests[2].context
+    assert collapse_system_messages(request).system_prompt == "old" and roles(request.messages)[-1] == "user"
 
 
 @pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
@@ -248,8 +322,49 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         assert body["system"][0]["text"] == "base"
         # held back until the next assistant message, or the end: after the user message here
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "system"]
-        assert body["messages"][-1]["content"] == [{"type": "text", "text": update}]
+        # the conversation's cache breakpoint is its last message, the system one here (as pi-ai)
+        assert body["messages"][-1]["content"] == [
+            {"type": "text", "text": update, "cache_control": {"type": "ephemeral"}}
+        ]
+        assert "cache_control" not in body["messages"][-2]["content"][-1]
         assert [t["name"] for t in body["tools"]] == ["echo"]
+
+
+def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:
+    """pi-ai 1.6's Responses API: "developer" for a reasoning model unless the model's compat
+    says the server takes no developer role (supports_developer_role False)."""
+    from tests.ai.providers.openai_wire import responses_text
+
+    model = get_model("openai", "gpt-5.4-mini")
+    model.compat = {
+        **(model.compat or {}),
+        "supports_mid_convo_system_messages": True,
+        "supports_developer_role": False,
+    }
+    with ScriptedServer() as server:
+        model.base_url, model.api = server.url + "/v1", "openai-responses"
+        server.reply(responses_text("one"))
+        agent = Agent(model=model, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("first")])
+        body = server.requests[0].json
+    assert model.reasoning and body["input"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_a_system_message_after_an_unanswered_tool_call_goes_after_its_result() -> None:
+    """A run killed mid-batch leaves a tool call without a result; a system message the next
+    prompt brings must not come between the call and the result
+    the provider adds for it, or Chat Completions rejects the request (pi-ai 1.6 holds it back)."""
+    model = get_model("openai", "gpt-5.4-mini")
+    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    killed = [SystemMessage("base", tools_added=[READ]), user("go"), assistant([call("call-1", "read", path="a")])]
+    with ScriptedServer() as server:
+        model.base_url, model.api = server.url + "/v1", "openai-completions"
+        server.reply(chat_text("ok"))
+        agent = Agent(model=model, messages=killed, tools=[echo_tool()], get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("go on")])
+        body = server.requests[0].json
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "system", "user"]
+    assert [m["content"] for m in body["messages"][3:5]] == ["No result provided", "Be brief."]
 
 
 def test_the_first_system_messages_a_run_brings_are_preceded_by_the_prompt_option() -> None:

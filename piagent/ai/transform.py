@@ -7,7 +7,8 @@
 * assistant messages with ``stop_reason`` ``error`` or ``aborted`` are dropped, so a retry
   continues from the last valid state;
 * a tool call left without a result before the next assistant or user message (or at the end)
-  gets a synthetic :class:`ToolResultMessage` "No result provided" with ``is_error=True``;
+  gets a synthetic :class:`ToolResultMessage` "No result provided" with ``is_error=True``; a
+  system message between a call and its results goes after them;
 * an assistant message produced by another model (``provider``, ``api`` or ``model`` differ)
   loses what only its producer can read: thinking becomes plain text (empty and redacted
   thinking is dropped), text and thought signatures are removed, and tool-call ids go through
@@ -22,7 +23,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .types import AssistantMessage, Model, TextContent, ThinkingContent, ToolCall, ToolResultMessage
+from .types import AssistantMessage, Model, SystemMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage
 
 __all__ = ["IMAGE_PLACEHOLDER", "NO_RESULT_TEXT", "NormalizeToolCallId", "transform_messages"]
 
@@ -105,9 +106,12 @@ def _without_images(message: Any) -> Any:
 
 
 def _with_results_for_every_call(messages: list[Any]) -> list[Any]:
+    """A result for every tool call; a system message among a call and its results (pi 1.6) is
+    held back until after them, the synthetic ones included, so nothing comes between."""
     out: list[Any] = []
     pending: list[ToolCall] = []
     answered: set = set()
+    held: list[Any] = []
 
     def flush() -> None:
         for call in pending:
@@ -115,6 +119,8 @@ def _with_results_for_every_call(messages: list[Any]) -> list[Any]:
                 out.append(ToolResultMessage(call.id, call.name, [TextContent(NO_RESULT_TEXT)], is_error=True))
         pending.clear()
         answered.clear()
+        out.extend(held)
+        held.clear()
 
     for message in messages:
         role = getattr(message, "role", None)
@@ -130,6 +136,8 @@ def _with_results_for_every_call(messages: list[Any]) -> list[Any]:
         elif role == "user":
             flush()
             out.append(message)
+        elif pending and isinstance(message, SystemMessage):
+            held.append(message)
         else:
             out.append(message)
     flush()

@@ -178,7 +178,13 @@ def bounded(result: AgentToolResult, limit: Optional[int]) -> AgentToolResult:
 
 
 def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, Prepared]:
-    """Preflight (docs/loop.md#rule-12): lookup, prepare_arguments, validation, before_tool_call, abort."""
+    """Preflight (docs/loop.md#rule-12): abort, lookup, prepare_arguments, validation, before_tool_call, abort.
+
+    Once the run is aborted a call skips all of it, hooks included, and still gets its result
+    (pi 1.6: no call is left without one).
+    """
+    if batch.signal.aborted:
+        return Outcome(call, error_result("Operation aborted"), True)
     tool = find_tool(batch.context.tools, call.name)
     if tool is None:
         return Outcome(call, error_result(f"Tool {call.name} not found"), True)
@@ -508,7 +514,8 @@ def collect(
     """On the run thread: deliver updates and finalise calls as they finish, until none is left.
 
     ``tool_execution_end`` is emitted in completion order; ``finished`` maps index -> outcome.
-    Once the run is aborted, calls not started yet end as aborted at once, and calls still
+    Once the run is aborted (by the time the batch starts, too), calls not started yet end as
+    aborted at once, and calls still
     running ``config.abort_grace`` seconds later are abandoned like timed-out ones.
     """
     waiting = dict(jobs)
@@ -521,16 +528,22 @@ def collect(
             dispatcher.left(job)
         _finish(batch, job, result, is_error, duration_ms, finished)
 
+    def drop(job: Prepared) -> None:
+        """A call that never started: aborted, and no after_tool_call, as it did not run."""
+        job.settle()
+        del waiting[job.index]
+        finished[job.index] = outcome = Outcome(job.call, error_result("Operation aborted"), True, job.args)
+        emit_end(batch, outcome)
+
     unlink = batch.signal.add_listener(notes.wake)
     try:
-        if dispatcher is not None:
+        if dispatcher is not None and not batch.signal.aborted:  # else none starts: all end as aborted below
             dispatcher.fill()
         while waiting:
             if abort_deadline is None and batch.signal.aborted:
                 abort_deadline = time.monotonic() + grace
                 for job in dispatcher.drop_pending() if dispatcher is not None else []:
-                    job.settle()
-                    leave(job, error_result("Operation aborted"), True)
+                    drop(job)
                 continue
             deadlines = [job.deadline for job in waiting.values() if job.deadline is not None]
             if abort_deadline is not None:

@@ -46,8 +46,6 @@ def run_parallel(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
             emit_end(batch, prepared)
         else:
             jobs[index] = prepared
-        if batch.signal.aborted:
-            break
     if jobs:
         _run_jobs(batch, jobs, outcomes)
     ordered = [outcomes[index] for index in sorted(outcomes)]

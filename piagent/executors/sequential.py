@@ -36,7 +36,7 @@ __all__ = ["run_sequential"]
 
 
 def run_sequential(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
-    """Run ``calls`` in source order; stops visiting calls once the run is aborted."""
+    """Run ``calls`` in source order; once the run is aborted, the calls left end as aborted."""
     outcomes: list[Outcome] = []
     messages = []
     for index, call in enumerate(calls):
@@ -49,8 +49,6 @@ def run_sequential(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
             outcome = _run_one(batch, prepared)
         outcomes.append(outcome)
         messages.extend(emit_result_messages(batch, [outcome]))
-        if batch.signal.aborted:
-            break
     return ToolBatch(messages, batch_terminates(outcomes))
 
 

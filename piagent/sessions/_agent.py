@@ -4,7 +4,8 @@ The agent starts from the session's current branch. A listener, subscribed befor
 appends every message at its ``message_end``: listeners run on the run thread before the
 loop goes on, so a message is durable before the next model call starts, and a partial
 assistant message (``message_update``) is never written. At each ``agent_start`` the
-agent's model, thinking level and system prompt are recorded when they differ from the branch's.
+agent's model, thinking level and system prompt are recorded when they differ from the branch's
+(the prompt only while the branch does not lead with a system message, which records it then).
 """
 
 from __future__ import annotations
@@ -70,5 +71,7 @@ def _record_settings(session: Session, agent: Any) -> None:
         session.append_model_change(model.provider, model.id)
     if (recorded.thinking_level or "off") != level:
         session.append_thinking_level_change(level)
-    if (recorded.system_prompt or "") != agent.state.system_prompt:
-        session.append_entry("custom", customType=SYSTEM_PROMPT_TYPE, data={"content": agent.state.system_prompt})
+    # a branch leading with a system message records the prompt there (pi 1.6); else the entry records the
+    # option, which an agent with system_messages=True seeds its transcript's leading message from
+    if not recorded.leads_with_system_message and (recorded.system_prompt or "") != agent.system_prompt:
+        session.append_entry("custom", customType=SYSTEM_PROMPT_TYPE, data={"content": agent.system_prompt})

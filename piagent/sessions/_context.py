@@ -79,13 +79,15 @@ class SessionContext:
     ``model`` is ``(provider, model_id)`` from the branch's last ``model_change`` entry or
     assistant message; ``thinking_level`` is from its last ``thinking_level_change`` entry;
     ``system_prompt`` from its last ``custom`` entry of type :data:`SYSTEM_PROMPT_TYPE`.
-    Each is None when the branch records none.
+    Each is None when the branch records none. ``leads_with_system_message``: the branch's
+    messages start with a system message (pi 1.6), which then records the prompt instead.
     """
 
     messages: list[Any] = field(default_factory=list)
     model: Optional[tuple[str, str]] = None
     thinking_level: Optional[str] = None
     system_prompt: Optional[str] = None
+    leads_with_system_message: bool = False
 
 
 def message_from_record(data: Any, entry_id: str) -> Any:
@@ -150,8 +152,13 @@ def _context_message(entry: Mapping[str, Any]) -> Optional[Any]:
 def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
     """The model, thinking level and system prompt a branch recorded (no messages): its last record of each."""
     context = SessionContext()
+    leading: Optional[bool] = None  # whether the context's first message is a system message, once known
     for entry in path:
         kind = entry.get("type")
+        if kind == "compaction":  # the last one's recorded system message, or its summary, leads
+            leading = isinstance(entry.get("systemMessage"), dict)
+        elif leading is None and _gives_message(entry):
+            leading = _is_system_entry(entry)
         if kind == "thinking_level_change" and isinstance(entry.get("thinkingLevel"), str):
             context.thinking_level = entry["thinkingLevel"]
         elif kind == "custom" and entry.get("customType") == SYSTEM_PROMPT_TYPE:
@@ -164,6 +171,7 @@ def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
                 context.model = (str(message.get("provider", "")), str(message.get("model", "")))
+    context.leads_with_system_message = bool(leading)
     return context
 
 
@@ -204,6 +212,11 @@ def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
         if message is not None:
             context.messages.append(message)
     return context
+
+
+def _gives_message(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("type")
+    return kind in ("message", "custom_message") or (kind == "branch_summary" and bool(entry.get("summary")))
 
 
 def _is_system_entry(entry: Mapping[str, Any]) -> bool:

@@ -11,7 +11,8 @@ with thinking off, per ``capabilities.sampling``) is sent as :data:`SAMPLING_VER
 provider glues them to the HTTP layer; every failure ends the stream as an ``error`` event.
 
 Prompt caching: unless ``cache_retention == "none"``, the system prompt and the last user
-message carry ``cache_control: {"type": "ephemeral"}`` (``"long"`` adds ``"ttl": "1h"``).
+message (or a later system message held at the end) carry ``cache_control: {"type":
+"ephemeral"}`` (``"long"`` adds ``"ttl": "1h"``).
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels):
 
@@ -278,7 +279,7 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
     messages = convert_messages(transform_messages(context.messages, model, normalize_tool_call_id))
     if cache is not None:
         for message in reversed(messages):
-            if message["role"] == "user":
+            if message["role"] in ("user", "system"):  # a held system message may come last (pi-ai 1.6)
                 last = dict(message["content"][-1])
                 last["cache_control"] = cache
                 message["content"][-1] = last

@@ -179,7 +179,8 @@ def _input(model: Model, context: Context) -> list[dict[str, Any]]:
         elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
             text = render_system_message_update(message)
             if text:
-                out.append({"role": "developer" if model.reasoning else "system", "content": text})
+                developer = model.reasoning and (model.compat or {}).get("supports_developer_role") is not False
+                out.append({"role": "developer" if developer else "system", "content": text})
         elif role == "assistant":
             out.extend(_assistant_items(message, model))
         elif role == "toolResult":

@@ -242,6 +242,7 @@ def test_a_user_catalogue_nested_too_deeply_is_a_warning_naming_the_bound(tmp_pa
     home = tmp_path / "home"
     home.mkdir()
     (home / "catalogue.json").write_text('{"models": ' + "[" * 5000 + "]" * 5000 + "}")
-    shown = piagent(home, code="import logging; logging.basicConfig()\nimport piagent.ai as ai\nai.get_models('openai')")
+    code = "import logging; logging.basicConfig()\nimport piagent.ai as ai\nai.get_models('openai')"
+    shown = piagent(home, code=code)
     assert shown.returncode == 0, shown.stderr
     assert "nested deeper than 200 levels" in shown.stderr and "Traceback" not in shown.stderr

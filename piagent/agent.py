@@ -473,6 +473,8 @@ class Agent(AgentOptions[OutputT]):
             get_follow_up_messages=get_follow_up_messages,
             prepare_next_turn=self._prepare_next_turn_hook(options),
             should_stop_after_turn=self._should_stop_hook(options),
+            # duck-typed: a session stores intents before tool calls run (docs/effects.md)
+            intent_journal=self.session if callable(getattr(self.session, "record_intents", None)) else None,
         )
         return AgentLoopConfig(**values)
 

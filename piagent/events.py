@@ -26,6 +26,7 @@ __all__ = [
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
+    "ToolRecoveryEvent",
     "TurnEndEvent",
     "TurnStartEvent",
     "message_to_dict",
@@ -226,6 +227,30 @@ class ToolExecutionEndEvent:
         return d
 
 
+@dataclass
+class ToolRecoveryEvent:
+    """On resume, an interrupted call (an intent, no result) was settled (docs/effects.md#recovery):
+    ``action`` is "rerun", "done" or "fail"; ``decided_by`` "policy" (the tool's ``replay``) or
+    "hook" (``recover_tool_call``); ``intent`` the recorded intent's JSON form."""
+
+    tool_call_id: str
+    tool_name: str
+    action: str
+    decided_by: str
+    intent: dict[str, Any]
+    type: Literal["tool_recovery"] = field(default="tool_recovery", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "action": self.action,
+            "decidedBy": self.decided_by,
+            "intent": self.intent,
+        }
+
+
 AgentEvent = Union[
     AgentStartEvent,
     AgentEndEvent,
@@ -237,4 +262,5 @@ AgentEvent = Union[
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
     ToolExecutionEndEvent,
+    ToolRecoveryEvent,
 ]

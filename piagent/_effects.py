@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from typing_extensions import Literal, Protocol
 
 from .abort import AbortSignal
-from .ai.types import AssistantMessage, TextContent, ToolCall
+from .ai.types import AssistantMessage, ToolCall
 
 if TYPE_CHECKING:
     from .types import AgentContext, AgentTool, AgentToolResult
@@ -197,7 +197,3 @@ def interrupted_text(name: str) -> str:
         "so its outcome is unknown. It was not run again (its replay policy is 'never'). "
         "Check whether it took effect before calling it again."
     )
-
-
-def text_result(text: str) -> list[TextContent]:
-    return [TextContent(text)]

@@ -204,7 +204,7 @@ class Session:
                 entry_id = new_entry_id(taken)
                 taken.add(entry_id)
                 entries.append({"type": record["type"], "id": entry_id, "parentId": parent, "timestamp": now_iso()})
-                entries[-1].update((k, v) for k, v in record.items() if k != "type")
+                entries[-1].update(record)  # its type again, then its fields: pi's key order
                 parent = entry_id
             self._store.append(self._header, entries)  # durable before the session shows them
             for entry in entries:

@@ -255,3 +255,20 @@ def test_a_process_killed_after_the_effect_resumes_without_repeating_it(tmp_path
     result = found.results[c_key.split(":", 1)[1]]
     assert result["isError"] and "was interrupted" in result["content"][0]["text"]
     assert found.final == "Every charge is settled."
+
+
+def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: FauxProvider, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    seen: list[list[str]] = []
+
+    @tool
+    def charge(item: str) -> str:
+        """Charge an item."""
+        seen.append([i["toolCallId"] for i in intent_entries(JsonlSession(path))])
+        return "ok"
+
+    calls = [faux_tool_call("charge", {"item": i}) for i in "ab"]
+    faux.set_responses([faux_message(calls), faux_message("done")])
+    agent = Agent(model=faux.get_model(), tools=[charge], session=JsonlSession(path), tool_execution="sequential")
+    agent.prompt("go")
+    assert seen == [[calls[0].id], [calls[0].id, calls[1].id]]

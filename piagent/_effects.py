@@ -38,6 +38,7 @@ __all__ = [
     "RecoveryContext",
     "RecoveryDecision",
     "ToolIntent",
+    "check_journal",
     "idempotency_key",
     "interrupted_calls",
     "worker_id",
@@ -91,6 +92,8 @@ class IntentJournal(Protocol):
     ``scope``: a stable id of the run's store (the session id), the prefix of every
     idempotency key. ``record_intents(intents)`` stores them all at once and returns only once
     they are durable; it raises when it cannot. ``intents()``: the recorded ones by call id.
+    Optional: ``resumable(call_ids)``, the calls among those (without an intent) that were
+    cleared to run and never started (an approval kept for them): recovery runs them.
     """
 
     @property
@@ -99,6 +102,15 @@ class IntentJournal(Protocol):
     def record_intents(self, intents: Sequence[ToolIntent]) -> None: ...
 
     def intents(self) -> dict[str, ToolIntent]: ...
+
+
+def check_journal(name: str, value: Any) -> Any:
+    """An Agent option's check: None or an object with ``scope``, ``record_intents`` and ``intents``."""
+    from .exceptions import InvalidTypeError
+
+    if value is None or all(hasattr(value, attr) for attr in ("scope", "record_intents", "intents")):
+        return value
+    raise InvalidTypeError(f"{name} must have scope, record_intents() and intents(), got {type(value).__name__}")
 
 
 @dataclass

@@ -230,8 +230,9 @@ class ToolExecutionEndEvent:
 @dataclass
 class ToolRecoveryEvent:
     """On resume, an interrupted call (an intent, no result) was settled (docs/effects.md#recovery):
-    ``action`` is "rerun", "done" or "fail"; ``decided_by`` "policy" (the tool's ``replay``) or
-    "hook" (``recover_tool_call``); ``intent`` the recorded intent's JSON form."""
+    ``action`` is "rerun", "done" or "fail"; ``decided_by`` "policy" (the tool's ``replay``),
+    "hook" (``recover_tool_call``) or "approval" (a call that never started, whose remote
+    approval was kept: it runs); ``intent`` the recorded intent's JSON form ({} without one)."""
 
     tool_call_id: str
     tool_name: str

@@ -39,9 +39,15 @@ def recover_interrupted(batch: BatchContext, calls: list[ToolCall]) -> tuple[lis
     intents = journal.intents() if journal is not None else {}
     settled: list[Outcome] = []
     rerun: list[ToolCall] = []
+    resumable = getattr(journal, "resumable", None)
+    waiting = [call.id for call in calls if call.id not in intents]
+    cleared = resumable(waiting) if callable(resumable) and waiting else set()
     for call in calls:
         intent = intents.get(call.id)
-        if intent is None:  # it never started
+        if intent is None:  # it never started: it runs now if it was cleared to (an approval kept for it)
+            if call.id in cleared:
+                batch.emit(ToolRecoveryEvent(call.id, call.name, "rerun", "approval", {}))
+                rerun.append(call)
             continue
         decision, decided_by = _decide(batch, call, intent)
         batch.emit(ToolRecoveryEvent(call.id, call.name, decision.action, decided_by, intent.to_dict()))

@@ -272,3 +272,10 @@ def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: F
     agent = Agent(model=faux.get_model(), tools=[charge], session=JsonlSession(path), tool_execution="sequential")
     agent.prompt("go")
     assert seen == [[calls[0].id], [calls[0].id, calls[1].id]]
+
+
+def test_an_intent_journal_without_the_journal_methods_is_refused_with_a_clear_error() -> None:
+    from piagent import InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match=r"intent_journal must have scope, record_intents\(\) and intents\(\)"):
+        Agent(intent_journal=object())

@@ -2,7 +2,7 @@
 
 * one call: ``Session.record_intents([intent])`` on a ``JsonlSession`` (one append: write +
   fsync) against the floor, ``os.write`` + ``os.fsync`` of the same JSON line to a file of
-  its own; target <= 1.5x the floor.
+  its own (no lock, no header check); target <= 2x the floor, as for the session append.
 * a parallel batch of ``parallel_tools`` calls: their intents in one write, per call; target
   under 1 ms per call.
 """
@@ -64,8 +64,8 @@ def bench_effects(sizes: Any, report: Report) -> None:
             ms(rounds.median("one").wall),
             ms(rounds.median("floor").wall),
             times(ratio),
-            "<= 1.50x floor",
-            ratio <= 1.5,
+            "<= 2.00x floor",
+            ratio <= 2.0,
         )
     )
     per_call = rounds.median("batch").wall / batch

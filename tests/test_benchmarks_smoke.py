@@ -42,7 +42,7 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("otel", "<= 1.30x off"),
         ("sessions", "<= 2.00x floor"),
         ("sessions", "<= 2.00x (O(1))"),
-        ("effects", "<= 1.50x floor"),
+        ("effects", "<= 2.00x floor"),
         ("effects", "< 1 ms"),
         ("output", "<= 3.00x text"),
         ("output", "<= 1.25x text's"),

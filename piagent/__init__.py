@@ -6,6 +6,7 @@ import logging
 import sys
 from typing import Any
 
+from ._effects import RecoveryContext, RecoveryDecision, ToolIntent, idempotency_key
 from .abort import AbortController, AbortedError, AbortSignal
 from .agent import Agent
 from .ai.types import (
@@ -32,6 +33,7 @@ from .events import (
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
+    ToolRecoveryEvent,
     TurnEndEvent,
     TurnStartEvent,
     UsageLimitEvent,
@@ -138,6 +140,8 @@ __all__ = [
     "PrepareRequestContext",
     "ProviderError",
     "ProviderNotFoundError",
+    "RecoveryContext",
+    "RecoveryDecision",
     "RequestUpdate",
     "RunResult",
     "StreamEndedWithoutResult",
@@ -150,6 +154,8 @@ __all__ = [
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
+    "ToolIntent",
+    "ToolRecoveryEvent",
     "ToolResultMessage",
     "TurnContext",
     "TurnDecision",
@@ -166,6 +172,7 @@ __all__ = [
     "UserMessage",
     "agent_loop",
     "agent_loop_continue",
+    "idempotency_key",
     "instrument",
     "message_from_dict",
     "run_agent_loop",

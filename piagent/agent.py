@@ -501,6 +501,9 @@ class Agent(AgentOptions[OutputT]):
             get_follow_up_messages=get_follow_up_messages,
             prepare_next_turn=self._prepare_next_turn_hook(options),
             should_stop_after_turn=self._should_stop_hook(options),
+            # duck-typed: a session stores intents before tool calls run (docs/effects.md)
+            intent_journal=options.intent_journal
+            or (self.session if callable(getattr(self.session, "record_intents", None)) else None),
         )
         return AgentLoopConfig(**values)
 

@@ -31,6 +31,7 @@ __all__ = [
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
+    "ToolRecoveryEvent",
     "TurnEndEvent",
     "TurnStartEvent",
     "UsageLimitEvent",
@@ -276,6 +277,31 @@ class UsageLimitEvent:
         return d
 
 
+@dataclass
+class ToolRecoveryEvent:
+    """On resume, an interrupted call (an intent, no result) was settled (docs/effects.md#recovery):
+    ``action`` is "rerun", "done" or "fail"; ``decided_by`` "policy" (the tool's ``replay``),
+    "hook" (``recover_tool_call``) or "approval" (a call that never started, whose remote
+    approval was kept: it runs); ``intent`` the recorded intent's JSON form ({} without one)."""
+
+    tool_call_id: str
+    tool_name: str
+    action: str
+    decided_by: str
+    intent: dict[str, Any]
+    type: Literal["tool_recovery"] = field(default="tool_recovery", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "action": self.action,
+            "decidedBy": self.decided_by,
+            "intent": self.intent,
+        }
+
+
 AgentEvent = Union[
     AgentStartEvent,
     AgentEndEvent,
@@ -289,4 +315,5 @@ AgentEvent = Union[
     ToolExecutionEndEvent,
     ModelFallbackEvent,
     UsageLimitEvent,
+    ToolRecoveryEvent,
 ]

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, cast
 
 from . import instrumentation
+from ._effects import interrupted_calls
 from ._output_turns import OutputTurns
 from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
@@ -55,7 +56,7 @@ from .events import (
     TurnStartEvent,
 )
 from .exceptions import InvalidValueError
-from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls
+from .executors import BatchContext, execute_tool_calls, fail_truncated_tool_calls, recover_interrupted
 from .types import (
     AgentContext,
     AgentLoopConfig,
@@ -127,10 +128,26 @@ def run_agent_loop_continue(
         current = dataclasses.replace(context, messages=list(context.messages))
         emit(AgentStartEvent())
         emit(TurnStartEvent())
+        if config.intent_journal is not None:
+            _recover(current, new_messages, config, emit, signal)
         _run(current, new_messages, config, emit, signal, stream_fn)
         return new_messages
 
     return _observed_run(body, emit, context, config, signal)
+
+
+def _recover(
+    context: AgentContext, new_messages: list[AgentMessage], config: AgentLoopConfig, emit: Emit, signal: AbortSignal
+) -> None:
+    """Settle the last batch's calls left without results by a killed run (docs/effects.md#recovery)."""
+    message, calls = interrupted_calls(context.messages)
+    if message is not None and calls:
+        batch = BatchContext(context, message, config, signal, emit)
+        results, rerun = recover_interrupted(batch, calls)
+        if rerun:
+            results += execute_tool_calls(batch, rerun).messages
+        context.messages.extend(results)
+        new_messages.extend(results)
 
 
 def _observed_run(

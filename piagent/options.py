@@ -19,6 +19,7 @@ from typing import Any, Callable, Generic, Optional, TypeVar, Union, _SpecialFor
 from typing_extensions import Protocol
 
 from . import _options as opt
+from ._effects import IntentJournal, RecoverToolCall, check_journal
 from ._options import Option, Options
 from .abort import AbortSignal
 from .ai.registry import StreamFunction, prepare_api
@@ -221,6 +222,16 @@ class AgentOptions(Options, Generic[OutputT]):
         default=None,
         check=opt.callable_or_none,
         doc="(PrepareRequestContext, signal) -> RequestUpdate | None, before every model call.",
+    )
+    recover_tool_call: Same[Optional[RecoverToolCall]] = Option(
+        default=None,
+        check=opt.callable_or_none,
+        doc="(RecoveryContext, signal) -> RecoveryDecision | None, for an interrupted call on resume.",
+    )
+    intent_journal: Same[Optional[IntentJournal]] = Option(
+        default=None,
+        check=check_journal,
+        doc="Where tool call intents go (docs/effects.md); None: the session, if it keeps them.",
     )
     on_payload: Same[Optional[OnPayload]] = Option(
         default=None, check=opt.callable_or_none, doc="(payload, model) -> replacement | None, before each request."

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Union, cast
 
 from typing_extensions import Literal, Protocol, TypedDict
 
+from ._effects import IntentJournal, RecoverToolCall
 from .abort import AbortSignal
 from .ai.types import (
     AssistantMessage,
@@ -360,6 +361,9 @@ class AgentLoopConfig(StreamOptions):
     ends with a note saying how much was cut. None means no bound.
     ``instrumentation`` observes the run instead of the installed one (piagent/instrumentation.py).
     ``output``: the structured output the run must end with (docs/loop.md#rule-29), or None.
+    ``intent_journal`` stores each call's intent before it runs, and ``recover_tool_call``
+    settles an interrupted call on resume (docs/effects.md); the agent takes the journal
+    from its session.
     """
 
     model: Optional[Model] = None
@@ -383,3 +387,5 @@ class AgentLoopConfig(StreamOptions):
     max_tool_result_chars: Optional[int] = DEFAULT_MAX_TOOL_RESULT_CHARS
     instrumentation: Optional[Instrumentation] = None
     output: Optional[OutputSpec] = None
+    intent_journal: Optional[IntentJournal] = None
+    recover_tool_call: Optional[RecoverToolCall] = None

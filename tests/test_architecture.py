@@ -68,6 +68,7 @@ def test_the_loop_imports_nothing_of_the_agent(under: str) -> None:
         "piagent._interrupts",
         "piagent.instrumentation",
         "piagent._output_turns",
+        "piagent._effects",
     )
     assert violations(under, allowed) == []
 

@@ -23,6 +23,7 @@ from ._common import (
     find_tool,
 )
 from .parallel import run_parallel
+from .recovery import recover_interrupted
 from .sequential import run_sequential
 from .single import run_tool_call
 
@@ -32,6 +33,7 @@ __all__ = [
     "abandoned_tool_threads",
     "execute_tool_calls",
     "fail_truncated_tool_calls",
+    "recover_interrupted",
     "run_tool_call",
 ]
 

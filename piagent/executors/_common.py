@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from .. import instrumentation
+from .._effects import intent_for, key_for, running_with_key
 from .._interrupts import wait_slice
 from ..abort import AbortController, AbortSignal
 from ..ai.arguments_check import RejectedToolCall, argument_problem
@@ -99,6 +100,7 @@ class Prepared:
     timeout: Optional[float] = None
     controller: AbortController = field(default_factory=AbortController)
     deadline: Optional[float] = None
+    key: str = ""
     _settled: bool = field(default=False, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -217,7 +219,35 @@ def prepare(batch: BatchContext, index: int, call: ToolCall) -> Union[Outcome, P
     timeout = tool.timeout if tool.timeout is not None else batch.config.tool_timeout
     if tool.on_run_thread:  # nothing can leave a call on the run thread behind
         timeout = None
-    return Prepared(index, call, tool, args, timeout)
+    return Prepared(index, call, tool, args, timeout, key=key_for(batch.config.intent_journal, call.id))
+
+
+def record_intents(batch: BatchContext, jobs: list[Prepared]) -> dict[int, Outcome]:
+    """Store the intents of ``jobs`` in one durable write before any of them runs (docs/effects.md).
+
+    ``replay="safe"`` tools record none. Returns the outcomes of calls that must not run: every
+    job's, as an error result, when the write failed; none otherwise.
+    """
+    journal = batch.config.intent_journal
+    if journal is None:
+        return {}
+    intents = [intent_for(journal, job.call, job.tool.name, job.args) for job in jobs if job.tool.replay != "safe"]
+    if not intents:
+        return {}
+    try:
+        journal.record_intents(intents)
+    except Exception as exc:
+        problem = exception_message(exc)
+        return {
+            job.index: Outcome(
+                job.call,
+                error_result(f"Tool {job.call.name} was not executed: its intent could not be recorded ({problem})"),
+                True,
+                job.args,
+            )
+            for job in jobs
+        }
+    return {}
 
 
 def finalize(
@@ -404,7 +434,8 @@ def execute(job: Prepared, on_update: Callable[[AgentToolResult], None]) -> tupl
     if observer is not None:
         run_tool = observer.tool_call(run_tool, job.call)
     try:
-        result = run_tool(job.call.id, job.args, job.controller.signal, on_update)
+        with running_with_key(job.key or job.call.id):
+            result = run_tool(job.call.id, job.args, job.controller.signal, on_update)
     except Exception as exc:
         return error_result(exception_message(exc)), True
     if not isinstance(result, AgentToolResult):

@@ -30,6 +30,7 @@ from ._common import (
     emit_start,
     link_signal,
     prepare,
+    record_intents,
 )
 
 __all__ = ["run_parallel"]
@@ -46,6 +47,10 @@ def run_parallel(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
             emit_end(batch, prepared)
         else:
             jobs[index] = prepared
+    for index, refused in record_intents(batch, list(jobs.values())).items():  # one write for the batch
+        del jobs[index]
+        outcomes[index] = refused
+        emit_end(batch, refused)
     if jobs:
         _run_jobs(batch, jobs, outcomes)
     ordered = [outcomes[index] for index in sorted(outcomes)]

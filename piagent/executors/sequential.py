@@ -30,6 +30,7 @@ from ._common import (
     emit_start,
     link_signal,
     prepare,
+    record_intents,
 )
 
 __all__ = ["run_sequential"]
@@ -42,6 +43,8 @@ def run_sequential(batch: BatchContext, calls: list[ToolCall]) -> ToolBatch:
     for index, call in enumerate(calls):
         emit_start(batch, call)
         prepared = prepare(batch, index, call)
+        if not isinstance(prepared, Outcome):
+            prepared = record_intents(batch, [prepared]).get(index, prepared)
         if isinstance(prepared, Outcome):
             outcome = prepared
             emit_end(batch, outcome)

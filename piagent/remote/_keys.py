@@ -35,7 +35,7 @@ def check_run_id(run_id: Any) -> str:
 class RunKeys:
     """The Redis keys of one run."""
 
-    __slots__ = ("approvals", "control", "delivering", "events", "owner", "prefix", "run_id")
+    __slots__ = ("approvals", "control", "delivering", "events", "intents", "owner", "prefix", "run_id")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = check_run_id(run_id)
@@ -45,10 +45,15 @@ class RunKeys:
         self.owner = self.prefix + "owner"  # the attached worker's lease token (PX)
         self.delivering = self.prefix + "delivering"  # hash: control entry id -> transcript index
         self.approvals = self.prefix + "approvals"  # hash: tool call id -> pending request (JSON)
+        self.intents = self.prefix + "intents"  # hash: tool call id -> its intent (JSON), docs/effects.md
 
     def decision(self, tool_call_id: str) -> str:
         """List holding the one decision on a pending tool call."""
         return self.prefix + "decision:" + tool_call_id
+
+    def approved(self, tool_call_id: str) -> str:
+        """List holding an approval taken but not used yet: it outlives a crash until the call's intent uses it."""
+        return self.prefix + "approved:" + tool_call_id
 
 
 def client_for(redis_url: Union[str, redis.Redis]) -> tuple[redis.Redis, bool]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ABORT", "CLAIM", "DECIDE", "RELEASE", "RENEW", "WITHDRAW"]
+__all__ = ["ABORT", "CLAIM", "DECIDE", "RECORD_INTENTS", "RELEASE", "RENEW", "WITHDRAW"]
 
 # KEYS: owner, control. ARGV: token, lease ms, group.
 # Take the run's lease if free; then make sure the consumer group exists and mark, in the control
@@ -65,4 +65,15 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
   return false
 end
 return redis.call('LPOP', KEYS[2])
+"""
+
+# KEYS: intents, then the approved list of each call. ARGV: each call's id and intent JSON, in order.
+# Records the calls' intents and uses up their approvals in one step (docs/effects.md#remote-runs):
+# an approval is either still kept (no intent: the call never started) or used (its intent is there).
+RECORD_INTENTS = """
+for i = 2, #KEYS do
+  redis.call('HSET', KEYS[1], ARGV[2 * i - 3], ARGV[2 * i - 2])
+  redis.call('DEL', KEYS[i])
+end
+return #KEYS - 1
 """

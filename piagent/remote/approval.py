@@ -75,11 +75,14 @@ def approval_hook(
             return None
         request = {"toolCallId": call.id, "toolName": call.name, "args": context.args, "timeout": policy.timeout}
         with redis_errors(f"approval request for tool call {call.id!r} of run {keys.run_id!r}"):
-            client.hset(keys.approvals, call.id, json.dumps(request, default=str))
-            publish({"type": "approval_request", **request})
-            raw = _wait(client, keys.decision(call.id), policy.timeout, signal)
+            kept = client.lindex(keys.approved(call.id), 0)  # taken by a worker that died before using it
+            raw = None if kept is None else str(kept)
             if raw is None:
-                raw = withdraw(keys=[keys.approvals, keys.decision(call.id)], args=[call.id])
+                client.hset(keys.approvals, call.id, json.dumps(request, default=str))
+                publish({"type": "approval_request", **request})
+                raw = _wait(client, keys.decision(call.id), keys.approved(call.id), policy.timeout, signal)
+                if raw is None:
+                    raw = withdraw(keys=[keys.approvals, keys.decision(call.id)], args=[call.id])
         outcome: dict[str, Any]
         if raw is None:
             reason = "Operation aborted" if signal.aborted else f"Approval timed out after {policy.timeout:g} s"
@@ -88,7 +91,9 @@ def approval_hook(
             outcome = _decision(raw, call.id, keys.run_id)
         publish({"type": "approval_decision", "toolCallId": call.id, **outcome})
         if outcome["approved"] is True:
-            return None
+            return None  # kept in the approved list until the call's intent uses it (docs/effects.md)
+        with redis_errors(f"approval of tool call {call.id!r} of run {keys.run_id!r}"):
+            client.delete(keys.approved(call.id))  # a denial is not kept
         return BeforeToolCallResult(block=True, reason=outcome.get("reason") or "Denied by the approver")
 
     return before_tool_call
@@ -109,14 +114,15 @@ def _decision(raw: str, call_id: str, run_id: str) -> dict[str, Any]:
     return {"approved": decision["approved"], "reason": reason if isinstance(reason, str) else None}
 
 
-def _wait(client: redis.Redis, key: str, timeout: float, signal: AbortSignal) -> Optional[str]:
-    """BLPOP the decision in short slices until it comes, ``timeout`` passes or the run is aborted."""
+def _wait(client: redis.Redis, key: str, keep: str, timeout: float, signal: AbortSignal) -> Optional[str]:
+    """Move the decision from ``key`` to ``keep`` (BLMOVE, in short slices) as soon as it comes,
+    until ``timeout`` passes or the run is aborted: taken, it outlives this process in ``keep``."""
     deadline = time.monotonic() + timeout
     while not signal.aborted:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        reply = client.blpop([key], timeout=min(POLL, left))
+        reply = client.execute_command("BLMOVE", key, keep, "LEFT", "RIGHT", min(POLL, left))
         if reply is not None:
-            return str(reply[1])
+            return str(reply)
     return None

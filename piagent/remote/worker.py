@@ -29,6 +29,7 @@ from ..ai.types import TextContent, UserMessage
 from ..exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError
 from ..result import RunResult
 from ..types import AgentMessage
+from ._intents import RemoteIntents
 from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
 from ._publisher import Publisher
 from ._scripts import CLAIM, RELEASE, RENEW
@@ -109,6 +110,7 @@ class Attachment:
         self._publisher: Publisher
         self._unsubscribe: Any = None
         self._previous_hook: Any = None
+        self._previous_journal: Any = None
         self._closed = False
 
     # -- opening ----------------------------------------------------------------------------
@@ -131,6 +133,9 @@ class Attachment:
             raise
         self._publisher = Publisher(self._redis, self.keys, self._max_events, self._fail)
         self._unsubscribe = self.agent.subscribe(self._on_event)
+        self._previous_journal = self.agent.intent_journal
+        session: Any = self.agent.session if callable(getattr(self.agent.session, "record_intents", None)) else None
+        self.agent.intent_journal = RemoteIntents(self._redis, self.keys, self._previous_journal or session)
         if self._approval is not None:
             self._previous_hook = self.agent.before_tool_call
             self.agent.before_tool_call = approval_hook(
@@ -314,6 +319,8 @@ class Attachment:
             self._publisher.close()
         if self._approval is not None:
             self.agent.before_tool_call = self._previous_hook
+        if self._unsubscribe is not None:
+            self.agent.intent_journal = self._previous_journal
         self._forget_undelivered()
         try:
             self._release()

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from typing_extensions import Protocol
 
+from .._effects import INTENT_TYPE, ToolIntent
 from ..exceptions import InvalidValueError, SessionError, SessionFormatError
 from ._context import SessionContext, build_context, message_to_record
 from ._format import check_header, make_header, migrate, new_entry_id, new_session_id, now_iso
@@ -191,18 +192,46 @@ class Session:
         reserved = {"type", "id", "parentId", "timestamp"} & set(fields)
         if reserved:
             raise InvalidValueError(f"{sorted(reserved)} are set by the session, not given")
+        return self._append([{"type": type, **fields}])[0]
+
+    def _append(self, records: Sequence[Record]) -> list[str]:
+        """Append ``records`` (their type and fields) as a chain from the leaf, in one durable store append."""
         with self._lock:
-            entry_id = new_entry_id(self._by_id)
-            entry: Record = {
-                "type": type,
-                "id": entry_id,
-                "parentId": self._leaf,
-                "timestamp": now_iso(),
-            }
-            entry.update(fields)
-            self._store.append(self._header, [entry])  # durable before the session shows it
-            self._index(entry)
-            return entry_id
+            entries: list[Record] = []
+            taken = set(self._by_id)
+            parent = self._leaf
+            for record in records:
+                entry_id = new_entry_id(taken)
+                taken.add(entry_id)
+                entries.append({"type": record["type"], "id": entry_id, "parentId": parent, "timestamp": now_iso()})
+                entries[-1].update(record)  # its type again, then its fields: pi's key order
+                parent = entry_id
+            self._store.append(self._header, entries)  # durable before the session shows them
+            for entry in entries:
+                self._index(entry)
+            return [entry["id"] for entry in entries]
+
+    # -- intents (docs/effects.md) ---------------------------------------------------------
+
+    @property
+    def scope(self) -> str:
+        """The prefix of the idempotency keys of this session's tool calls: its id."""
+        return self.id
+
+    def record_intents(self, intents: Sequence[ToolIntent]) -> None:
+        """Store tool call intents as ``custom`` entries (customType ``piagent.tool_intent``,
+        which pi ignores), all in one durable append; raises when the store cannot."""
+        self._append([{"type": "custom", "customType": INTENT_TYPE, "data": intent.to_dict()} for intent in intents])
+
+    def intents(self) -> dict[str, ToolIntent]:
+        """The intents recorded on the current branch, by tool call id (the latest wins)."""
+        found: dict[str, ToolIntent] = {}
+        for entry in self.branch():
+            if entry.get("type") == "custom" and entry.get("customType") == INTENT_TYPE:
+                intent = ToolIntent.from_dict(entry.get("data"))
+                if intent is not None:
+                    found[intent.tool_call_id] = intent
+        return found
 
     # -- agents ----------------------------------------------------------------------------
 

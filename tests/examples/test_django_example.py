@@ -136,10 +136,10 @@ def test_a_conversation_is_kept_in_two_models_and_the_next_command_continues_it(
     assert [m.role for m in second_call] == ["user", "assistant", "toolResult", "assistant", "user"]
     assert second_call[0].content[0].text == "Anything by Le Guin?"
     conversation = Conversation.objects.get(pk="reader-7")
-    # model_change, the system prompt (a custom entry) and 8 messages
-    assert conversation.header["id"] == "reader-7" and conversation.entries.count() == 10
+    # model_change, the system prompt (a custom entry), 8 messages and each tool call's intent (docs/effects.md)
+    assert conversation.header["id"] == "reader-7" and conversation.entries.count() == 12
     positions = list(conversation.entries.order_by("position").values_list("position", flat=True))
-    assert positions == list(range(1, 11))
+    assert positions == list(range(1, 13))
     session = conversation_session("reader-7")
     assert [m.role for m in session.messages()][-2:] == ["toolResult", "assistant"]
     assert session.messages()[-1].text.startswith("In the catalogue: A Wizard of Earthsea")

@@ -1,0 +1,132 @@
+"""Side effects exactly once on a remote run (docs/effects.md): run_pending settles an interrupted call."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from piagent import Agent, ToolIntent, tool
+from piagent.ai.types import UserMessage
+from piagent.remote import Approval, RunHandle, attach, run_pending
+from piagent.sessions import JsonlSession
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+
+from .effects_worker import CALL_ID, charging_tool
+from .redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_pending_reports_a_never_call_interrupted_by_a_crash_and_does_not_run_it_again(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def charge(item: str) -> str:
+        """Charge an item."""
+        ran.append(item)
+        return "charged"
+
+    path = tmp_path / "run.jsonl"
+    call = faux_tool_call("charge", {"item": "a"})
+    crashed = JsonlSession(path)  # what the worker that died left: the batch and its intent, no result
+    crashed.append_message(UserMessage("charge a"))
+    crashed.append_message(faux_message([call]))
+    crashed.record_intents([ToolIntent(call.id, "charge", {"item": "a"}, 1.0, "dead:1", f"{crashed.id}:{call.id}")])
+    faux = register_faux_provider()
+    faux.set_responses([faux_message("I will check the ledger first.")])
+    try:
+        agent = Agent(model=faux.get_model(), tools=[charge], session=JsonlSession(path))
+        with attach(agent, redis_server.url, "effects-pending"):
+            result = run_pending(agent)
+    finally:
+        faux.unregister()
+    assert result is not None and result.text == "I will check the ledger first."
+    assert ran == []
+    [stored] = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert stored.is_error and "was interrupted" in stored.content[0].text
+    seen: list[dict[str, Any]] = []
+    for event in RunHandle(redis_server.url, "effects-pending").events(timeout=5):
+        seen.append(event)
+        if event["type"] == "agent_end":
+            break
+    [recovery] = [e for e in seen if e["type"] == "tool_recovery"]
+    assert (recovery["toolCallId"], recovery["action"], recovery["decidedBy"]) == (call.id, "fail", "policy")
+    assert recovery["intent"]["worker"] == "dead:1"
+
+
+def killed_worker_then_resumed(redis_server: RedisServer, tmp_path: Path, run_id: str, kill: str) -> Any:
+    """A worker process takes an approval for ``charge`` and is SIGKILLed at ``kill``; a worker
+    here resumes the run. Returns the resumed agent, the ledger's lines and the run's events."""
+    session, ledger = tmp_path / "run.jsonl", tmp_path / "ledger"
+    handle = RunHandle(redis_server.url, run_id)
+    handle.follow_up("charge a")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests_remote.effects_worker",
+            redis_server.url,
+            run_id,
+            str(session),
+            str(ledger),
+            kill,
+        ],
+        cwd=ROOT,
+    )
+    try:
+        for event in handle.events(timeout=30):
+            if event["type"] == "approval_request":
+                handle.approve(event["toolCallId"])
+                break
+        assert worker.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    faux = register_faux_provider()
+    faux.set_responses([faux_message("done")])
+    try:
+        agent = Agent(model=faux.get_model(), tools=[charging_tool(str(ledger), "")], session=JsonlSession(session))
+        with attach(agent, redis_server.url, run_id, approval=Approval(tools={"charge"}, timeout=5)):
+            run_pending(agent)
+    finally:
+        faux.unregister()
+    events: list[dict[str, Any]] = []
+    for event in handle.events(timeout=2):
+        events.append(event)
+    return agent, ledger.read_text().splitlines() if ledger.exists() else [], events
+
+
+def test_an_approval_taken_by_a_worker_killed_before_the_intent_is_kept_and_used_once_by_the_resumed_run(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    agent, ledger, events = killed_worker_then_resumed(redis_server, tmp_path, "effects-kept", "before-intent")
+    assert ledger == ["a"]  # it ran once, after the resume, on the kept approval
+    assert [e["type"] for e in events].count("approval_request") == 1  # never asked twice
+    [recovery] = [e for e in events if e["type"] == "tool_recovery"]
+    assert (recovery["action"], recovery["decidedBy"]) == ("rerun", "approval")
+    [result] = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert not result.is_error and result.content[0].text == "charged a"
+    keys = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    assert keys.exists(f"piagent:{{effects-kept}}:approved:{CALL_ID}") == 0  # used, with the intent
+    assert keys.hexists("piagent:{effects-kept}:intents", CALL_ID)
+
+
+def test_a_worker_killed_after_an_approved_calls_intent_follows_the_policy_and_the_approval_is_used(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    agent, ledger, events = killed_worker_then_resumed(redis_server, tmp_path, "effects-used", "after-effect")
+    assert ledger == ["a"]  # not run again
+    assert [e["type"] for e in events].count("approval_request") == 1
+    [recovery] = [e for e in events if e["type"] == "tool_recovery"]
+    assert (recovery["action"], recovery["decidedBy"]) == ("fail", "policy")
+    [result] = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert result.is_error and "was interrupted" in result.content[0].text
+    keys = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    assert keys.exists(f"piagent:{{effects-used}}:approved:{CALL_ID}") == 0

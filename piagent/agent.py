@@ -29,6 +29,7 @@ import contextvars
 import dataclasses
 import functools
 import logging
+import signal as signals
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -583,11 +584,14 @@ class Agent(AgentOptions[OutputT]):
         thread = threading.Thread(
             target=contextvars.copy_context().run, args=(target,), name="piagent-run", daemon=True
         )
+        held = _hold_sigint()
         try:
             thread.start()
-        except BaseException:
+        except BaseException:  # not started: no Ctrl-C can interrupt start() once it did
+            _release_sigint(held)
             self._settle(run)
             raise
+        _release_sigint(held)  # a Ctrl-C meanwhile is raised here, the run going: abort() reaches it
         return future
 
     def _execute(self, run: _Run, prompts: Optional[list[AgentMessage]]) -> RunResult:
@@ -750,3 +754,19 @@ def _prompt_messages(input: PromptInput, images: Optional[Sequence[ImageContent]
     if isinstance(input, (list, tuple)):
         return check_messages(input)
     return [to_message(input)]
+
+
+def _hold_sigint() -> bool:
+    """Block SIGINT on the main thread while a run thread starts (True if blocked): a Ctrl-C
+    inside ``Thread.start()`` would otherwise leave a started run looking unstarted. The run
+    thread inherits the mask, so Python's handler keeps running on the main thread alone."""
+    if not hasattr(signals, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        return False
+    signals.pthread_sigmask(signals.SIG_BLOCK, {signals.SIGINT})
+    return True
+
+
+def _release_sigint(held: bool) -> None:
+    """Undo :func:`_hold_sigint`; a SIGINT that came meanwhile is delivered now."""
+    if held:
+        signals.pthread_sigmask(signals.SIG_UNBLOCK, {signals.SIGINT})

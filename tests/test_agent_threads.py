@@ -265,3 +265,37 @@ def test_tool_threads_may_steer_and_abort(faux) -> None:
     # the batch finishes, the steering message is injected, and the next model call is aborted
     assert [text_of(m) for m in result.messages if m.role == "user"] == ["go", "from a tool"]
     assert result.stop_reason == "aborted"
+
+
+def test_ctrl_c_while_the_run_thread_starts_never_leaves_a_running_run_looking_idle(faux, monkeypatch) -> None:
+    """A SIGINT reaching the main thread inside ``Thread.start()`` (the run thread already made)
+    is raised once the thread has started: the run goes on, busy, until it is aborted."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signals, "pthread_kill"):
+        pytest.skip("needs the main thread and signal.pthread_kill")
+    release = threading.Event()
+
+    def holds(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        signal.wait(WAIT)
+        release.set()
+        return AgentToolResult([TextContent("stopped")])
+
+    faux.set_responses([faux_message([faux_tool_call("hold", {})]), faux_message("unused")])
+    agent = Agent(model=faux.get_model(), tools=[AgentTool("hold", "", EMPTY_SCHEMA, holds)])
+    start = threading.Thread.start
+
+    def start_then_ctrl_c(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name == "piagent-run":  # the signal lands at the end of start(), the run thread made
+            signals.pthread_kill(threading.main_thread().ident, signals.SIGINT)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        agent.prompt("go", wait=False)
+    monkeypatch.undo()
+    assert agent.state.is_streaming is True  # still the run's: not settled under it
+    with pytest.raises(AgentBusyError):
+        agent.prompt("again")
+    agent.abort("Interrupted")
+    assert release.wait(WAIT) and agent.wait_for_idle(WAIT)
+    faux.set_responses([faux_message("usable again")])
+    assert agent.prompt("next").text == "usable again"

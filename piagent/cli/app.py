@@ -266,18 +266,18 @@ def run_once(
 ) -> int:
     """Run one prompt, rendering as it goes; Ctrl-C aborts it. Returns the exit status."""
     try:
-        future = agent.prompt(prompt, wait=False)
-    except SessionError as exc:  # another agent is writing the session, say
-        console.note(f"piagent: {exc}")
-        return EXIT_ERROR
-    try:
+        try:
+            future = agent.prompt(prompt, wait=False)
+        except SessionError as exc:  # another agent is writing the session, say
+            console.note(f"piagent: {exc}")
+            return EXIT_ERROR
         result = future.result()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # while the run starts or goes on
         console.end_out_line()
         console.note("interrupted: aborting the run (Ctrl-C again to quit at once)")
         agent.abort("Interrupted")
         with contextlib.suppress(KeyboardInterrupt):
-            future.result()
+            agent.wait_for_idle()
         return EXIT_INTERRUPTED
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")

@@ -207,11 +207,11 @@ def test_a_malformed_user_catalogue_is_a_warning_and_the_built_in_one_stays(tmp_
 
 def test_without_the_sources_it_names_them_and_the_command_that_installs_them(tmp_path):
     home = tmp_path / "home"
-    blocked = "import sys\nfor name in ('anthropic', 'genai_prices'):\n    sys.modules[name] = None  # not installed\n"
+    blocked = "import sys\nfor name in ('anthropic', 'openai', 'genai_prices'):\n    sys.modules[name] = None  # not installed\n"
     done = piagent(home, code=blocked + "from piagent.cli import main\nraise SystemExit(main(['--refresh-models']))")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (
-        f"piagent: refreshing the catalogue needs anthropic, genai-prices: pip install -e '{ROOT}[catalogue]'"
+        f"piagent: refreshing the catalogue needs anthropic, openai, genai-prices: pip install -e '{ROOT}[catalogue]'"
     )
     assert not home.exists()
 

@@ -24,7 +24,14 @@ from piagent.ai import Cost
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
-from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, describe_model, resolve_model
+from piagent.cli.config import (
+    LOCAL_MODEL,
+    SetupError,
+    _default_ref,
+    describe_model,
+    resolve_api_key,
+    resolve_model,
+)
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
@@ -473,3 +480,19 @@ def test_a_fallback_model_gets_its_own_key_never_the_one_given_for_the_model() -
     assert [m.id for m in agent.fallback_models] == ["gpt-4.1"]
     assert agent.get_api_key is not None
     assert agent.get_api_key("anthropic") == "sk-ant-given" and agent.get_api_key("openai") is None
+
+
+def test_a_fallback_model_without_a_key_is_a_usage_error_before_any_request() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["-m", "anthropic:claude-sonnet-5", "--api-key", "sk-ant-X", "--fallback-model", "openai:gpt-5.5", "Hi"]
+    code = main(argv + ["--no-session"], stdin=io.StringIO(), stdout=out, stderr=err, environ={})
+    assert code == 2 and out.getvalue() == ""
+    assert "No API key for the fallback model openai:gpt-5.5. Set OPENAI_API_KEY" in err.getvalue()
+    assert "sk-ant-X" not in err.getvalue()
+
+
+def test_a_fallback_model_of_the_models_provider_is_called_with_the_given_key() -> None:
+    model = resolve_model("anthropic:claude-sonnet-5", environ={})
+    fallback = resolve_model("anthropic:claude-haiku-4-5", environ={})
+    assert resolve_api_key(fallback, "sk-ant-X", {}, fallback_of=model) == "sk-ant-X"
+    assert resolve_api_key(fallback, None, {"ANTHROPIC_API_KEY": "sk-env"}, fallback_of=model) == "sk-env"

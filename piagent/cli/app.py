@@ -343,6 +343,8 @@ def main(
         )
         key = resolve_api_key(chosen, args.api_key, environ)
         fallbacks = [resolve_model(ref, None, environ) for ref in args.fallback_model or ()]
+        for fallback in fallbacks:  # checked now, not when the model fails
+            resolve_api_key(fallback, args.api_key, environ, fallback_of=chosen)
         if args.max_tokens:
             chosen.max_tokens = args.max_tokens
         agent = build_agent(args, chosen, api_key=key, tools=tools, session=session, fallbacks=fallbacks)

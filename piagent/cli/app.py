@@ -282,7 +282,7 @@ def run_once(
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")
         return EXIT_ERROR
-    console.end_out_line()
+    console.end_out_line(final=result.stop_reason != "aborted")
     code, message = end_status(result, max_turns)
     # the console renderer has already shown errors as they happened; the rest is said here
     if message and (isinstance(renderer, JsonRenderer) or code == EXIT_LIMIT):

@@ -332,12 +332,13 @@ def test_verbose_says_an_embedded_model_runs_in_process_and_from_which_file(tmp_
 
 
 def cli_process(*argv: str, home: Optional[Path] = None) -> subprocess.Popen[str]:
-    """``python -m piagent argv`` without keys; ``home`` is its ``PIAGENT_HOME`` (default: the suite's)."""
+    """``python -m piagent argv`` without keys (``python -c PROGRAM argv`` for ``-c``, ``PROGRAM``);
+    ``home`` is its ``PIAGENT_HOME`` (default: the suite's)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
     if home is not None:
         env["PIAGENT_HOME"] = str(home)
     return subprocess.Popen(
-        [sys.executable, "-m", "piagent", *argv],
+        [sys.executable, *(argv if argv[:1] == ("-c",) else ("-m", "piagent", *argv))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -497,3 +498,20 @@ def test_a_fallback_model_of_the_models_provider_is_called_with_the_given_key() 
     fallback = resolve_model("anthropic:claude-haiku-4-5", environ={})
     assert resolve_api_key(fallback, "sk-ant-X", {}, fallback_of=model) == "sk-ant-X"
     assert resolve_api_key(fallback, None, {"ANTHROPIC_API_KEY": "sk-env"}, fallback_of=model) == "sk-env"
+
+
+def test_verbose_says_when_a_fallback_model_answers_instead() -> None:
+    with ScriptedServer() as failing, ScriptedServer() as spare:
+        overflow = b'{"error": {"message": "context_length_exceeded", "code": "context_length_exceeded"}}'
+        failing.reply(overflow, status=400, headers={"Content-Type": "application/json"})
+        spare.reply(chat_text("From the fallback."))
+        program = (  # a program that adds a model with a larger window to the catalogue, then runs the CLI
+            "import sys; from piagent.ai import custom_model; from piagent.cli import main; "
+            f"custom_model('m2', base_url='{spare.url}/v1', provider='spare', context_window=10**6); "
+            "sys.exit(main())"
+        )
+        argv = ["-v", "--no-session", "--base-url", f"{failing.url}/v1", "-m", "m1", "--fallback-model", "spare:m2"]
+        process = cli_process("-c", program, *argv, "Hi")
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0 and out == "From the fallback.\n", err
+    assert "piagent: local:m1 failed (context_overflow): asking spare:m2\n" in err

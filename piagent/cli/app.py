@@ -357,6 +357,7 @@ def main(
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON
     renderer = JsonRenderer(console, full=args.json_full) if args.json else ConsoleRenderer(progress)
     agent.subscribe(renderer)
+    agent.subscribe(_log_fallback)
     prompt = " ".join(args.prompt).strip()
     summary = args.verbose or (console.is_tty and not args.json)
     try:
@@ -379,6 +380,13 @@ def main(
         return run_once(agent, prompt, console, renderer, args.max_turns, summary)
     finally:
         renderer.close()
+
+
+def _log_fallback(event: Any) -> None:
+    """With ``-v``: which model answers when one fails (``model_fallback``)."""
+    if event.type == "model_fallback":
+        failed, following = (f"{m.provider}:{m.id}" for m in (event.model, event.next_model))
+        log.info("%s failed (%s): asking %s", failed, event.reason, following)
 
 
 def _configure_logging(verbose: bool, err: IO[str]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -405,7 +406,7 @@ def _configure_logging(verbose: bool, err: IO[str]) -> None:
 def _refresh_models(console: Console) -> int:
     """``--refresh-models``: rebuild the user-level catalogue; a missing source is a usage error."""
     from ..ai._home import user_dir
-    from ..ai.models import get_models, get_providers, refresh_catalogue
+    from ..ai.models import catalogue_in_use, get_models, get_providers, refresh_catalogue
 
     try:
         path = refresh_catalogue()
@@ -416,7 +417,15 @@ def _refresh_models(console: Console) -> int:
         console.note(f"piagent: could not write the catalogue into {user_dir()}: {exc}")
         return EXIT_ERROR
     count = sum(len(get_models(provider)) for provider in get_providers())
-    console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    used = catalogue_in_use()
+    if used["source"] == "user":
+        console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    else:  # built the same day as the built-in one (or earlier): not used, and saying why
+        written = json.loads(path.read_text(encoding="utf-8"))["generated"]
+        console.write_out(
+            f"wrote {path} (generated {written}): it is not newer than the built-in catalogue "
+            f"(generated {used['generated']}), so the built-in one stays in use ({count} models)\n"
+        )
     return EXIT_OK
 
 

@@ -515,3 +515,14 @@ def test_verbose_says_when_a_fallback_model_answers_instead() -> None:
         out, err = process.communicate(timeout=WAIT)
     assert process.returncode == 0 and out == "From the fallback.\n", err
     assert "piagent: local:m1 failed (context_overflow): asking spare:m2\n" in err
+
+
+def test_max_cost_on_a_model_without_prices_is_said_once_not_ignored_silently() -> None:
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hello."))
+        argv = ["--no-session", "--base-url", f"{server.url}/v1", "-m", "m1", "--max-cost", "0.01", "Hi"]
+        out, err = io.StringIO(), io.StringIO()
+        code = main(argv, stdin=io.StringIO(), stdout=out, stderr=err, environ={})
+    assert code == 0 and out.getvalue() == "Hello.\n", err.getvalue()
+    warning = "piagent: local:m1 has no prices in the catalogue: --max-cost cannot apply to it\n"
+    assert err.getvalue().count(warning) == 1

@@ -353,6 +353,10 @@ def main(
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
     log.info("%s", describe_model(chosen))
+    if args.max_cost is not None:
+        for unpriced in [m for m in [chosen, *fallbacks] if not (m.cost.input or m.cost.output)]:
+            ref = f"{unpriced.provider}:{unpriced.id}"
+            console.note(f"piagent: {ref} has no prices in the catalogue: --max-cost cannot apply to it")
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON

@@ -24,7 +24,14 @@ from piagent.ai import Cost
 from piagent.ai.providers import llama_cpp
 from piagent.cli import main
 from piagent.cli.app import DEFAULT_MAX_TURNS, build_agent, build_parser
-from piagent.cli.config import LOCAL_MODEL, SetupError, _default_ref, describe_model, resolve_model
+from piagent.cli.config import (
+    LOCAL_MODEL,
+    SetupError,
+    _default_ref,
+    describe_model,
+    resolve_api_key,
+    resolve_model,
+)
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
 from tests.ai.providers.openai_wire import chat_text, chunk
 from tests.support.scripted_server import ScriptedServer, Wait, sse
@@ -325,12 +332,13 @@ def test_verbose_says_an_embedded_model_runs_in_process_and_from_which_file(tmp_
 
 
 def cli_process(*argv: str, home: Optional[Path] = None) -> subprocess.Popen[str]:
-    """``python -m piagent argv`` without keys; ``home`` is its ``PIAGENT_HOME`` (default: the suite's)."""
+    """``python -m piagent argv`` without keys (``python -c PROGRAM argv`` for ``-c``, ``PROGRAM``);
+    ``home`` is its ``PIAGENT_HOME`` (default: the suite's)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
     if home is not None:
         env["PIAGENT_HOME"] = str(home)
     return subprocess.Popen(
-        [sys.executable, "-m", "piagent", *argv],
+        [sys.executable, *(argv if argv[:1] == ("-c",) else ("-m", "piagent", *argv))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -431,7 +439,7 @@ def test_thinking_asked_of_a_model_that_does_not_think_is_said_once_not_ignored_
     assert all("reasoning_effort" not in request.json for request in server.requests)
 
 
-def test_ctrl_c_aborts_the_run_and_exits_130() -> None:
+def test_ctrl_c_aborts_the_run_exits_130_and_adds_nothing_to_the_piped_answer() -> None:
     if sys.platform == "win32":
         pytest.skip("SIGINT to a child process is POSIX")
     release = threading.Event()
@@ -450,7 +458,8 @@ def test_ctrl_c_aborts_the_run_and_exits_130() -> None:
                 process.kill()
                 process.wait(WAIT)
     assert process.returncode == 130, err
-    assert "interrupted: aborting the run" in err and "never shown" not in out
+    assert "interrupted: aborting the run" in err
+    assert out == ""  # after "Partial": no newline of the notes' inside the answer a program reads
 
 
 def test_max_cost_stops_a_prompt_before_it_spends_more_and_says_so_with_status_3(faux: Any) -> None:
@@ -473,3 +482,47 @@ def test_a_fallback_model_gets_its_own_key_never_the_one_given_for_the_model() -
     assert [m.id for m in agent.fallback_models] == ["gpt-4.1"]
     assert agent.get_api_key is not None
     assert agent.get_api_key("anthropic") == "sk-ant-given" and agent.get_api_key("openai") is None
+
+
+def test_a_fallback_model_without_a_key_is_a_usage_error_before_any_request() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["-m", "anthropic:claude-sonnet-5", "--api-key", "sk-ant-X", "--fallback-model", "openai:gpt-5.5", "Hi"]
+    code = main(argv + ["--no-session"], stdin=io.StringIO(), stdout=out, stderr=err, environ={})
+    assert code == 2 and out.getvalue() == ""
+    assert "No API key for the fallback model openai:gpt-5.5. Set OPENAI_API_KEY" in err.getvalue()
+    assert "sk-ant-X" not in err.getvalue()
+
+
+def test_a_fallback_model_of_the_models_provider_is_called_with_the_given_key() -> None:
+    model = resolve_model("anthropic:claude-sonnet-5", environ={})
+    fallback = resolve_model("anthropic:claude-haiku-4-5", environ={})
+    assert resolve_api_key(fallback, "sk-ant-X", {}, fallback_of=model) == "sk-ant-X"
+    assert resolve_api_key(fallback, None, {"ANTHROPIC_API_KEY": "sk-env"}, fallback_of=model) == "sk-env"
+
+
+def test_verbose_says_when_a_fallback_model_answers_instead() -> None:
+    with ScriptedServer() as failing, ScriptedServer() as spare:
+        overflow = b'{"error": {"message": "context_length_exceeded", "code": "context_length_exceeded"}}'
+        failing.reply(overflow, status=400, headers={"Content-Type": "application/json"})
+        spare.reply(chat_text("From the fallback."))
+        program = (  # a program that adds a model with a larger window to the catalogue, then runs the CLI
+            "import sys; from piagent.ai import custom_model; from piagent.cli import main; "
+            f"custom_model('m2', base_url='{spare.url}/v1', provider='spare', context_window=10**6); "
+            "sys.exit(main())"
+        )
+        argv = ["-v", "--no-session", "--base-url", f"{failing.url}/v1", "-m", "m1", "--fallback-model", "spare:m2"]
+        process = cli_process("-c", program, *argv, "Hi")
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0 and out == "From the fallback.\n", err
+    assert "piagent: local:m1 failed (context_overflow): asking spare:m2\n" in err
+
+
+def test_max_cost_on_a_model_without_prices_is_said_once_not_ignored_silently() -> None:
+    with ScriptedServer() as server:
+        server.reply(chat_text("Hello."))
+        argv = ["--no-session", "--base-url", f"{server.url}/v1", "-m", "m1", "--max-cost", "0.01", "Hi"]
+        out, err = io.StringIO(), io.StringIO()
+        code = main(argv, stdin=io.StringIO(), stdout=out, stderr=err, environ={})
+    assert code == 0 and out.getvalue() == "Hello.\n", err.getvalue()
+    warning = "piagent: local:m1 has no prices in the catalogue: --max-cost cannot apply to it\n"
+    assert err.getvalue().count(warning) == 1

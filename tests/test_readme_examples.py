@@ -35,6 +35,7 @@ def test_readme_python_blocks_run(capsys) -> None:
     printed = capsys.readouterr().out
     assert "2 + 3 = 5" in printed and "aborted" in printed
     assert "Invoice(number='A-17', total=12.5, customer='Ada')" in printed  # the structured output
+    assert "\n{'number': ''}\n" in printed and "# {'number': ''}: the output as it streams" in README.read_text()
     assert "False API_KEY=[redacted]\nTrue The user did not allow writing this file.\n" in printed  # approval
 
 
@@ -49,3 +50,14 @@ def test_readme_tools_section_shows_the_schema_tool_really_produces() -> None:
     (schema,) = re.findall(r"^```json\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
     assert decorated.parameters == json.loads(schema)
     assert f'`{decorated.name}.description` is `"{decorated.description}"`' in section
+
+
+def test_readme_examples_name_current_catalogue_models() -> None:
+    from piagent.ai.models import get_model, get_providers
+
+    providers = "|".join(get_providers())
+    refs = set(re.findall(rf'"((?:{providers}):[\w./-]+)"', README.read_text(encoding="utf-8")))
+    assert "anthropic:claude-sonnet-5" in refs
+    for ref in refs:
+        model = get_model(ref)
+        assert f"{model.provider}:{model.id}" == ref and not model.shutdown, ref  # neither guessed nor retiring

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -282,7 +283,7 @@ def run_once(
     except Exception as exc:  # the run itself blew up (a bug, not a model error)
         console.note(f"error: {exc}")
         return EXIT_ERROR
-    console.end_out_line()
+    console.end_out_line(final=result.stop_reason != "aborted")
     code, message = end_status(result, max_turns)
     # the console renderer has already shown errors as they happened; the rest is said here
     if message and (isinstance(renderer, JsonRenderer) or code == EXIT_LIMIT):
@@ -343,6 +344,8 @@ def main(
         )
         key = resolve_api_key(chosen, args.api_key, environ)
         fallbacks = [resolve_model(ref, None, environ) for ref in args.fallback_model or ()]
+        for fallback in fallbacks:  # checked now, not when the model fails
+            resolve_api_key(fallback, args.api_key, environ, fallback_of=chosen)
         if args.max_tokens:
             chosen.max_tokens = args.max_tokens
         agent = build_agent(args, chosen, api_key=key, tools=tools, session=session, fallbacks=fallbacks)
@@ -350,11 +353,16 @@ def main(
         console.note(f"piagent: {exc}")
         return EXIT_USAGE
     log.info("%s", describe_model(chosen))
+    if args.max_cost is not None:
+        for unpriced in [m for m in [chosen, *fallbacks] if not (m.cost.input or m.cost.output)]:
+            ref = f"{unpriced.provider}:{unpriced.id}"
+            console.note(f"piagent: {ref} has no prices in the catalogue: --max-cost cannot apply to it")
     if session is not None and args.verbose:
         console.note(f"piagent: session: {session.path}")
     progress = Console(err, err) if structured.wants_output(args) else console  # stdout: only the JSON
     renderer = JsonRenderer(console, full=args.json_full) if args.json else ConsoleRenderer(progress)
     agent.subscribe(renderer)
+    agent.subscribe(_log_fallback)
     prompt = " ".join(args.prompt).strip()
     summary = args.verbose or (console.is_tty and not args.json)
     try:
@@ -379,6 +387,13 @@ def main(
         renderer.close()
 
 
+def _log_fallback(event: Any) -> None:
+    """With ``-v``: which model answers when one fails (``model_fallback``)."""
+    if event.type == "model_fallback":
+        failed, following = (f"{m.provider}:{m.id}" for m in (event.model, event.next_model))
+        log.info("%s failed (%s): asking %s", failed, event.reason, following)
+
+
 def _configure_logging(verbose: bool, err: IO[str]) -> None:
     """Log on ``err`` as ``piagent: message``: piagent's warnings always (a refusal learned from
     a provider, an unusable user-level file, a damaged session), its info with ``-v``; other
@@ -395,7 +410,7 @@ def _configure_logging(verbose: bool, err: IO[str]) -> None:
 def _refresh_models(console: Console) -> int:
     """``--refresh-models``: rebuild the user-level catalogue; a missing source is a usage error."""
     from ..ai._home import user_dir
-    from ..ai.models import get_models, get_providers, refresh_catalogue
+    from ..ai.models import catalogue_in_use, get_models, get_providers, refresh_catalogue
 
     try:
         path = refresh_catalogue()
@@ -406,7 +421,15 @@ def _refresh_models(console: Console) -> int:
         console.note(f"piagent: could not write the catalogue into {user_dir()}: {exc}")
         return EXIT_ERROR
     count = sum(len(get_models(provider)) for provider in get_providers())
-    console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    used = catalogue_in_use()
+    if used["source"] == "user":
+        console.write_out(f"wrote {path}\n{catalogue_line()} ({count} models)\n")
+    else:  # built the same day as the built-in one (or earlier): not used, and saying why
+        written = json.loads(path.read_text(encoding="utf-8"))["generated"]
+        console.write_out(
+            f"wrote {path} (generated {written}): it is not newer than the built-in catalogue "
+            f"(generated {used['generated']}), so the built-in one stays in use ({count} models)\n"
+        )
     return EXIT_OK
 
 

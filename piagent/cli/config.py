@@ -117,22 +117,35 @@ def _unknown_model(ref: str, exc: Any) -> str:
     )
 
 
-def resolve_api_key(model: Model, option: Optional[str], environ: Optional[Mapping[str, str]] = None) -> str:
+def resolve_api_key(
+    model: Model,
+    option: Optional[str],
+    environ: Optional[Mapping[str, str]] = None,
+    fallback_of: Optional[Model] = None,
+) -> str:
     """The key to call ``model`` with: ``--api-key``, :data:`KEY_VARIABLE`, the provider's variable.
 
-    "" for a model that needs none (the embedded model, a server on this machine, a keyless
-    provider); raises :class:`SetupError` saying how to give one when it is missing.
+    For a fallback of ``fallback_of``, those two are the main model's: a fallback of another
+    provider has only its provider's variable. "" for a model that needs none (the embedded model,
+    a server on this machine, a keyless provider); raises :class:`SetupError` saying how to give
+    one when it is missing.
     """
     from ..ai.env import env_vars_for, needs_api_key
     from ..ai.providers._common import is_local_url
 
     environ = os.environ if environ is None else environ
-    names = (KEY_VARIABLE,) + env_vars_for(model.provider)
-    for value in [option or ""] + [environ.get(name, "") for name in names]:
+    own = fallback_of is None or fallback_of.provider == model.provider
+    names = ((KEY_VARIABLE,) if own else ()) + env_vars_for(model.provider)
+    for value in [(option or "") if own else ""] + [environ.get(name, "") for name in names]:
         if value.strip():
             return value.strip()
     if model.api not in KEYED_APIS or not needs_api_key(model.provider) or is_local_url(model.base_url):
         return ""
+    if not own:
+        raise SetupError(
+            f"No API key for the fallback model {model.provider}:{model.id}. Set {' or '.join(names)} "
+            f"(--api-key and {KEY_VARIABLE} are the key of --model's provider)."
+        )
     raise SetupError(
         f"No API key for {model.provider}:{model.id}. Set {' or '.join(names)}, or pass --api-key KEY "
         f"(piagent --list-models shows which providers have a key)."

@@ -228,10 +228,14 @@ class Console:
         except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
             pass
 
-    def end_out_line(self) -> None:
-        """Finish the answer's current line, so that stderr notes start on their own line."""
+    def end_out_line(self, final: bool = False) -> None:
+        """Finish the answer's current line, so that stderr notes start on their own line.
+
+        On a terminal only: stdout piped gets a newline only after a whole message (``final``),
+        never inside one (a note, an abort), so it carries the answer exactly as the model sent it.
+        """
         with self.lock:
-            if not self.out_at_line_start:
+            if not self.out_at_line_start and (final or self.out_is_tty):
                 self.write_out("\n")
 
     def note(self, text: str, code: str = "") -> None:
@@ -315,6 +319,8 @@ class ConsoleRenderer:
 
     def _on_message_start(self, event: Any) -> None:
         message = event.message
+        if getattr(message, "role", None) == "assistant":
+            self.console.end_out_line(final=True)  # the text before it is whole
         if getattr(message, "role", None) != "user":
             return
         self._user_messages += 1
@@ -372,7 +378,8 @@ class ConsoleRenderer:
         self.console.note(line, code)
 
     def _on_agent_end(self, event: Any) -> None:
-        self.console.end_out_line()
+        last = event.messages[-1] if event.messages else None
+        self.console.end_out_line(final=getattr(last, "stop_reason", None) != "aborted")
 
 
 class JsonRenderer:

@@ -246,3 +246,22 @@ def test_a_user_catalogue_nested_too_deeply_is_a_warning_naming_the_bound(tmp_pa
     shown = piagent(home, code=code)
     assert shown.returncode == 0, shown.stderr
     assert "nested deeper than 200 levels" in shown.stderr and "Traceback" not in shown.stderr
+
+
+def test_a_refresh_no_newer_than_the_built_in_catalogue_says_the_built_in_one_stays(tmp_path):
+    sources_installed()
+    home = tmp_path / "home"
+    on_its_day = (  # the command run on the day the built-in catalogue was generated
+        "import datetime\nimport piagent.ai.models as models\nfrom piagent.cli import main\n"
+        "class Day(datetime.date):\n"
+        f"    @classmethod\n    def today(cls):\n        return cls.fromisoformat('{GENERATED}')\n"
+        "models.datetime = type('datetime', (), {'date': Day})\n"
+        "raise SystemExit(main(['--refresh-models']))"
+    )
+    done = piagent(home, code=on_its_day)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        f"wrote {home / 'catalogue.json'} (generated {GENERATED}): it is not newer than the built-in "
+        f"catalogue (generated {GENERATED}), so the built-in one stays in use ("
+    )
+    assert "--refresh-models rebuilds it" not in done.stdout

@@ -207,7 +207,8 @@ def test_a_malformed_user_catalogue_is_a_warning_and_the_built_in_one_stays(tmp_
 
 def test_without_the_sources_it_names_them_and_the_command_that_installs_them(tmp_path):
     home = tmp_path / "home"
-    blocked = "import sys\nfor name in ('anthropic', 'openai', 'genai_prices'):\n    sys.modules[name] = None  # not installed\n"
+    missing = ("anthropic", "openai", "genai_prices")
+    blocked = f"import sys\nfor name in {missing!r}:\n    sys.modules[name] = None  # not installed\n"
     done = piagent(home, code=blocked + "from piagent.cli import main\nraise SystemExit(main(['--refresh-models']))")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (

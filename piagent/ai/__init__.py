@@ -15,6 +15,7 @@ from .models import (
     register_model,
     unregister_model,
 )
+from .overflow import is_context_overflow
 from .registry import (
     ApiProvider,
     StreamFunction,
@@ -28,6 +29,7 @@ from .registry import (
     unregister_api_provider,
 )
 from .stream import AssistantMessageEventStream, EventStream
+from .tokens import estimate_tokens, reported_context_tokens
 from .transcript import current_system_message, current_system_prompt, current_tools
 from .types import (
     AssistantMessage,
@@ -85,17 +87,20 @@ __all__ = [
     "current_system_prompt",
     "current_tools",
     "custom_model",
+    "estimate_tokens",
     "get_api_provider",
     "get_api_providers",
     "get_env_api_key",
     "get_model",
     "get_models",
     "get_providers",
+    "is_context_overflow",
     "load_catalogue",
     "message_from_dict",
     "parse_streaming_json",
     "register_api_provider",
     "register_model",
+    "reported_context_tokens",
     "stream",
     "stream_simple",
     "unregister_api_provider",

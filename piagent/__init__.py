@@ -20,11 +20,14 @@ from .ai.types import (
     UserMessage,
     message_from_dict,
 )
+from .compaction import Compaction, CompactionResult
 from .decorator import tool
 from .events import (
     AgentEndEvent,
     AgentEvent,
     AgentStartEvent,
+    CompactionEndEvent,
+    CompactionStartEvent,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -36,6 +39,7 @@ from .events import (
 )
 from .exceptions import (
     AgentBusyError,
+    CompactionError,
     InvalidStateError,
     InvalidTypeError,
     InvalidValueError,
@@ -116,6 +120,11 @@ __all__ = [
     "AssistantMessage",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "Compaction",
+    "CompactionEndEvent",
+    "CompactionError",
+    "CompactionResult",
+    "CompactionStartEvent",
     "ImageContent",
     "InvalidStateError",
     "InvalidTypeError",

@@ -41,6 +41,8 @@ from .abort import AbortController, AbortSignal
 from .ai.registry import StreamFunction, stream_simple
 from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
+from .compaction import Compaction, CompactionResult
+from .compaction._run import RunCompaction, compact_transcript, install, summarizer_for
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, TurnEndEvent
 from .exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, InvalidValueError, ProviderNotFoundError
 from .loop import Emit, can_continue_from, run_agent_loop, run_agent_loop_continue
@@ -108,6 +110,7 @@ BUSY_PROMPT = (
 )
 BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+BUSY_COMPACT = "Agent is already processing. Wait for completion before compacting."
 
 _default_stream_fn: Optional[StreamFunction] = None
 
@@ -139,6 +142,7 @@ class _Run:
         "in_flight",
         "output",
         "release_session",
+        "compaction",
     )
 
     def __init__(self, options: AgentOptions) -> None:
@@ -153,6 +157,7 @@ class _Run:
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
         self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
+        self.compaction: Optional[RunCompaction] = None  # docs/compaction.md
 
     @property
     def signal(self) -> AbortSignal:
@@ -445,6 +450,10 @@ class Agent(AgentOptions[OutputT]):
         run.release_session = release_session
         run.config = self._loop_config(run, skip_initial_steering)
         run.config.output = output
+        emit = functools.partial(self._dispatch, run)
+        run.compaction = install(options.compaction, run.config, run.stream_fn, run.signal, emit, self._set_transcript)
+        if run.compaction is not None:
+            run.stream_fn = run.compaction.stream
         self._run = run
         self._idle.clear()
         self._state._begin_run()
@@ -549,6 +558,10 @@ class Agent(AgentOptions[OutputT]):
                     run_agent_loop_continue(run.context, run.config, emit, run.signal, run.stream_fn)
                 else:
                     run_agent_loop(prompts, run.context, run.config, emit, run.signal, run.stream_fn)
+                while run.compaction is not None and run.compaction.recover(self._state.messages):
+                    # the request overflowed: compacted, it is sent again once (docs/compaction.md#overflow)
+                    context = AgentContext(run.context.system_prompt, self._state.messages, run.context.tools)
+                    run_agent_loop_continue(context, run.config, emit, run.signal, run.stream_fn)
             except Exception as exc:
                 self._fail(run, emit, exc)
             return RunResult.from_messages(run.messages, run.output, run.config.output is not None)
@@ -576,6 +589,42 @@ class Agent(AgentOptions[OutputT]):
         emit(MessageEndEvent(failure))
         emit(TurnEndEvent(failure, []))
         emit(AgentEndEvent([failure]))
+
+    def _set_transcript(self, messages: list[AgentMessage]) -> None:
+        """A compaction's new transcript (on the run thread)."""
+        self._state.messages = messages
+
+    def compact(self, instructions: Optional[str] = None) -> CompactionResult:
+        """Compact the transcript now (pi's ``/compact``): the older part is summarised, the recent
+        part kept, as the ``compaction`` option says (pi's defaults when it is None).
+
+        Emits ``compaction_start``/``compaction_end`` on this thread; ``abort()`` stops it.
+        ``instructions``: what the summary should focus on. Raises :class:`AgentBusyError` during
+        a run, :class:`CompactionError` when there is nothing to compact or the summary failed.
+        """
+        with self._lock:
+            if self._run is not None:
+                raise AgentBusyError(BUSY_COMPACT)
+            run = self._with_session(lambda release: self._claim(release))
+        run.thread_id = threading.get_ident()
+        try:
+            settings = run.options.compaction or Compaction()
+            summarizer = summarizer_for(run.config, run.stream_fn, run.signal)
+            emit: Emit = functools.partial(self._dispatch, run)
+            messages = list(self._state.messages)
+            result = compact_transcript(
+                messages,
+                settings,
+                run.model,
+                summarizer,
+                emit,
+                self._set_transcript,
+                "manual",
+                instructions=instructions,
+            )
+            return cast(CompactionResult, result)  # a manual compaction raises rather than giving None
+        finally:
+            self._settle(run)
 
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""

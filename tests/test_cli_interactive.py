@@ -234,3 +234,23 @@ def test_no_token_is_printed_after_the_abort_note(faux: Any) -> None:
     s.terminal.type("/quit")
     assert s.finish() == 0
     assert "late token" not in s.out.getvalue()
+
+
+def test_compact_summarises_the_conversation_and_says_when_there_is_nothing_to_compact(faux: Any) -> None:
+    from piagent.compaction import CompactionSummary
+
+    faux.set_responses([faux_message("short"), faux_message("again"), faux_message("## Goal\nChat")])
+    s = Session(faux)
+    s.terminal.type("/compact")  # nothing yet: said, nothing sent
+    wait_until(lambda: "(not compacted: Nothing to compact" in s.err.getvalue(), WAIT)
+    for reads in (3, 4):  # two lines of about 25,000 tokens: the first is more than compaction keeps
+        s.terminal.type("w " * 50_000)
+        s.terminal.wait_until_waiting(reads)
+        assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type("/compact the words")
+    wait_until(lambda: "(compacted: about" in s.err.getvalue(), WAIT)
+    first = s.agent.state.messages[0]
+    assert isinstance(first, CompactionSummary) and first.summary == "## Goal\nChat"
+    assert "Also focus on: the words" in text_of(faux.state.requests[-1].context.messages[0])
+    s.terminal.type("/quit")
+    assert s.finish() == 0

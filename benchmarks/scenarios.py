@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import floor, wire
+from .compaction import bench_compaction
 from .effects import bench_effects
 from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
 from .remote import bench_remote
@@ -775,6 +776,8 @@ def run_all(sizes: Sizes = FULL, only: Sequence[str] = ()) -> Report:
         bench_sessions(sizes, report)
     if not only or "effects" in only:
         bench_effects(sizes, report)
+    if not only or "compaction" in only:
+        bench_compaction(sizes, report)
     if not only or "import" in only:
         bench_import(sizes, report)
     if not only or "remote" in only:

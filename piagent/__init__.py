@@ -21,11 +21,14 @@ from .ai.types import (
     UserMessage,
     message_from_dict,
 )
+from .compaction import Compaction, CompactionResult
 from .decorator import tool
 from .events import (
     AgentEndEvent,
     AgentEvent,
     AgentStartEvent,
+    CompactionEndEvent,
+    CompactionStartEvent,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -40,6 +43,7 @@ from .events import (
 )
 from .exceptions import (
     AgentBusyError,
+    CompactionError,
     InvalidStateError,
     InvalidTypeError,
     InvalidValueError,
@@ -124,6 +128,11 @@ __all__ = [
     "AssistantMessage",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "Compaction",
+    "CompactionEndEvent",
+    "CompactionError",
+    "CompactionResult",
+    "CompactionStartEvent",
     "ImageContent",
     "InvalidStateError",
     "InvalidTypeError",

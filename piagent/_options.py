@@ -184,6 +184,17 @@ def optional_choice(*allowed: str) -> Check[Any, Any]:
     return check
 
 
+def instance_or_none(kind: type) -> Check[Any, Any]:
+    """An instance of ``kind`` or None."""
+
+    def check(name: str, value: Any) -> Any:
+        if value is not None and not isinstance(value, kind):
+            raise InvalidTypeError(f"{name} must be a {kind.__name__} or None, got {type(value).__name__}")
+        return value
+
+    return check
+
+
 def str_or_none(name: str, value: Any) -> Any:
     if value is not None and not isinstance(value, str):
         raise InvalidTypeError(f"{name} must be a str or None, got {type(value).__name__}")

@@ -43,6 +43,8 @@ from .ai.fallback import with_fallbacks
 from .ai.registry import StreamFunction, stream_simple
 from .ai.transcript import initial_system_message, is_system_message, leads_with_system_message
 from .ai.types import AssistantMessage, ImageContent, Model, TextContent, UserContent, UserMessage
+from .compaction import Compaction, CompactionResult
+from .compaction._run import RunCompaction, compact_transcript, install, summarizer_for
 from .events import AgentEndEvent, AgentEvent, MessageEndEvent, MessageStartEvent, ModelFallbackEvent, TurnEndEvent
 from .exceptions import (
     AgentBusyError,
@@ -118,6 +120,7 @@ BUSY_PROMPT = (
 )
 BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+BUSY_COMPACT = "Agent is already processing. Wait for completion before compacting."
 
 _default_stream_fn: Optional[StreamFunction] = None
 
@@ -150,6 +153,7 @@ class _Run:
         "output",
         "release_session",
         "guard",
+        "compaction",
     )
 
     def __init__(self, options: AgentOptions) -> None:
@@ -165,6 +169,7 @@ class _Run:
         self.output: Optional[OutputValue] = None  # from agent_end
         self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
         self.guard: UsageGuard  # counts the run's usage, enforces its limits (docs/limits.md)
+        self.compaction: Optional[RunCompaction] = None  # docs/compaction.md
 
     @property
     def signal(self) -> AbortSignal:
@@ -474,6 +479,10 @@ class Agent(AgentOptions[OutputT]):
         )
         if options.fallback_models:
             run.stream_fn = self._with_fallbacks(run)
+        emit = functools.partial(self._dispatch, run)
+        run.compaction = install(options.compaction, run.config, run.stream_fn, run.signal, emit, self._set_transcript)
+        if run.compaction is not None:
+            run.stream_fn = run.compaction.stream
         self._run = run
         self._idle.clear()
         self._state._begin_run()
@@ -608,6 +617,10 @@ class Agent(AgentOptions[OutputT]):
                     run_agent_loop_continue(run.context, config, counted, run.signal, run.stream_fn)
                 else:
                     run_agent_loop(prompts, run.context, config, counted, run.signal, run.stream_fn)
+                while run.compaction is not None and run.compaction.recover(self._state.messages):
+                    # the request overflowed: compacted, it is sent again once (docs/compaction.md#overflow)
+                    context = AgentContext(run.context.system_prompt, self._state.messages, run.context.tools)
+                    run_agent_loop_continue(context, config, counted, run.signal, run.stream_fn)
             except Exception as exc:
                 self._fail(run, emit, exc)
             return RunResult.from_messages(run.messages, run.output, run.config.output is not None)
@@ -638,6 +651,42 @@ class Agent(AgentOptions[OutputT]):
         emit(MessageEndEvent(failure))
         emit(TurnEndEvent(failure, []))
         emit(AgentEndEvent([failure]))
+
+    def _set_transcript(self, messages: list[AgentMessage]) -> None:
+        """A compaction's new transcript (on the run thread)."""
+        self._state.messages = messages
+
+    def compact(self, instructions: Optional[str] = None) -> CompactionResult:
+        """Compact the transcript now (pi's ``/compact``): the older part is summarised, the recent
+        part kept, as the ``compaction`` option says (pi's defaults when it is None).
+
+        Emits ``compaction_start``/``compaction_end`` on this thread; ``abort()`` stops it.
+        ``instructions``: what the summary should focus on. Raises :class:`AgentBusyError` during
+        a run, :class:`CompactionError` when there is nothing to compact or the summary failed.
+        """
+        with self._lock:
+            if self._run is not None:
+                raise AgentBusyError(BUSY_COMPACT)
+            run = self._with_session(lambda release: self._claim(release))
+        run.thread_id = threading.get_ident()
+        try:
+            settings = run.options.compaction or Compaction()
+            summarizer = summarizer_for(run.config, run.stream_fn, run.signal)
+            emit: Emit = functools.partial(self._dispatch, run)
+            messages = list(self._state.messages)
+            result = compact_transcript(
+                messages,
+                settings,
+                run.model,
+                summarizer,
+                emit,
+                self._set_transcript,
+                "manual",
+                instructions=instructions,
+            )
+            return cast(CompactionResult, result)  # a manual compaction raises rather than giving None
+        finally:
+            self._settle(run)
 
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""

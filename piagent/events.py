@@ -12,18 +12,22 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from typing_extensions import Literal
 
-from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage
+from .ai.types import AssistantMessage, AssistantMessageEvent, ToolResultMessage, Usage
 from .schema import jsonable
 from .types import AgentMessage, AgentToolResult, OutputValue
 
 if TYPE_CHECKING:
     from .ai.types import Model
+    from .compaction import CompactionResult
     from .limits import LimitReached, UsageLimits
 
 __all__ = [
     "AgentEndEvent",
     "AgentEvent",
     "AgentStartEvent",
+    "CompactionEndEvent",
+    "CompactionReason",
+    "CompactionStartEvent",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
@@ -302,6 +306,50 @@ class ToolRecoveryEvent:
         }
 
 
+CompactionReason = Literal["threshold", "overflow", "manual"]
+"""Why a compaction ran: the context neared the window, a request overflowed it, or ``agent.compact()``."""
+
+
+@dataclass
+class CompactionStartEvent:
+    """A compaction begins (docs/compaction.md#events), between two requests of a run or in
+    ``agent.compact()``."""
+
+    reason: CompactionReason
+    type: Literal["compaction_start"] = field(default="compaction_start", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason}
+
+
+@dataclass
+class CompactionEndEvent:
+    """A compaction ended: ``result`` when it replaced the transcript (its ``usage`` is what the
+    summary cost), else ``aborted`` or ``error_message``. ``will_retry``: the request that
+    overflowed is sent again."""
+
+    reason: CompactionReason
+    result: Optional[CompactionResult] = None
+    aborted: bool = False
+    will_retry: bool = False
+    error_message: Optional[str] = None
+    type: Literal["compaction_end"] = field(default="compaction_end", init=False)
+
+    @property
+    def usage(self) -> Optional[Usage]:
+        """What the summary cost (None without a result): usage limits count it as a request."""
+        return None if self.result is None else self.result.usage
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type, "reason": self.reason, "aborted": self.aborted}
+        d["willRetry"] = self.will_retry
+        if self.result is not None:
+            d["result"] = self.result.to_dict()
+        if self.error_message is not None:
+            d["errorMessage"] = self.error_message
+        return d
+
+
 AgentEvent = Union[
     AgentStartEvent,
     AgentEndEvent,
@@ -316,4 +364,6 @@ AgentEvent = Union[
     ModelFallbackEvent,
     UsageLimitEvent,
     ToolRecoveryEvent,
+    CompactionStartEvent,
+    CompactionEndEvent,
 ]

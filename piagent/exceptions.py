@@ -9,6 +9,7 @@
     ├── ToolArgumentsError (also ValueError)    tool arguments that fail their schema
     ├── OutputError (also ValueError)           RunResult.output of a run that gave no valid output
     ├── StreamEndedWithoutResult                an event stream ended without a terminal event
+    ├── CompactionError (also RuntimeError)     agent.compact() found nothing to compact, or its summary failed
     ├── InvalidValueError (also ValueError)     a value piagent cannot accept (an option, a schema...)
     ├── InvalidTypeError (also TypeError)       a value of the wrong type
     ├── AbortedError                            AbortSignal.throw_if_aborted() on an aborted signal
@@ -35,6 +36,7 @@ from ._redaction import excerpt, redact
 __all__ = [
     "AbortedRequest",
     "AgentBusyError",
+    "CompactionError",
     "HttpStatusError",
     "InvalidTypeError",
     "InvalidValueError",
@@ -101,6 +103,14 @@ class OutputError(PiAgentError, ValueError):
     def __init__(self, message: str, raw_text: str = "") -> None:
         super().__init__(message)
         self.raw_text = raw_text
+
+
+class CompactionError(PiAgentError, RuntimeError):
+    """A compaction did not happen: nothing to compact, the summary failed, or (``aborted``) it was aborted."""
+
+    def __init__(self, message: str, aborted: bool = False) -> None:
+        super().__init__(message)
+        self.aborted = aborted
 
 
 class StreamEndedWithoutResult(PiAgentError):

@@ -25,6 +25,7 @@ from .abort import AbortSignal
 from .ai.registry import StreamFunction, prepare_api
 from .ai.types import Model, OnPayload, OnResponse, ToolChoice
 from .ai.validation import prepare_validator
+from .compaction import Compaction
 from .exceptions import InvalidTypeError
 from .instrumentation import Instrumentation
 from .instrumentation import check as check_instrumentation
@@ -265,6 +266,11 @@ class AgentOptions(Options, Generic[OutputT]):
         default=None,
         check=opt.non_negative_number_or_none,
         doc="Seconds a tool call may run on after an abort before it is abandoned (None: 1).",
+    )
+    compaction: Same[Optional[Compaction]] = Option(
+        default=Compaction(),
+        check=opt.instance_or_none(Compaction),
+        doc="Compacting the transcript near the context window (docs/compaction.md); None: never.",
     )
     max_turns: Same[Optional[int]] = Option(
         default=None, check=opt.positive_int_or_none, doc="End the run after this many turns (None: no limit)."

@@ -25,7 +25,8 @@ REMOTE = importlib.util.find_spec("redis") is not None and shutil.which("redis-s
 def test_every_scenario_checks_its_result_and_all_checks_pass(report):
     checks = [row for row in report.rows if row.check]
     remote = {"remote"} if REMOTE else set()
-    expected = {"stream", "args", "turns", "parallel", "fan-out", "otel", "sessions", "effects", "output"} | remote
+    expected = {"stream", "args", "turns", "parallel", "fan-out", "otel", "sessions", "effects", "output"}
+    expected |= {"compaction"} | remote
     assert {row.scenario for row in checks} == expected
     failed = [(row.scenario, row.measure, row.piagent) for row in checks if not row.passed]
     assert failed == []
@@ -47,6 +48,8 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("output", "<= 3.00x text"),
         ("output", "<= 1.25x text's"),
         ("first request", "< 30 ms"),
+        ("compaction", "<= 1.05x (not measurable)"),
+        ("compaction", "< 50 ms"),
         ("total", "< 300 s"),
     } | ({("remote", "<= 100 ms")} if REMOTE else set())
     assert all(row.passed is not None for row in report.rows if row.target)

@@ -260,3 +260,23 @@ def test_a_usage_limit_asks_the_person_at_the_terminal_whether_to_go_on(faux: An
     assert s.transcript()[-1] == "assistant:"  # the run ended on the limit, the question answered twice
     assert s.agent.state.messages[-1].error_message == "Usage limit reached: requests 2 of 2 per run"
     assert len(faux.state.requests) == 2
+
+
+def test_compact_summarises_the_conversation_and_says_when_there_is_nothing_to_compact(faux: Any) -> None:
+    from piagent.compaction import CompactionSummary
+
+    faux.set_responses([faux_message("short"), faux_message("again"), faux_message("## Goal\nChat")])
+    s = Session(faux)
+    s.terminal.type("/compact")  # nothing yet: said, nothing sent
+    wait_until(lambda: "(not compacted: Nothing to compact" in s.err.getvalue(), WAIT)
+    for reads in (3, 4):  # two lines of about 25,000 tokens: the first is more than compaction keeps
+        s.terminal.type("w " * 50_000)
+        s.terminal.wait_until_waiting(reads)
+        assert s.agent.wait_for_idle(WAIT)
+    s.terminal.type("/compact the words")
+    wait_until(lambda: "(compacted: about" in s.err.getvalue(), WAIT)
+    first = s.agent.state.messages[0]
+    assert isinstance(first, CompactionSummary) and first.summary == "## Goal\nChat"
+    assert "Also focus on: the words" in text_of(faux.state.requests[-1].context.messages[0])
+    s.terminal.type("/quit")
+    assert s.finish() == 0

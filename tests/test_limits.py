@@ -295,3 +295,21 @@ def test_bad_limits_are_refused_with_a_clear_error() -> None:
         Agent(usage_limits=[UsageLimits(requests=1), UsageLimits(cost=1)])
     with pytest.raises(InvalidTypeError, match="usage_limits must be a UsageLimits"):
         Agent(usage_limits={"requests": 1})  # type: ignore[arg-type]
+
+
+def test_what_a_compaction_summary_cost_counts_against_the_limits() -> None:
+    """compaction_end carries the summary's usage, which the meter counts as one request."""
+    from piagent.ai import Usage
+    from piagent.compaction import CompactionResult
+    from piagent.events import CompactionEndEvent
+    from piagent.limits import UsageMeter
+
+    spent = Usage(input=1200, output=300, total_tokens=1500)
+    result = CompactionResult(
+        summary="s", first_kept_index=0, tokens_before=9000, tokens_after=100, usage=spent, messages=[]
+    )
+    meter = UsageMeter()
+    meter.observe(CompactionEndEvent("threshold", result))
+    meter.observe(CompactionEndEvent("threshold", None, aborted=True))
+    totals = meter.totals()
+    assert (totals.requests, totals.input_tokens, totals.output_tokens) == (1, 1200, 300)

@@ -19,6 +19,7 @@ from .models import (
     register_model,
     unregister_model,
 )
+from .overflow import is_context_overflow
 from .registry import (
     ApiProvider,
     StreamFunction,
@@ -32,6 +33,7 @@ from .registry import (
     unregister_api_provider,
 )
 from .stream import AssistantMessageEventStream, EventStream
+from .tokens import estimate_tokens, reported_context_tokens
 from .transcript import current_system_message, current_system_prompt, current_tools
 from .types import (
     AssistantMessage,
@@ -90,6 +92,7 @@ __all__ = [
     "current_system_prompt",
     "current_tools",
     "custom_model",
+    "estimate_tokens",
     "fallback_reason",
     "forget_learned",
     "get_api_provider",
@@ -98,6 +101,7 @@ __all__ = [
     "get_model",
     "get_models",
     "get_providers",
+    "is_context_overflow",
     "load_catalogue",
     "message_from_dict",
     "parse_streaming_json",
@@ -105,6 +109,7 @@ __all__ = [
     "register_api_provider",
     "register_model",
     "remember_rejections",
+    "reported_context_tokens",
     "stream",
     "stream_simple",
     "unregister_api_provider",

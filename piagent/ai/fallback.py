@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
+from .overflow import is_context_overflow
 from .registry import StreamFunction
 from .stream import AssistantMessageEventStream
 from .types import AssistantMessage, AssistantMessageEvent, Context, Model, StreamOptions
@@ -39,12 +40,6 @@ _SERVER_ERROR = re.compile(r"^(api_error|internal_server_error|server_error)\b",
 _RATE_LIMIT = re.compile(r"^rate_limit_error\b|RESOURCE_EXHAUSTED", re.IGNORECASE)
 _TIMEOUT = re.compile(r"^(Read timed out|Connection timed out|The model call exceeded its deadline)")
 _CONNECTION = re.compile(r"^(Connection error|Connection lost)")
-_OVERFLOW = re.compile(
-    r"prompt is too long|context_length_exceeded|maximum context length|context window|"
-    r"exceeds the (?:maximum number of tokens|available context size)|input token count|"
-    r"too many tokens|request \(\d+ tokens\) exceeds",
-    re.IGNORECASE,
-)
 
 
 def fallback_reason(message: AssistantMessage) -> Optional[FallbackReason]:
@@ -64,7 +59,7 @@ def fallback_reason(message: AssistantMessage) -> Optional[FallbackReason]:
     code = int(status.group(1)) if status is not None else None
     if code is not None and code >= 500:
         return "overloaded" if code == 529 or _OVERLOADED.search(text) else "server_error"
-    if _OVERFLOW.search(text):
+    if is_context_overflow(message):  # in any API's words (docs/compaction.md#overflow)
         return "context_overflow"
     if code is not None:
         return {429: "rate_limit", 408: "timeout"}.get(code)

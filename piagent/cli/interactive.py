@@ -29,7 +29,7 @@ from typing import IO, Any, Callable, Optional
 
 from ..abort import AbortSignal
 from ..agent import Agent
-from ..exceptions import AgentBusyError, InvalidStateError, SessionError
+from ..exceptions import AgentBusyError, CompactionError, InvalidStateError, SessionError
 from ..limits import LimitReached, UsageLimits
 from .render import Console, usage_line
 
@@ -39,11 +39,12 @@ __all__ = ["COMMANDS", "HELP", "InteractiveSession"]
 COMMANDS = {
     "/help": "list these commands",
     "/follow TEXT": "queue TEXT as a follow-up, delivered when the agent would otherwise stop",
+    "/compact [FOCUS]": "summarise the older part of the conversation now (FOCUS: what the summary keeps)",
     "/quit": "leave the session (also /exit or Ctrl-D)",
 }
 HELP = (
     "Type a message and press Enter. While the agent works, each line you type steers it.\n"
-    + "\n".join(f"  {name:<14} {what}" for name, what in COMMANDS.items())
+    + "\n".join(f"  {name:<16} {what}" for name, what in COMMANDS.items())
     + "\nCtrl-C aborts the run; a second Ctrl-C quits."
 )
 MARKER = "› "
@@ -138,6 +139,11 @@ class InteractiveSession:
                 self.console.note(f"(follow-up queued: {text})", "2")
             else:
                 self._start(text)
+        elif name == "/compact":
+            if self.busy:
+                self.console.note("(the agent is working: /compact once it is idle)")
+            else:
+                self._compact(text or None)
         else:
             self.console.note(f"unknown command {name} (not sent to the model); /help lists the commands")
         return True
@@ -206,6 +212,21 @@ class InteractiveSession:
             self.console.note(f"piagent: {exc}")
             return
         self._track(future)
+
+    def _compact(self, focus: Optional[str]) -> None:
+        """``agent.compact()`` on a thread of its own: typing goes on, Ctrl-C aborts it."""
+        self._aborted.clear()
+        self.console.note("(compacting the conversation)", "2")
+
+        def compact() -> None:
+            try:
+                done = self.agent.compact(focus)
+            except (AgentBusyError, CompactionError, SessionError) as exc:
+                self.console.note(f"(not compacted: {exc})")
+            else:
+                self.console.note(f"(compacted: about {done.tokens_before} -> {done.tokens_after} tokens)", "2")
+
+        threading.Thread(target=compact, name="piagent-compact", daemon=True).start()
 
     def _track(self, future: Future[Any]) -> None:
         future.add_done_callback(self._finished)

@@ -6,6 +6,7 @@ loop goes on, so a message is durable before the next model call starts, and a p
 assistant message (``message_update``) is never written. At each ``agent_start`` the
 agent's model, thinking level and system prompt are recorded when they differ from the branch's
 (the prompt only while the branch does not lead with a system message, which records it then).
+A compaction (``compaction_end`` with a result) is recorded as pi's ``compaction`` entry.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..ai.transcript import current_system_message
 from ..exceptions import InvalidValueError, ModelNotFoundError
-from ._context import SYSTEM_PROMPT_TYPE, branch_settings, convert_to_llm
+from ._context import SYSTEM_PROMPT_TYPE, branch_settings, context_entry_ids, convert_to_llm, message_to_record
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -50,6 +52,8 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
             session.append_message(event.message)
         elif kind == "agent_start":
             _record_settings(session, agent)
+        elif kind == "compaction_end" and event.result is not None:
+            _record_compaction(session, event.result)
 
     return record
 
@@ -75,3 +79,23 @@ def _record_settings(session: Session, agent: Any) -> None:
     # option, which an agent with system_messages=True seeds its transcript's leading message from
     if not recorded.leads_with_system_message and (recorded.system_prompt or "") != agent.system_prompt:
         session.append_entry("custom", customType=SYSTEM_PROMPT_TYPE, data={"content": agent.system_prompt})
+
+
+def _record_compaction(session: Session, result: Any) -> None:
+    """pi's ``compaction`` entry: the summary, the id of the entry the first kept message comes
+    from, the tokens before, what the summary cost, and (pi 1.6) the system message replayed."""
+    ids = context_entry_ids(session.branch())
+    if result.first_kept_index >= len(ids):
+        logger.warning("the compacted transcript is not the session's branch: the compaction is not recorded")
+        return
+    fields: dict[str, Any] = {
+        "summary": result.summary,
+        "firstKeptEntryId": ids[result.first_kept_index],
+        "tokensBefore": result.tokens_before,
+        "usage": result.usage.to_dict(),
+        "fromHook": False,
+    }
+    system = current_system_message(result.messages)
+    if system is not None:
+        fields["systemMessage"] = message_to_record(system)
+    session.append_entry("compaction", **fields)

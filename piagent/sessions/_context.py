@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..ai.types import TextContent, UserMessage, content_from_dict, message_from_dict
+from ..compaction import SUMMARY_PREFIX, SUMMARY_SUFFIX
 from ..exceptions import InvalidTypeError, InvalidValueError, SessionFormatError
 from ._format import iso_to_ms
 
@@ -23,15 +24,12 @@ __all__ = [
     "StoredMessage",
     "branch_settings",
     "build_context",
+    "context_entry_ids",
     "convert_to_llm",
     "message_to_record",
 ]
 
 LLM_ROLES = ("system", "user", "assistant", "toolResult")
-COMPACTION_PREFIX = (
-    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
-)
-COMPACTION_SUFFIX = "\n</summary>"
 BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 BRANCH_SUFFIX = "</summary>"
 #: The ``customType`` of the ``custom`` entry recording an agent's system prompt, ``data: {"content": ...}``
@@ -185,23 +183,32 @@ def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
     gives none.
     """
     context = branch_settings(path)
-    compaction_at = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), None)
+    context.messages = [message for _, message in _context_entries(path)]
+    return context
 
+
+def context_entry_ids(path: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The id of the entry each message of :func:`build_context`'s messages comes from (a
+    compaction's summary and system message: the compaction's)."""
+    return [entry_id for entry_id, _ in _context_entries(path)]
+
+
+def _context_entries(path: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+    compaction_at = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), None)
+    found: list[tuple[str, Any]] = []
     selected: Sequence[Mapping[str, Any]] = path
     if compaction_at is not None:
         compaction = path[compaction_at]
+        compaction_id = str(compaction.get("id"))
         if isinstance(compaction.get("systemMessage"), dict):  # pi 1.6: the prompt replayed when compacted
-            context.messages.append(message_from_record(compaction["systemMessage"], str(compaction.get("id"))))
-        context.messages.append(
-            StoredMessage(
-                {
-                    "role": "compactionSummary",
-                    "summary": compaction.get("summary", ""),
-                    "tokensBefore": compaction.get("tokensBefore", 0),
-                    "timestamp": iso_to_ms(compaction.get("timestamp")),
-                }
-            )
-        )
+            found.append((compaction_id, message_from_record(compaction["systemMessage"], compaction_id)))
+        summary = {
+            "role": "compactionSummary",
+            "summary": compaction.get("summary", ""),
+            "tokensBefore": compaction.get("tokensBefore", 0),
+            "timestamp": iso_to_ms(compaction.get("timestamp")),
+        }
+        found.append((compaction_id, StoredMessage(summary)))
         first_kept = compaction.get("firstKeptEntryId")
         before = path[:compaction_at]
         kept_from = next((i for i, entry in enumerate(before) if entry.get("id") == first_kept), len(before))
@@ -210,8 +217,8 @@ def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:
     for entry in selected:
         message = _context_message(entry)
         if message is not None:
-            context.messages.append(message)
-    return context
+            found.append((str(entry.get("id")), message))
+    return found
 
 
 def _gives_message(entry: Mapping[str, Any]) -> bool:
@@ -252,7 +259,7 @@ def _stored_to_llm(data: Mapping[str, Any]) -> Optional[UserMessage]:
     if role == "branchSummary":
         return UserMessage([TextContent(BRANCH_PREFIX + str(data.get("summary", "")) + BRANCH_SUFFIX)], **stamp_kw)
     if role == "compactionSummary":
-        text = COMPACTION_PREFIX + str(data.get("summary", "")) + COMPACTION_SUFFIX
+        text = SUMMARY_PREFIX + str(data.get("summary", "")) + SUMMARY_SUFFIX
         return UserMessage([TextContent(text)], **stamp_kw)
     return None
 

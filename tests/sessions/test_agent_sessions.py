@@ -206,7 +206,9 @@ def test_resuming_a_run_killed_mid_tool_batch_repairs_the_dangling_calls(tmp_pat
 
 def test_an_agent_continues_the_real_pi_session(faux: FauxProvider, pi_session: Path) -> None:
     faux.set_responses([faux_message("Continuing the refactoring.")])
-    agent = Agent(model=faux.get_model(), session=JsonlSession(pi_session))
+    model = faux.get_model()
+    model.context_window = 200_000  # the session's model's: its last answer reports a context of 168,018 tokens
+    agent = Agent(model=model, session=JsonlSession(pi_session))
     context_length = len(agent.state.messages)
     result = agent.prompt("Where were we?")
     assert result.text == "Continuing the refactoring."

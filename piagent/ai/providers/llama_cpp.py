@@ -6,7 +6,8 @@ The catalogue's ``local:smollm2-135m`` is SmolLM2-135M-Instruct, whose GGUF ship
 
 * Registered only when llama-cpp-python is installed; it is imported on the first call,
   so ``import piagent`` stays cheap.
-* One ``Llama`` instance per GGUF path, shared by every thread; a lock lets one response
+* One ``Llama`` instance per GGUF path and context size (the model's ``context_window``),
+  shared by every thread; a lock lets one response
   generate at a time (waiting for it can be aborted). The lock is released before the
   final event, so a consumer that stops reading at ``done`` never blocks the next call.
 * Tool calls are written under grammars, as structured output is: the tool's name (one of
@@ -104,7 +105,7 @@ class _LoadedModel:
         self.lock = threading.Lock()
 
 
-_loaded: dict[str, _LoadedModel] = {}
+_loaded: dict[tuple[str, int], _LoadedModel] = {}
 _loaded_lock = threading.Lock()
 
 
@@ -116,8 +117,8 @@ def _threads() -> int:
 
 
 def _load(path: str, n_ctx: int) -> _LoadedModel:
-    """The shared instance for ``path``, loaded on first use."""
-    key = os.path.realpath(path)
+    """The shared instance for ``path`` with a context of ``n_ctx`` tokens, loaded on first use."""
+    key = (os.path.realpath(path), n_ctx)
     with _loaded_lock:
         loaded = _loaded.get(key)
         if loaded is None:

@@ -53,6 +53,7 @@ def converse(agent: Agent) -> tuple[list[Any], list[Any]]:
     return results, compactions
 
 
+@pytest.mark.long  # about 14 minutes on one core: `make test-local-long`, not CI's make test-local
 @pytest.mark.timeout(1800)  # 80 model calls and the summaries, on a small CPU share
 def test_a_40_turn_conversation_with_long_tool_outputs_completes_on_the_embedded_model(local_model: Model) -> None:
     calls: list[int] = []

@@ -90,6 +90,7 @@ def test_threads_share_one_model_instance_one_response_at_a_time(local_model):
         barrier.wait(WAIT)
         results[question] = stream_simple(local_model, ask(question)).result(timeout=WAIT)
 
+    loaded_before = set(llama_cpp._loaded)  # other tests may have loaded the GGUF at another context size
     threads = [threading.Thread(target=ask_in_thread, args=(q,)) for q in questions]
     for thread in threads:
         thread.start()
@@ -97,7 +98,8 @@ def test_threads_share_one_model_instance_one_response_at_a_time(local_model):
         thread.join(WAIT)
     assert sorted(results) == sorted(questions)
     assert all(r.stop_reason in ("stop", "length") and r.text for r in results.values())
-    assert len(llama_cpp._loaded) == 1  # one Llama for the one GGUF
+    # one Llama for the one GGUF and context size, whichever thread asked first
+    assert len(set(llama_cpp._loaded) - loaded_before) <= 1
 
 
 def test_a_call_waiting_for_the_model_can_be_aborted(local_model, gguf):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import redis
 
@@ -24,10 +24,17 @@ __all__ = ["RemoteIntents"]
 class RemoteIntents:
     """The intents of run ``keys.run_id`` in Redis, and in ``session`` (an IntentJournal) if given."""
 
-    def __init__(self, client: redis.Redis, keys: RunKeys, session: Optional[IntentJournal]) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: RunKeys,
+        session: Optional[IntentJournal],
+        on_lost: Callable[[BaseException], None],
+    ) -> None:
         self._client = client
         self._keys = keys
         self._session = session
+        self._on_lost = on_lost  # Redis failed under a write: the run stops, as for any lost write
         self._record = client.register_script(RECORD_INTENTS)
 
     @property
@@ -38,11 +45,15 @@ class RemoteIntents:
         if self._session is not None:  # first: a crash before Redis's step leaves the approval kept
             self._session.record_intents(intents)
         ids = [intent.tool_call_id for intent in intents]
-        with redis_errors(f"recording the intents of tool calls {ids} of run {self._keys.run_id!r}"):
-            self._record(
-                keys=[self._keys.intents, *(self._keys.approved(call_id) for call_id in ids)],
-                args=[value for intent in intents for value in (intent.tool_call_id, json.dumps(intent.to_dict()))],
-            )
+        try:
+            with redis_errors(f"recording the intents of tool calls {ids} of run {self._keys.run_id!r}"):
+                self._record(
+                    keys=[self._keys.intents, *(self._keys.approved(call_id) for call_id in ids)],
+                    args=[value for intent in intents for value in (intent.tool_call_id, json.dumps(intent.to_dict()))],
+                )
+        except Exception as exc:  # the calls do not run (their error results), and the run ends: Redis is gone
+            self._on_lost(exc.__cause__ or exc)
+            raise
 
     def intents(self) -> dict[str, ToolIntent]:
         with redis_errors(f"reading the intents of run {self._keys.run_id!r}"):

@@ -135,7 +135,7 @@ class Attachment:
         self._unsubscribe = self.agent.subscribe(self._on_event)
         self._previous_journal = self.agent.intent_journal
         session: Any = self.agent.session if callable(getattr(self.agent.session, "record_intents", None)) else None
-        self.agent.intent_journal = RemoteIntents(self._redis, self.keys, self._previous_journal or session)
+        self.agent.intent_journal = RemoteIntents(self._redis, self.keys, self._previous_journal or session, self._fail)
         if self._approval is not None:
             self._previous_hook = self.agent.before_tool_call
             self.agent.before_tool_call = approval_hook(

@@ -10,6 +10,7 @@ import pytest
 
 from piagent import (
     Agent,
+    AgentTool,
     AgentToolResult,
     RecoveryContext,
     RecoveryDecision,
@@ -37,6 +38,23 @@ def intent_entries(session: Session) -> list[dict[str, Any]]:
 
 def tool_results(agent: Agent) -> dict[str, Any]:
     return {m.tool_call_id: m for m in agent.state.messages if m.role == "toolResult"}
+
+
+def shop_tools(ran: list[str]) -> tuple[AgentTool, AgentTool]:
+    """``charge`` (replay "never", the default: appends its item to ``ran``) and ``price`` (replay "safe")."""
+
+    @tool
+    def charge(item: str) -> str:
+        """Charge an item."""
+        ran.append(item)
+        return "ok"
+
+    @tool(replay="safe")
+    def price(item: str) -> str:
+        """Look a price up."""
+        return "3"
+
+    return charge, price
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
@@ -91,17 +109,7 @@ def test_a_parallel_batch_stores_its_intents_in_one_write_and_safe_tools_none(
     store = CountingStore(tmp_path / "s.jsonl")
     ran: list[str] = []
 
-    @tool
-    def charge(item: str) -> str:
-        """Charge an item."""
-        ran.append(item)
-        return "ok"
-
-    @tool(replay="safe")
-    def price(item: str) -> str:
-        """Look a price up."""
-        return "3"
-
+    charge, price = shop_tools(ran)
     calls = [faux_tool_call("charge", {"item": i}) for i in "abc"] + [faux_tool_call("price", {"item": "a"})]
     faux.set_responses([faux_message(calls), faux_message("done")])
     session = Session(store)
@@ -117,17 +125,7 @@ def test_a_call_whose_intent_cannot_be_stored_does_not_run_and_gets_an_error_res
 ) -> None:
     ran: list[str] = []
 
-    @tool
-    def charge(item: str) -> str:
-        """Charge an item."""
-        ran.append(item)
-        return "ok"
-
-    @tool(replay="safe")
-    def price(item: str) -> str:
-        """Look a price up."""
-        return "3"
-
+    charge, price = shop_tools(ran)
     calls = [faux_tool_call("charge", {"item": "a"}), faux_tool_call("price", {"item": "a"})]
     faux.set_responses([faux_message(calls), faux_message("done")])
     session = Session(CountingStore(tmp_path / "s.jsonl", refuse_intents=True))
@@ -161,12 +159,7 @@ def test_on_resume_a_never_call_with_an_intent_is_reported_interrupted_and_one_w
 ) -> None:
     ran: list[str] = []
 
-    @tool
-    def charge(item: str) -> str:
-        """Charge an item."""
-        ran.append(item)
-        return "ok"
-
+    charge, _ = shop_tools(ran)
     started, never_started = faux_tool_call("charge", {"item": "a"}), faux_tool_call("charge", {"item": "b"})
     interrupted_session(tmp_path / "s.jsonl", [started, never_started], [started.id]).close()
     answered: list[set[str]] = []

@@ -238,8 +238,9 @@ class UsageGuard:
         run, lifetime = self.run, self.lifetime
 
         def counting_emit(event: Any) -> None:
-            run.observe(event)
-            lifetime.observe(event)
+            if event.type not in _LOOP_EVENTS:  # one set look-up for the rest: every streamed delta
+                run.observe(event)
+                lifetime.observe(event)
             emit(event)
 
         user_prepare, user_before = config.prepare_request, config.before_tool_call

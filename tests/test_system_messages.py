@@ -154,8 +154,11 @@ def test_the_loop_folds_the_contexts_prompt_ahead_of_a_transcript_that_does_not_
 
 
 def test_mid_conversation_system_messages_reach_openai_and_anthropic_folded_into_the_prompt() -> None:
-    openai = get_model("openai", "gpt-5.4-mini")
-    anthropic = get_model("anthropic", "claude-opus-4-8")
+    """Models the catalogue does not mark as taking them in place (Claude Sonnet 5: "not available",
+    Anthropic's page on mid-conversation system messages; GPT-5.4 nano: not in pi-ai 1.6's list)."""
+    openai = get_model("openai", "gpt-5.4-nano")
+    anthropic = get_model("anthropic", "claude-sonnet-5")
+    assert not openai.capabilities.system_messages_in_place and not anthropic.capabilities.system_messages_in_place
     with ScriptedServer() as server:
         openai.base_url, openai.api = server.url + "/v1", "openai-completions"
         anthropic.base_url = server.url
@@ -271,8 +274,23 @@ def test_catching_up_with_another_writer_keeps_the_leading_system_message(tmp_pa
     assert collapse_system_messages(request).system_prompt == "old" and roles(request.messages)[-1] == "user"
 
 
+def test_a_models_compat_overrides_the_catalogue_for_system_messages_in_place() -> None:
+    """compat's supports_mid_convo_system_messages, when given, decides for that one model."""
+    opus = get_model("anthropic", "claude-opus-4-8")
+    opus.compat = {"supports_mid_convo_system_messages": False}
+    with ScriptedServer() as server:
+        opus.base_url = server.url
+        server.reply(anthropic_text("one"))
+        agent = Agent(model=opus, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("go")])
+        body = server.requests[0].json
+    assert body["system"][0]["text"] == "base\n\nBe brief." and [m["role"] for m in body["messages"]] == ["user"]
+
+
 @pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
-def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
+def test_catalogue_models_that_take_system_messages_mid_conversation_get_them_in_place(api: str) -> None:
+    """Claude Opus 4.8 and GPT-5.4 mini take them (the catalogue's system_messages_in_place, from
+    Anthropic's page and pi-ai 1.6's catalogue): no compat needed."""
     from tests.ai.providers.openai_wire import responses_text
     from tests.ai.providers.sdk_oracle import check_types
 
@@ -281,7 +299,6 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         if api == "anthropic-messages"
         else get_model("openai", "gpt-5.4-mini")
     )
-    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
     reply = {"openai-completions": chat_text, "openai-responses": responses_text, "anthropic-messages": anthropic_text}[
         api
     ]

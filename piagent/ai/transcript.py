@@ -132,11 +132,13 @@ def tool_state_changes(previous: Sequence[Tool], current: Sequence[Tool]) -> tup
     return added, removed
 
 
-def resolve_transcript(context: Context, in_place: bool) -> Context:
+def resolve_transcript(context: Context, in_place: bool, tool_changes: bool = False) -> Context:
     """The request context for a provider: folded (:func:`collapse_system_messages`), or, when the
     model takes system messages inside the conversation (``in_place``), with only the leading one
-    folded into the system prompt, the later ones left in place for the provider to render
-    (:func:`render_system_message_update`) and the request's tools the transcript's current ones."""
+    folded into the system prompt and the later ones left in place for the provider to render
+    (:func:`render_system_message_update`). The request's tools are the transcript's current
+    ones, or, with ``tool_changes``, the ones declared up to the leading system message: the
+    later ones' ``tools_added`` and ``tools_removed`` are then the provider's to render."""
     if not has_system_messages(context.messages):
         return context
     if not in_place:
@@ -148,7 +150,8 @@ def resolve_transcript(context: Context, in_place: bool) -> Context:
         lead.append(messages.pop(0))
     replayed = current_system_message(lead)
     prompt = system_message_text(replayed) if replayed is not None else ""
-    return Context(prompt or None, messages, current_tools([*lead, *messages]) or None)
+    tools = current_tools(lead if tool_changes else [*lead, *messages])
+    return Context(prompt or None, messages, tools or None)
 
 
 def collapse_system_messages(context: Context) -> Context:

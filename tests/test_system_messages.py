@@ -11,6 +11,7 @@ import pytest
 
 from piagent import Agent, AgentContext, InvalidStateError, SystemMessage, message_from_dict, run_agent_loop
 from piagent.ai import Context, Tool, get_model
+from piagent.ai.providers import anthropic as anthropic_provider
 from piagent.ai.transcript import collapse_system_messages, current_system_message, current_system_prompt
 from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text
@@ -344,7 +345,72 @@ def test_catalogue_models_that_take_system_messages_mid_conversation_get_them_in
             {"type": "text", "text": update, "cache_control": {"type": "ephemeral"}}
         ]
         assert "cache_control" not in body["messages"][-2]["content"][-1]
-        assert [t["name"] for t in body["tools"]] == ["echo"]
+        # it takes tool changes in place too: the list stays, with pi-ai 1.6's deferred placeholder
+        assert [t["name"] for t in body["tools"]] == ["echo", anthropic_provider.DEFERRED_PLACEHOLDER["name"]]
+
+
+def echo_declaration(name: str) -> dict[str, Any]:
+    tool = echo_tool(name)
+    return {"name": name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def test_anthropic_sends_tool_changes_between_runs_in_place_keeping_the_tool_list() -> None:
+    """Claude Opus 4.8 takes tool changes in place (tool_changes_in_place): the tools the
+    conversation started with stay the request's list, followed by a deferred placeholder (as pi-ai
+    1.6 sends it), and the change is a system message's tool_removal and tool_addition blocks,
+    under the inline-tools beta; checked against the SDK's beta request types."""
+    pytest.importorskip("anthropic")
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        first, second = (request.json for request in server.requests)
+        betas = [request.headers.get("anthropic-beta") for request in server.requests]
+    placeholder = {**anthropic_provider.DEFERRED_PLACEHOLDER}
+    assert first["tools"] == second["tools"] == [echo_declaration("echo"), placeholder]
+    assert betas == [anthropic_provider.INLINE_TOOLS_BETA] * 2
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user", "system"]
+    assert second["messages"][-1]["content"] == [
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "echo"}},
+        {
+            "type": "tool_addition",
+            "tool": {"type": "tool_definition", "definition": echo_declaration("other")},
+            "cache_control": {"type": "ephemeral"},
+        },
+    ]
+    check_types(MessageCreateParamsStreaming, second)
+
+
+def test_anthropic_sends_the_current_tools_when_the_conversation_started_without_any() -> None:
+    """With no tool declared up front there is nothing to keep (pi-ai 1.6): the request's list is
+    the current tools and the system message says only its text."""
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        agent = Agent(model=model, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt("first")
+        agent.state.tools = [echo_tool()]
+        agent.prompt([SystemMessage("Use echo."), user("second")])
+        first, second = (request.json for request in server.requests)
+        beta = server.requests[1].headers.get("anthropic-beta")
+    assert "tools" not in first and second["tools"] == [echo_declaration("echo")] and beta is None
+    assert second["messages"][-1] == {
+        "role": "system",
+        "content": [{"type": "text", "text": "Use echo.", "cache_control": {"type": "ephemeral"}}],
+    }
 
 
 def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:

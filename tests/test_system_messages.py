@@ -392,6 +392,23 @@ def test_anthropic_sends_tool_changes_between_runs_in_place_keeping_the_tool_lis
     check_types(MessageCreateParamsStreaming, second)
 
 
+def test_a_model_taking_system_messages_but_not_tool_changes_gets_the_current_tools() -> None:
+    """compat's supports_mid_convo_tool_changes False: system messages stay in place (the first of
+    them right after the prompt too), the tool list is the current one, no placeholder, no beta."""
+    model = get_model("anthropic", "claude-opus-4-8")
+    model.compat = {"supports_mid_convo_tool_changes": False}
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt([SystemMessage("Be brief."), user("go")])
+        body, beta = server.requests[0].json, server.requests[0].headers.get("anthropic-beta")
+    assert body["system"][0]["text"] == "base" and body["tools"] == [echo_declaration("echo")] and beta is None
+    assert [m["role"] for m in body["messages"]] == ["user", "system"]
+
+
 def test_anthropic_sends_the_current_tools_when_the_conversation_started_without_any() -> None:
     """With no tool declared up front there is nothing to keep (pi-ai 1.6): the request's list is
     the current tools and the system message says only its text."""
@@ -411,6 +428,60 @@ def test_anthropic_sends_the_current_tools_when_the_conversation_started_without
         "role": "system",
         "content": [{"type": "text", "text": "Use echo.", "cache_control": {"type": "ephemeral"}}],
     }
+
+
+def responses_function(name: str) -> dict[str, Any]:
+    tool = echo_tool(name)
+    return {
+        "type": "function",
+        "name": name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": False,
+    }
+
+
+def test_responses_declares_tools_in_additional_tools_items_for_a_model_taking_tool_changes() -> None:
+    """GPT-5.6 takes tool changes in place (tool_changes_in_place): no top-level tools; the first
+    tools head the input in an additional_tools item, each change adds one where it stands, after
+    a note that it adds to the earlier ones (naming the tools still unavailable), and a removal is
+    said in the system message's text (pi-ai 1.6's rendering; the SDK's request types)."""
+    pytest.importorskip("openai")
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    from tests.ai.providers.openai_wire import responses_text
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("openai", "gpt-5.6-sol")
+    with ScriptedServer() as server:
+        model.base_url = server.url + "/v1"
+        for text in ("one", "two", "three"):
+            server.reply(responses_text(text))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        agent.state.tools = [echo_tool("other"), echo_tool("third")]
+        agent.prompt("third")
+        bodies = [request.json for request in server.requests]
+    head = {"type": "additional_tools", "role": "developer", "tools": [responses_function("echo")]}
+    assert all("tools" not in body for body in bodies) and bodies[0]["instructions"] == "base"
+    assert bodies[0]["input"][0] == head and bodies[2]["input"][0] == head
+    note = (
+        "The tools below are added to the ones declared earlier, which remain available unless they were "
+        "said to be unavailable; a tool declared again is available again, with its new definition."
+    )
+    assert [item for item in bodies[2]["input"] if item.get("role") == "developer"][1:] == [
+        {"role": "developer", "content": note},
+        {"type": "additional_tools", "role": "developer", "tools": [responses_function("other")]},
+        {"role": "developer", "content": "These tools are no longer available; do not call them:\n- echo"},
+        {"role": "developer", "content": note + "\nStill unavailable: echo."},
+        {"type": "additional_tools", "role": "developer", "tools": [responses_function("third")]},
+    ]
+    for body in bodies:
+        check_types(ResponseCreateParamsStreaming, body)
 
 
 def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:

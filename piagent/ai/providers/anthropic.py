@@ -321,9 +321,11 @@ def _request_context(model: Model, context: Context) -> tuple[Context, bool]:
     """``(context, tool changes in place)``: the context with a leading system message (kept by
     the registry when the model takes tool changes in place) folded in; changes are rendered in
     place when it declared tools, else the request's tools are the transcript's current ones."""
+    if not tool_changes_in_place(model):
+        return context, False
     lead, folded = take_leading_system_message(context)
-    if lead is None or not tool_changes_in_place(model):
-        return folded, False
+    if lead is None:
+        return context, False
     if folded.tools:
         return folded, True
     return Context(folded.system_prompt, folded.messages, current_tools(folded.messages) or None), False

@@ -140,6 +140,14 @@ def test_reset_keeps_the_replayed_system_message_and_continue_needs_more_than_it
         agent.continue_()
 
 
+def test_pi_the_default_converter_passes_system_messages_through() -> None:
+    """pi's agent.test.ts: "passes system messages through the default LLM converter" (an agent
+    without a prompt, prompted with a system message alone, requests with just that message)."""
+    stream_fn = ScriptedStream([assistant("ok")])
+    Agent(model=MODEL, stream_fn=stream_fn).prompt(SystemMessage("updated guidance"))
+    assert roles(stream_fn.requests[0].context.messages) == ["system"]
+
+
 def test_the_loop_folds_the_contexts_prompt_ahead_of_a_transcript_that_does_not_lead_with_one() -> None:
     stream_fn = ScriptedStream([assistant("ok")])
     context = AgentContext("base", [user("earlier"), assistant("answer")], [echo_tool()])

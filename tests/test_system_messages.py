@@ -417,6 +417,44 @@ def test_a_model_taking_system_messages_but_not_tool_changes_gets_the_current_to
     assert [m["role"] for m in body["messages"]] == ["user", "system"]
 
 
+def test_anthropic_sends_system_messages_held_to_the_same_place_as_one() -> None:
+    """Anthropic's page on mid-conversation system messages: one may not be adjacent to another.
+    System messages held back to the same place (before the next assistant message, or the end)
+    go as one system message, their blocks in transcript order: each text, then its tool changes."""
+    pytest.importorskip("anthropic")
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        server.reply(anthropic_text("three"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]  # announced on the run's last system message
+        agent.prompt([SystemMessage("Be brief."), user("second"), SystemMessage("Answer in French.")])
+        agent.prompt("third")
+        second, third = (request.json for request in server.requests[1:])
+    merged = [
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": "Answer in French."},
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "echo"}},
+        {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": echo_declaration("other")}},
+    ]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user", "system"]
+    assert second["messages"][-1]["content"] == merged[:-1] + [{**merged[-1], "cache_control": {"type": "ephemeral"}}]
+    # held before the assistant message that answered them, still as one
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "system", "assistant", "user"]
+    assert third["messages"][3] == {"role": "system", "content": merged}
+    check_types(MessageCreateParamsStreaming, second)
+    check_types(MessageCreateParamsStreaming, third)
+
+
 def test_anthropic_sends_the_current_tools_when_the_conversation_started_without_any() -> None:
     """With no tool declared up front there is nothing to keep (pi-ai 1.6): the request's list is
     the current tools and the system message says only its text."""

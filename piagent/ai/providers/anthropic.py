@@ -224,15 +224,18 @@ def convert_messages(messages: list[Any], tool_changes: bool = False) -> list[di
 
     A system message (only for a model that takes them in place, docs/llm.md#system-messages)
     is held back until just before the next assistant message sent, or the end, as pi-ai does: a
-    tool result must follow its tool use directly, so nothing may come between them. With
-    ``tool_changes`` it carries its tool changes too.
+    tool result must follow its tool use directly, so nothing may come between them. The ones
+    held to the same place go as one, their blocks in order: a system message may not be adjacent
+    to another. With ``tool_changes`` each carries its tool changes too.
     """
     out: list[dict[str, Any]] = []
-    held: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []  # at most one system message
     for message in messages:
         if is_system_message(message):
             blocks = _system_blocks(message, tool_changes)
-            if blocks:
+            if blocks and held:
+                held[0]["content"] += blocks
+            elif blocks:
                 held.append({"role": "system", "content": blocks})
         elif message.role == "user":
             blocks = _user_blocks(message.content)

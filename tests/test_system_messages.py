@@ -530,17 +530,43 @@ def test_responses_declares_tools_in_additional_tools_items_for_a_model_taking_t
         check_types(ResponseCreateParamsStreaming, body)
 
 
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses"])
+def test_a_transcript_without_system_messages_reaches_a_model_taking_tool_changes_as_in_0731(api: str) -> None:
+    """Claude Opus 4.8 and GPT-5.6 take tool changes in place, but a transcript without system
+    messages (no system_messages option) sends what 0.73.1 sent: the prompt, the current tools as
+    the request's list (no placeholder, no inline-tools beta, no additional_tools item)."""
+    from tests.ai.providers.openai_wire import responses_text
+
+    anthropic = api == "anthropic-messages"
+    model = get_model("anthropic", "claude-opus-4-8") if anthropic else get_model("openai", "gpt-5.6-sol")
+    with ScriptedServer() as server:
+        model.base_url = server.url if anthropic else server.url + "/v1"
+        for text in ("one", "two"):
+            server.reply(anthropic_text(text) if anthropic else responses_text(text))
+        agent = Agent(model=model, system_prompt="base", tools=[echo_tool()], get_api_key=lambda p: KEY)
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        bodies = [request.json for request in server.requests]
+        betas = [request.headers.get("anthropic-beta") for request in server.requests]
+    assert "system" not in roles(agent.state.messages)
+    if anthropic:
+        assert [body["tools"] for body in bodies] == [[echo_declaration("echo")], [echo_declaration("other")]]
+        assert betas == [None, None] and [body["system"][0]["text"] for body in bodies] == ["base", "base"]
+        assert [m["role"] for m in bodies[1]["messages"]] == ["user", "assistant", "user"]
+    else:
+        assert [body["tools"] for body in bodies] == [[responses_function("echo")], [responses_function("other")]]
+        assert [body["instructions"] for body in bodies] == ["base", "base"]
+        assert [item.get("role") for item in bodies[1]["input"]] == ["user", "assistant", "user"]
+
+
 def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:
     """pi-ai 1.6's Responses API: "developer" for a reasoning model unless the model's compat
     says the server takes no developer role (supports_developer_role False)."""
     from tests.ai.providers.openai_wire import responses_text
 
     model = get_model("openai", "gpt-5.4-mini")
-    model.compat = {
-        **(model.compat or {}),
-        "supports_mid_convo_system_messages": True,
-        "supports_developer_role": False,
-    }
+    model.compat = {**(model.compat or {}), "supports_developer_role": False}
     with ScriptedServer() as server:
         model.base_url, model.api = server.url + "/v1", "openai-responses"
         server.reply(responses_text("one"))
@@ -554,8 +580,7 @@ def test_a_system_message_after_an_unanswered_tool_call_goes_after_its_result() 
     """A run killed mid-batch leaves a tool call without a result; a system message the next
     prompt brings must not come between the call and the result
     the provider adds for it, or Chat Completions rejects the request (pi-ai 1.6 holds it back)."""
-    model = get_model("openai", "gpt-5.4-mini")
-    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    model = get_model("openai", "gpt-5.4-mini")  # takes system messages in place (the catalogue)
     killed = [SystemMessage("base", tools_added=[READ]), user("go"), assistant([call("call-1", "read", path="a")])]
     with ScriptedServer() as server:
         model.base_url, model.api = server.url + "/v1", "openai-completions"

@@ -14,6 +14,19 @@ from typing import Any
 
 ALL_LEVELS = ["minimal", "low", "medium", "high", "xhigh", "max"]
 
+# Mid-conversation system messages and tool changes (system_messages_in_place,
+# tool_changes_in_place). Anthropic: platform.claude.com/docs/en/build-with-claude/
+# mid-conversation-system-messages (read 2026-12-05): role "system" messages inside `messages`
+# on Fable 5.1, Mythos 5.1, Fable 5, Mythos 5, Opus 5.5, Opus 4.8, Opus 5, Sonnet 5.5 and Haiku
+# 5.5, no beta header, not on Sonnet 5; tool changes (`tool_addition` / `tool_removal` blocks in
+# such a message, a `tool_definition` by value under the inline-tools-2026-09-15 beta: the SDK's
+# BetaSystemMessageParam, anthropic 2.17.0). Fable 5.2 (not on that page yet) as pi-ai 1.6.0's
+# catalogue sets it; Mythos 5.2 is named nowhere and stays folded. OpenAI and DeepSeek: no page
+# of theirs in reach states it per model; the models pi-ai 1.6.0's catalogue sets
+# supportsMidConvoSystemMessages for (GPT-5.4, 5.4-mini, 5.5, 5.6, 6.x; deepseek-v4-pro), with
+# supportsAdditionalTools (the SDK's `additional_tools` input item, openai 3.63.0) for 5.6 and 6.x.
+IN_PLACE = {"system_messages_in_place": True, "tool_changes_in_place": True}
+
 # Anthropic: platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting
 # ("Thinking support, defaults, and rejected configurations by model"), .../adaptive-thinking,
 # .../effort, and models/fable-5/migration-guide (Fable/Mythos: thinking always on, both
@@ -60,8 +73,11 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
         # Opus 5.5 cannot turn thinking off; Sonnet 5.5's lowest setting is between_tools (with
         # effort low..high: piagent sends no effort with it); both refuse forced tool use.
         "overrides": {
-            "claude-opus-5-5": {"thinking_off": None, "forced_tool_choice": False},
-            "claude-sonnet-5-5": {"thinking_off": "between_tools", "forced_tool_choice": False},
+            "claude-opus-5-5": {"thinking_off": None, "forced_tool_choice": False, **IN_PLACE},
+            "claude-sonnet-5-5": {"thinking_off": "between_tools", "forced_tool_choice": False, **IN_PLACE},
+            "claude-opus-4-8": IN_PLACE,
+            "claude-opus-5": IN_PLACE,
+            "claude-haiku-5-5": IN_PLACE,
         },
     },
     "claude-always-thinking": {
@@ -76,6 +92,13 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
             "sampling": "never",
             "thinking_display": True,
             "forced_tool_choice": False,
+        },
+        "overrides": {
+            "claude-fable-5": IN_PLACE,
+            "claude-fable-5-1": IN_PLACE,
+            "claude-fable-5-2": IN_PLACE,
+            "claude-mythos-5": IN_PLACE,
+            "claude-mythos-5-1": IN_PLACE,
         },
     },
 }
@@ -140,6 +163,11 @@ OPENAI: dict[str, dict[str, Any]] = {
             "sampling": "never",
             "max_tokens_field": "max_completion_tokens",
         },
+        "overrides": {
+            "gpt-5.4": {"system_messages_in_place": True},
+            "gpt-5.4-mini": {"system_messages_in_place": True},
+            "gpt-5.5": {"system_messages_in_place": True},
+        },
     },
     "gpt-5.6": {
         "doc": "GPT-5.6 and GPT-6: effort none..max; Chat Completions refuses function tools with "
@@ -154,6 +182,7 @@ OPENAI: dict[str, dict[str, Any]] = {
             "max_tokens_field": "max_completion_tokens",
             "chat_tools_with_reasoning": False,
             "prompt_cache_options": True,
+            **IN_PLACE,
         },
         # developers.openai.com/api/docs/models/gpt-6.2-sol (read 2026-12-04): "The API rejects
         # requests that set reasoning effort to none"; the same for gpt-6-astra, gpt-6.1-sol and
@@ -277,7 +306,7 @@ GOOGLE: dict[str, dict[str, Any]] = {
 DEEPSEEK: dict[str, dict[str, Any]] = {
     "deepseek-v4": {
         "doc": "DeepSeek V4: thinking switch + reasoning_effort",
-        "models": {"deepseek-v4-pro": {}, "deepseek-v4-flash": {}},
+        "models": {"deepseek-v4-pro": {"system_messages_in_place": True}, "deepseek-v4-flash": {}},
         "max_tokens": 65536,
         "capabilities": {
             "thinking": "toggle",

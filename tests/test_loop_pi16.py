@@ -3,6 +3,7 @@ prepare_request, prepare_next_turn's 1.6 timing and messages, and the richer too
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -34,6 +35,7 @@ from tests.support.loop import (
     call,
     config,
     echo_tool,
+    kinds,
     of_type,
     roles,
     short,
@@ -553,3 +555,209 @@ def test_a_tool_function_returning_data_gives_structured_content_and_its_hint_th
     agent.prompt("go")
     assert ends[0].result.structured_content == {"city": "Oslo", "celsius": 21.5}
     assert agent.state.messages[2].text == '{"city": "Oslo", "celsius": 21.5}'  # the model still sees JSON text
+
+
+# =========================================================================== pi's own tests
+# Ported from pi's packages/agent/test/agent-loop.test.ts as stored by the code index (a copy
+# that carries pi's 0.87-1.6 loop tests; its own departures from pi, marked "Fork:" there, are
+# left out, as is a test of behaviour newer than 1.6.0: an abort inside prepareNextTurn stopping
+# the next request, which 1.6.0's runLoop still makes). Each keeps pi's assertions: poll
+# counts, event order, request counts.
+
+
+def test_pi_finish_turn_runs_after_the_terminating_batchs_results_and_before_turn_end() -> None:
+    """pi: "runs finishTurn after tool-result messages and before turn_end"."""
+    ordering: list[str] = []
+
+    def finish_turn(turn: Any, signal: Any) -> None:
+        assert len(turn.tool_results) == 1 and turn.context.messages[-1].role == "toolResult"
+        ordering.append("finish_turn")
+
+    def emit(event: Any) -> None:
+        if event.type == "message_end":
+            ordering.append(f"message_end:{event.message.role}")
+        elif event.type == "turn_end":
+            ordering.append("turn_end")
+
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="hello")])])
+    run_agent_loop(
+        [user("echo")],
+        AgentContext("", [], [echo_tool(terminate=True)]),
+        config(finish_turn=finish_turn),
+        emit,
+        stream_fn=stream_fn,
+    )
+    assert ordering[-3:] == ["message_end:toolResult", "finish_turn", "turn_end"]
+
+
+@pytest.mark.parametrize("stop_reason", ["error", "aborted"])
+def test_pi_finish_turn_on_a_failed_answer_keeps_the_hard_exit_and_polls_no_queue_after(stop_reason: str) -> None:
+    """pi: "runs finishTurn for a %s assistant before turn_end without changing the hard exit"."""
+    ordering: list[str] = []
+    steering, follow_up = Polls([]), Polls([user("queued")])
+
+    def finish_turn(turn: Any, signal: Any) -> Any:
+        assert turn.message.stop_reason == stop_reason
+        ordering.append("finish_turn")
+        return {"action": "continue"}
+
+    def emit(event: Any) -> None:
+        if event.type == "turn_end":
+            ordering.append("turn_end")
+
+    stream_fn = ScriptedStream([assistant("", stop_reason, error_message=stop_reason)])
+    cfg = config(finish_turn=finish_turn, get_steering_messages=steering, get_follow_up_messages=follow_up)
+    run_agent_loop([user("run")], AgentContext("", [], []), cfg, emit, stream_fn=stream_fn)
+    assert ordering == ["finish_turn", "turn_end"]
+    assert (stream_fn.calls, steering.count, follow_up.count) == (1, 1, 0)
+
+
+def test_pi_finish_turn_end_skips_the_queues_and_next_turn_preparation() -> None:
+    """pi: "action:end skips queue polling and next-turn preparation"."""
+    steering, follow_up = Polls([]), Polls([user("queued")])
+    prepared: list[Any] = []
+    cfg = config(
+        finish_turn=lambda turn, signal: {"action": "end"},
+        prepare_next_turn=lambda turn, signal: prepared.append(turn),
+        get_steering_messages=steering,
+        get_follow_up_messages=follow_up,
+    )
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="x")])])
+    run([user("run")], tools(), cfg, stream_fn)
+    assert (stream_fn.calls, steering.count, follow_up.count, len(prepared)) == (1, 1, 0, 0)
+
+
+def test_pi_finish_turn_end_sees_the_finished_turn_and_the_run_ends_with_its_events() -> None:
+    """pi: "action:end receives finalized turn context and stops before queue polling"."""
+    seen: list[Any] = []
+    steering, follow_up = Polls([]), Polls([user("follow up should stay queued")])
+
+    def finish_turn(turn: Any, signal: Any) -> Any:
+        seen.append(([r.tool_call_id for r in turn.tool_results], roles(turn.context.messages)))
+        return {"action": "end"}
+
+    cfg = config(finish_turn=finish_turn, get_steering_messages=steering, get_follow_up_messages=follow_up)
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="hello")]), assistant("should not run")])
+    events, result = run([user("echo something")], tools(), cfg, stream_fn)
+    assert (stream_fn.calls, steering.count, follow_up.count) == (1, 1, 0)
+    assert seen == [(["tool-1"], ["user", "assistant", "toolResult"])]
+    assert roles(result) == ["user", "assistant", "toolResult"]
+    assert kinds(events) == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "message_start",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_end",
+        "message_start",
+        "message_end",
+        "turn_end",
+        "agent_end",
+    ]
+
+
+def test_pi_finish_turn_continue_without_a_natural_request_makes_exactly_one() -> None:
+    """pi: "makes exactly one context-only request when no natural request satisfies continuation"."""
+    decisions: list[Any] = []
+
+    def finish_turn(turn: Any, signal: Any) -> Any:
+        decisions.append({"action": "continue"} if not decisions else None)
+        return decisions[-1]
+
+    stream_fn = ScriptedStream([assistant("response 1"), assistant("response 2")])
+    run([user("run")], AgentContext("", [], []), config(finish_turn=finish_turn), stream_fn)
+    assert (stream_fn.calls, len(decisions)) == (2, 2)
+
+
+@pytest.mark.parametrize("queue", ["steering", "follow-up"])
+def test_pi_finish_turn_continue_is_satisfied_by_the_queued_messages_request(queue: str) -> None:
+    """pi: "lets a natural %s request satisfy continuation": the second request carries the
+    queued message and no third one is made."""
+    decisions: list[Any] = []
+    steering = Polls()
+    follow_up = Polls([user("follow-up")] if queue == "follow-up" else [])
+
+    def finish_turn(turn: Any, signal: Any) -> Any:
+        decisions.append({"action": "continue"} if not decisions else None)
+        return decisions[-1]
+
+    def polled_steering() -> list[Any]:
+        taken = steering()
+        return [user("steering")] if queue == "steering" and steering.count == 2 else taken
+
+    cfg = config(finish_turn=finish_turn, get_steering_messages=polled_steering, get_follow_up_messages=follow_up)
+    stream_fn = ScriptedStream([assistant("done"), assistant("done"), assistant("never")])
+    run([user("run")], AgentContext("", [], []), cfg, stream_fn)
+    assert (stream_fn.calls, len(decisions)) == (2, 2)
+    assert queue in texts(stream_fn.requests[1])
+
+
+def test_pi_prepare_request_follows_the_pending_messages_events_and_replaces_the_request() -> None:
+    """pi: "prepares the initial request after pending messages and can replace request state"."""
+    replacement = Model(id="replacement", api="openai-responses", provider="other")
+    canonical, steer = user("canonical projection"), user("steering")
+    completed: list[Any] = []
+    prepared: list[Any] = []
+
+    def prepare_request(request: Any, signal: Any) -> Any:
+        prepared.append(request)
+        assert steer in completed and steer in request.context.messages
+        return RequestUpdate(
+            context=dataclasses.replace(request.context, messages=[canonical]),
+            model=replacement,
+            thinking_level="high",
+        )
+
+    def emit(event: Any) -> None:
+        if event.type == "message_end":
+            completed.append(event.message)
+
+    stream_fn = ScriptedStream([assistant("done")])
+    cfg = config(prepare_request=prepare_request, get_steering_messages=Polls([steer]))
+    run_agent_loop([user("prompt")], AgentContext("", [], []), cfg, emit, stream_fn=stream_fn)
+    assert len(prepared) == 1
+    (request,) = stream_fn.requests
+    assert request.model is replacement and request.options.reasoning == "high"
+    assert texts(request) == ["canonical projection"]
+
+
+def test_pi_steering_queued_by_prepare_request_waits_for_the_next_poll() -> None:
+    """pi: "does not poll steering after prepareRequest": three polls (start, after the turn,
+    the last check) and the late message reaches the second request only."""
+    late = user("late steering")
+    steering = Polls()
+    prepared: list[Any] = []
+
+    def prepare_request(request: Any, signal: Any) -> None:
+        prepared.append(request)
+        if len(prepared) == 1:
+            steering.put(late)
+
+    stream_fn = ScriptedStream([assistant("done"), assistant("done")])
+    cfg = config(prepare_request=prepare_request, get_steering_messages=steering)
+    run([user("run")], AgentContext("", [], []), cfg, stream_fn)
+    assert [late in r.context.messages for r in stream_fn.requests] == [False, True]
+    assert (len(prepared), steering.count) == (2, 3)
+
+
+def test_pi_a_terminating_batch_goes_on_for_queued_steering_after_preparing_the_next_turn() -> None:
+    """pi: "should continue a terminating tool batch when steering is queued"."""
+    queued = user("continue after termination")
+    steering = Polls()
+    tool_turns: list[Any] = []
+
+    def polled_steering() -> list[Any]:
+        steering()
+        return [queued] if steering.count == 2 else []
+
+    def prepare_next_turn(turn: Any, signal: Any) -> None:
+        if turn.tool_results:
+            tool_turns.append(turn)
+
+    stream_fn = ScriptedStream([assistant([call("tool-1", value="hello")]), assistant("done")])
+    cfg = config(get_steering_messages=polled_steering, prepare_next_turn=prepare_next_turn)
+    run([user("echo something")], AgentContext("", [], [echo_tool(terminate=True)]), cfg, stream_fn)
+    assert (stream_fn.calls, len(tool_turns)) == (2, 1)
+    assert queued in stream_fn.requests[1].context.messages

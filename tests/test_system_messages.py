@@ -11,6 +11,7 @@ import pytest
 
 from piagent import Agent, AgentContext, InvalidStateError, SystemMessage, message_from_dict, run_agent_loop
 from piagent.ai import Context, Tool, get_model
+from piagent.ai.providers import anthropic as anthropic_provider
 from piagent.ai.transcript import collapse_system_messages, current_system_message, current_system_prompt
 from piagent.sessions import JsonlSession
 from tests.ai.providers.openai_wire import chat_text
@@ -139,6 +140,14 @@ def test_reset_keeps_the_replayed_system_message_and_continue_needs_more_than_it
         agent.continue_()
 
 
+def test_pi_the_default_converter_passes_system_messages_through() -> None:
+    """pi's agent.test.ts: "passes system messages through the default LLM converter" (an agent
+    without a prompt, prompted with a system message alone, requests with just that message)."""
+    stream_fn = ScriptedStream([assistant("ok")])
+    Agent(model=MODEL, stream_fn=stream_fn).prompt(SystemMessage("updated guidance"))
+    assert roles(stream_fn.requests[0].context.messages) == ["system"]
+
+
 def test_the_loop_folds_the_contexts_prompt_ahead_of_a_transcript_that_does_not_lead_with_one() -> None:
     stream_fn = ScriptedStream([assistant("ok")])
     context = AgentContext("base", [user("earlier"), assistant("answer")], [echo_tool()])
@@ -154,8 +163,11 @@ def test_the_loop_folds_the_contexts_prompt_ahead_of_a_transcript_that_does_not_
 
 
 def test_mid_conversation_system_messages_reach_openai_and_anthropic_folded_into_the_prompt() -> None:
-    openai = get_model("openai", "gpt-5.4-mini")
-    anthropic = get_model("anthropic", "claude-opus-4-8")
+    """Models the catalogue does not mark as taking them in place (Claude Sonnet 5: "not available",
+    Anthropic's page on mid-conversation system messages; GPT-5.4 nano: not in pi-ai 1.6's list)."""
+    openai = get_model("openai", "gpt-5.4-nano")
+    anthropic = get_model("anthropic", "claude-sonnet-5")
+    assert not openai.capabilities.system_messages_in_place and not anthropic.capabilities.system_messages_in_place
     with ScriptedServer() as server:
         openai.base_url, openai.api = server.url + "/v1", "openai-completions"
         anthropic.base_url = server.url
@@ -271,8 +283,23 @@ def test_catching_up_with_another_writer_keeps_the_leading_system_message(tmp_pa
     assert collapse_system_messages(request).system_prompt == "old" and roles(request.messages)[-1] == "user"
 
 
+def test_a_models_compat_overrides_the_catalogue_for_system_messages_in_place() -> None:
+    """compat's supports_mid_convo_system_messages, when given, decides for that one model."""
+    opus = get_model("anthropic", "claude-opus-4-8")
+    opus.compat = {"supports_mid_convo_system_messages": False}
+    with ScriptedServer() as server:
+        opus.base_url = server.url
+        server.reply(anthropic_text("one"))
+        agent = Agent(model=opus, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt([SystemMessage("Be brief."), user("go")])
+        body = server.requests[0].json
+    assert body["system"][0]["text"] == "base\n\nBe brief." and [m["role"] for m in body["messages"]] == ["user"]
+
+
 @pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
-def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(api: str) -> None:
+def test_catalogue_models_that_take_system_messages_mid_conversation_get_them_in_place(api: str) -> None:
+    """Claude Opus 4.8 and GPT-5.4 mini take them (the catalogue's system_messages_in_place, from
+    Anthropic's page and pi-ai 1.6's catalogue): no compat needed."""
     from tests.ai.providers.openai_wire import responses_text
     from tests.ai.providers.sdk_oracle import check_types
 
@@ -281,7 +308,6 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
         if api == "anthropic-messages"
         else get_model("openai", "gpt-5.4-mini")
     )
-    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
     reply = {"openai-completions": chat_text, "openai-responses": responses_text, "anthropic-messages": anthropic_text}[
         api
     ]
@@ -327,7 +353,211 @@ def test_a_model_that_takes_system_messages_mid_conversation_gets_them_in_place(
             {"type": "text", "text": update, "cache_control": {"type": "ephemeral"}}
         ]
         assert "cache_control" not in body["messages"][-2]["content"][-1]
-        assert [t["name"] for t in body["tools"]] == ["echo"]
+        # it takes tool changes in place too: the list stays, with pi-ai 1.6's deferred placeholder
+        assert [t["name"] for t in body["tools"]] == ["echo", anthropic_provider.DEFERRED_PLACEHOLDER["name"]]
+
+
+def echo_declaration(name: str) -> dict[str, Any]:
+    tool = echo_tool(name)
+    return {"name": name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def test_anthropic_sends_tool_changes_between_runs_in_place_keeping_the_tool_list() -> None:
+    """Claude Opus 4.8 takes tool changes in place (tool_changes_in_place): the tools the
+    conversation started with stay the request's list, followed by a deferred placeholder (as pi-ai
+    1.6 sends it), and the change is a system message's tool_removal and tool_addition blocks,
+    under the inline-tools beta; checked against the SDK's beta request types."""
+    pytest.importorskip("anthropic")
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        first, second = (request.json for request in server.requests)
+        betas = [request.headers.get("anthropic-beta") for request in server.requests]
+    placeholder = {**anthropic_provider.DEFERRED_PLACEHOLDER}
+    assert first["tools"] == second["tools"] == [echo_declaration("echo"), placeholder]
+    assert betas == [anthropic_provider.INLINE_TOOLS_BETA] * 2
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user", "system"]
+    assert second["messages"][-1]["content"] == [
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "echo"}},
+        {
+            "type": "tool_addition",
+            "tool": {"type": "tool_definition", "definition": echo_declaration("other")},
+            "cache_control": {"type": "ephemeral"},
+        },
+    ]
+    check_types(MessageCreateParamsStreaming, second)
+
+
+def test_a_model_taking_system_messages_but_not_tool_changes_gets_the_current_tools() -> None:
+    """compat's supports_mid_convo_tool_changes False: system messages stay in place (the first of
+    them right after the prompt too), the tool list is the current one, no placeholder, no beta."""
+    model = get_model("anthropic", "claude-opus-4-8")
+    model.compat = {"supports_mid_convo_tool_changes": False}
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt([SystemMessage("Be brief."), user("go")])
+        body, beta = server.requests[0].json, server.requests[0].headers.get("anthropic-beta")
+    assert body["system"][0]["text"] == "base" and body["tools"] == [echo_declaration("echo")] and beta is None
+    assert [m["role"] for m in body["messages"]] == ["user", "system"]
+
+
+def test_anthropic_sends_system_messages_held_to_the_same_place_as_one() -> None:
+    """Anthropic's page on mid-conversation system messages: one may not be adjacent to another.
+    System messages held back to the same place (before the next assistant message, or the end)
+    go as one system message, their blocks in transcript order: each text, then its tool changes."""
+    pytest.importorskip("anthropic")
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        server.reply(anthropic_text("three"))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]  # announced on the run's last system message
+        agent.prompt([SystemMessage("Be brief."), user("second"), SystemMessage("Answer in French.")])
+        agent.prompt("third")
+        second, third = (request.json for request in server.requests[1:])
+    merged = [
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": "Answer in French."},
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "echo"}},
+        {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": echo_declaration("other")}},
+    ]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user", "system"]
+    assert second["messages"][-1]["content"] == merged[:-1] + [{**merged[-1], "cache_control": {"type": "ephemeral"}}]
+    # held before the assistant message that answered them, still as one
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "system", "assistant", "user"]
+    assert third["messages"][3] == {"role": "system", "content": merged}
+    check_types(MessageCreateParamsStreaming, second)
+    check_types(MessageCreateParamsStreaming, third)
+
+
+def test_anthropic_sends_the_current_tools_when_the_conversation_started_without_any() -> None:
+    """With no tool declared up front there is nothing to keep (pi-ai 1.6): the request's list is
+    the current tools and the system message says only its text."""
+    model = get_model("anthropic", "claude-opus-4-8")
+    with ScriptedServer() as server:
+        model.base_url = server.url
+        server.reply(anthropic_text("one"))
+        server.reply(anthropic_text("two"))
+        agent = Agent(model=model, system_prompt="base", system_messages=True, get_api_key=lambda p: KEY)
+        agent.prompt("first")
+        agent.state.tools = [echo_tool()]
+        agent.prompt([SystemMessage("Use echo."), user("second")])
+        first, second = (request.json for request in server.requests)
+        beta = server.requests[1].headers.get("anthropic-beta")
+    assert "tools" not in first and second["tools"] == [echo_declaration("echo")] and beta is None
+    assert second["messages"][-1] == {
+        "role": "system",
+        "content": [{"type": "text", "text": "Use echo.", "cache_control": {"type": "ephemeral"}}],
+    }
+
+
+def responses_function(name: str) -> dict[str, Any]:
+    tool = echo_tool(name)
+    return {
+        "type": "function",
+        "name": name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": False,
+    }
+
+
+def test_responses_declares_tools_in_additional_tools_items_for_a_model_taking_tool_changes() -> None:
+    """GPT-5.6 takes tool changes in place (tool_changes_in_place): no top-level tools; the first
+    tools head the input in an additional_tools item, each change adds one where it stands, after
+    a note that it adds to the earlier ones (naming the tools still unavailable), and a removal is
+    said in the system message's text (pi-ai 1.6's rendering; the SDK's request types)."""
+    pytest.importorskip("openai")
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    from tests.ai.providers.openai_wire import responses_text
+    from tests.ai.providers.sdk_oracle import check_types
+
+    model = get_model("openai", "gpt-5.6-sol")
+    with ScriptedServer() as server:
+        model.base_url = server.url + "/v1"
+        for text in ("one", "two", "three"):
+            server.reply(responses_text(text))
+        agent = Agent(
+            model=model, system_prompt="base", tools=[echo_tool()], system_messages=True, get_api_key=lambda p: KEY
+        )
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        agent.state.tools = [echo_tool("other"), echo_tool("third")]
+        agent.prompt("third")
+        bodies = [request.json for request in server.requests]
+    head = {"type": "additional_tools", "role": "developer", "tools": [responses_function("echo")]}
+    assert all("tools" not in body for body in bodies) and bodies[0]["instructions"] == "base"
+    assert bodies[0]["input"][0] == head and bodies[2]["input"][0] == head
+    note = (
+        "The tools below are added to the ones declared earlier, which remain available unless they were "
+        "said to be unavailable; a tool declared again is available again, with its new definition."
+    )
+    assert [item for item in bodies[2]["input"] if item.get("role") == "developer"][1:] == [
+        {"role": "developer", "content": note},
+        {"type": "additional_tools", "role": "developer", "tools": [responses_function("other")]},
+        {"role": "developer", "content": "These tools are no longer available; do not call them:\n- echo"},
+        {"role": "developer", "content": note + "\nStill unavailable: echo."},
+        {"type": "additional_tools", "role": "developer", "tools": [responses_function("third")]},
+    ]
+    for body in bodies:
+        check_types(ResponseCreateParamsStreaming, body)
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses"])
+def test_a_transcript_without_system_messages_reaches_a_model_taking_tool_changes_as_in_0731(api: str) -> None:
+    """Claude Opus 4.8 and GPT-5.6 take tool changes in place, but a transcript without system
+    messages (no system_messages option) sends what 0.73.1 sent: the prompt, the current tools as
+    the request's list (no placeholder, no inline-tools beta, no additional_tools item)."""
+    from tests.ai.providers.openai_wire import responses_text
+
+    anthropic = api == "anthropic-messages"
+    model = get_model("anthropic", "claude-opus-4-8") if anthropic else get_model("openai", "gpt-5.6-sol")
+    with ScriptedServer() as server:
+        model.base_url = server.url if anthropic else server.url + "/v1"
+        for text in ("one", "two"):
+            server.reply(anthropic_text(text) if anthropic else responses_text(text))
+        agent = Agent(model=model, system_prompt="base", tools=[echo_tool()], get_api_key=lambda p: KEY)
+        agent.prompt("first")
+        agent.state.tools = [echo_tool("other")]
+        agent.prompt("second")
+        bodies = [request.json for request in server.requests]
+        betas = [request.headers.get("anthropic-beta") for request in server.requests]
+    assert "system" not in roles(agent.state.messages)
+    if anthropic:
+        assert [body["tools"] for body in bodies] == [[echo_declaration("echo")], [echo_declaration("other")]]
+        assert betas == [None, None] and [body["system"][0]["text"] for body in bodies] == ["base", "base"]
+        assert [m["role"] for m in bodies[1]["messages"]] == ["user", "assistant", "user"]
+    else:
+        assert [body["tools"] for body in bodies] == [[responses_function("echo")], [responses_function("other")]]
+        assert [body["instructions"] for body in bodies] == ["base", "base"]
+        assert [item.get("role") for item in bodies[1]["input"]] == ["user", "assistant", "user"]
 
 
 def test_responses_renders_a_later_system_message_as_system_where_the_server_takes_no_developer_role() -> None:
@@ -336,11 +566,7 @@ def test_responses_renders_a_later_system_message_as_system_where_the_server_tak
     from tests.ai.providers.openai_wire import responses_text
 
     model = get_model("openai", "gpt-5.4-mini")
-    model.compat = {
-        **(model.compat or {}),
-        "supports_mid_convo_system_messages": True,
-        "supports_developer_role": False,
-    }
+    model.compat = {**(model.compat or {}), "supports_developer_role": False}
     with ScriptedServer() as server:
         model.base_url, model.api = server.url + "/v1", "openai-responses"
         server.reply(responses_text("one"))
@@ -354,8 +580,7 @@ def test_a_system_message_after_an_unanswered_tool_call_goes_after_its_result() 
     """A run killed mid-batch leaves a tool call without a result; a system message the next
     prompt brings must not come between the call and the result
     the provider adds for it, or Chat Completions rejects the request (pi-ai 1.6 holds it back)."""
-    model = get_model("openai", "gpt-5.4-mini")
-    model.compat = {**(model.compat or {}), "supports_mid_convo_system_messages": True}
+    model = get_model("openai", "gpt-5.4-mini")  # takes system messages in place (the catalogue)
     killed = [SystemMessage("base", tools_added=[READ]), user("go"), assistant([call("call-1", "read", path="a")])]
     with ScriptedServer() as server:
         model.base_url, model.api = server.url + "/v1", "openai-completions"

@@ -25,6 +25,12 @@ builders read it and never look at the model id. The rules are written out in
   named tool); such a choice is sent as "auto" with a one-time warning.
 * ``chat_tools_with_reasoning``: False when OpenAI Chat Completions refuses function tools while
   the model reasons; on a model that always reasons, tools then need the Responses API.
+* ``system_messages_in_place``: the model accepts system (developer) messages after the
+  conversation started, so a transcript's later system messages are sent where they stand
+  rather than folded into the system prompt; ``tool_changes_in_place``: it also accepts tool
+  changes there (Anthropic ``tool_addition``/``tool_removal`` blocks, OpenAI Responses
+  ``additional_tools`` items). A model's ``compat`` may set either for one model
+  (:func:`system_messages_in_place`, :func:`tool_changes_in_place`).
 
 What a provider was seen to refuse (``piagent/ai/providers/_rejections.py``) is learned as
 changes to these fields, per model, and :func:`capabilities_of` applies them (:func:`learn`).
@@ -54,7 +60,9 @@ __all__ = [
     "learned",
     "lowest_effort",
     "plan_thinking",
+    "system_messages_in_place",
     "thinks",
+    "tool_changes_in_place",
     "warn_if_thinking_ignored",
     "warn_once",
 ]
@@ -92,6 +100,12 @@ class Capabilities:
     chat_tools_with_reasoning: bool = True
     #: OpenAI: the request takes ``prompt_cache_options`` (mode, ttl; GPT-5.6 and later).
     prompt_cache_options: bool = False
+    #: A transcript's later system messages are sent where they stand (pi-ai 1.6's
+    #: ``supportsMidConvoSystemMessages``), not folded into the system prompt.
+    system_messages_in_place: bool = False
+    #: Tool changes are sent where they stand too (pi-ai 1.6's ``supportsMidConvoToolChanges`` on
+    #: Anthropic, ``supportsAdditionalTools`` on OpenAI Responses); needs ``system_messages_in_place``.
+    tool_changes_in_place: bool = False
     #: (piagent level, wire effort) pairs where the provider documents its own mapping; given
     #: and written (``to_dict``, the catalogue) as a mapping, kept as pairs so the value stays frozen.
     effort_map: tuple[tuple[str, str], ...] = ()
@@ -235,6 +249,32 @@ def forget_learned() -> None:
     """Forget every learned change (tests; a model whose rules changed back)."""
     with _learned_lock:
         _learned.clear()
+
+
+#: The ``model.compat`` keys that set :attr:`Capabilities.system_messages_in_place` and
+#: :attr:`Capabilities.tool_changes_in_place` for one model (a custom model, a proxy).
+SYSTEM_MESSAGES_COMPAT = "supports_mid_convo_system_messages"
+TOOL_CHANGES_COMPAT = "supports_mid_convo_tool_changes"
+
+
+def _in_place(model: Any, compat_key: str, field: str) -> bool:
+    compat = model.compat or {}
+    if compat_key in compat:
+        return bool(compat[compat_key])
+    return bool(getattr(capabilities_of(model, NO_THINKING), field))
+
+
+def system_messages_in_place(model: Any) -> bool:
+    """Whether ``model`` takes a transcript's later system messages where they stand: its
+    ``compat``'s ``supports_mid_convo_system_messages`` when given, else its capabilities."""
+    return _in_place(model, SYSTEM_MESSAGES_COMPAT, "system_messages_in_place")
+
+
+def tool_changes_in_place(model: Any) -> bool:
+    """Whether ``model`` takes tool changes where they stand (``compat`` key
+    ``supports_mid_convo_tool_changes``, else its capabilities); never without
+    :func:`system_messages_in_place`."""
+    return system_messages_in_place(model) and _in_place(model, TOOL_CHANGES_COMPAT, "tool_changes_in_place")
 
 
 def thinks(model: Any) -> bool:

@@ -8,7 +8,8 @@ unregistered ``api`` or a model whose ``api`` is not the provider's.
 
 A context whose messages include system messages (pi 1.6) reaches a provider folded: the
 system messages replayed into its system prompt and tools, unless the provider renders them in
-place and the model accepts that (docs/llm.md#system-messages).
+place and the model accepts that; the tool changes they carry likewise
+(docs/llm.md#system-messages).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..exceptions import ProviderNotFoundError
-from .capabilities import warn_if_thinking_ignored
+from .capabilities import system_messages_in_place, tool_changes_in_place, warn_if_thinking_ignored
 from .stream import AssistantMessageEventStream
 from .transcript import resolve_transcript
 from .types import AssistantMessage, Context, Model, StreamOptions
@@ -39,9 +40,6 @@ __all__ = [
 
 StreamFunction = Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]
 
-MID_CONVERSATION_COMPAT = "supports_mid_convo_system_messages"
-"""The ``model.compat`` key of a model that accepts system messages inside the conversation."""
-
 
 @dataclass(frozen=True)
 class ApiProvider:
@@ -54,12 +52,13 @@ _providers: dict[str, ApiProvider] = {}
 _lock = threading.Lock()
 
 
-def _checked(api: str, fn: StreamFunction, system_messages: bool) -> StreamFunction:
+def _checked(api: str, fn: StreamFunction, system_messages: bool, tool_changes: bool) -> StreamFunction:
     def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
         if model.api != api:
             raise ProviderNotFoundError(f"Mismatched api: {model.api} expected {api}")
-        in_place = system_messages and bool((model.compat or {}).get(MID_CONVERSATION_COMPAT))
-        return fn(model, resolve_transcript(context, in_place), options)
+        in_place = system_messages and system_messages_in_place(model)
+        changes = in_place and tool_changes and tool_changes_in_place(model)
+        return fn(model, resolve_transcript(context, in_place, changes), options)
 
     return call
 
@@ -70,15 +69,21 @@ def register_api_provider(
     stream_simple: Optional[StreamFunction] = None,
     *,
     system_messages: bool = False,
+    tool_changes: bool = False,
 ) -> ApiProvider:
     """Register (or replace) the provider for ``api``; ``stream_simple`` defaults to ``stream``.
 
     ``system_messages=True``: the provider renders later system messages in place for a model
-    whose ``compat`` sets ``supports_mid_convo_system_messages``; every other context reaches it
-    with its system messages folded into the system prompt and the tools.
+    that takes them (:func:`~piagent.ai.capabilities.system_messages_in_place`); every other
+    context reaches it with its system messages folded into the system prompt and the tools.
+    ``tool_changes=True`` too: for a model that takes tool changes in place
+    (:func:`~piagent.ai.capabilities.tool_changes_in_place`) the context's tools are the ones
+    declared before the conversation, and the provider renders the later changes.
     """
     provider = ApiProvider(
-        api, _checked(api, stream, system_messages), _checked(api, stream_simple or stream, system_messages)
+        api,
+        _checked(api, stream, system_messages, tool_changes),
+        _checked(api, stream_simple or stream, system_messages, tool_changes),
     )
     with _lock:
         _providers[api] = provider

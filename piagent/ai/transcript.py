@@ -28,6 +28,7 @@ __all__ = [
     "render_system_message_update",
     "resolve_transcript",
     "system_message_text",
+    "take_leading_system_message",
     "to_tool_declaration",
     "tool_state_changes",
 ]
@@ -132,11 +133,14 @@ def tool_state_changes(previous: Sequence[Tool], current: Sequence[Tool]) -> tup
     return added, removed
 
 
-def resolve_transcript(context: Context, in_place: bool) -> Context:
+def resolve_transcript(context: Context, in_place: bool, tool_changes: bool = False) -> Context:
     """The request context for a provider: folded (:func:`collapse_system_messages`), or, when the
     model takes system messages inside the conversation (``in_place``), with only the leading one
-    folded into the system prompt, the later ones left in place for the provider to render
-    (:func:`render_system_message_update`) and the request's tools the transcript's current ones."""
+    folded into the system prompt, the request's tools the transcript's current ones, and the
+    later ones left in place for the provider to render (:func:`render_system_message_update`).
+    With ``tool_changes`` (a provider rendering tool changes in place for a model taking them) the
+    leading one is kept instead, as the first message: the prompt and the tools declared before
+    the conversation (:func:`take_leading_system_message`); the provider renders the rest."""
     if not has_system_messages(context.messages):
         return context
     if not in_place:
@@ -147,8 +151,21 @@ def resolve_transcript(context: Context, in_place: bool) -> Context:
     if isinstance(messages[0], SystemMessage):
         lead.append(messages.pop(0))
     replayed = current_system_message(lead)
+    if tool_changes:
+        return Context(None, [replayed or SystemMessage("", timestamp=0), *messages], None)
     prompt = system_message_text(replayed) if replayed is not None else ""
     return Context(prompt or None, messages, current_tools([*lead, *messages]) or None)
+
+
+def take_leading_system_message(context: Context) -> tuple[Optional[SystemMessage], Context]:
+    """For a provider rendering tool changes in place: the leading system message
+    :func:`resolve_transcript` kept (None when the context does not lead with one), and the
+    context with it folded into the system prompt and the tools it declares."""
+    lead = context.messages[0] if context.messages else None
+    if not isinstance(lead, SystemMessage):
+        return None, context
+    tools = list(lead.tools_added or []) or None
+    return lead, Context(system_message_text(lead) or None, list(context.messages[1:]), tools)
 
 
 def collapse_system_messages(context: Context) -> Context:

@@ -14,6 +14,12 @@ Prompt caching: unless ``cache_retention == "none"``, the system prompt and the 
 message (or a later system message held at the end) carry ``cache_control: {"type":
 "ephemeral"}`` (``"long"`` adds ``"ttl": "1h"``).
 
+Tool changes in place (a model whose capabilities say ``tool_changes_in_place``, a transcript
+with system messages, tools declared from the start; docs/llm.md#system-messages): ``tools``
+stays the list the conversation started with, followed by :data:`DEFERRED_PLACEHOLDER`; each
+later system message carries ``tool_removal`` and ``tool_addition`` blocks (a tool defined by
+value), under the :data:`INLINE_TOOLS_BETA` header.
+
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels):
 
 * ``adaptive`` models: ``thinking: {"type": "adaptive", "display": "summarized"}`` plus
@@ -49,12 +55,13 @@ from ..capabilities import (
     capabilities_of,
     is_forced,
     plan_thinking,
+    tool_changes_in_place,
     warn_once,
 )
 from ..output import add_anthropic_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
-from ..transcript import is_system_message, render_system_message_update
+from ..transcript import current_tools, is_system_message, render_system_message_update, take_leading_system_message
 from ..transform import transform_messages
 from ..types import (
     AssistantMessage,
@@ -79,6 +86,8 @@ from ._rejections import open_learning
 __all__ = [
     "ANTHROPIC_VERSION",
     "API",
+    "DEFERRED_PLACEHOLDER",
+    "INLINE_TOOLS_BETA",
     "SAMPLING_VERSION",
     "AnthropicStreamMapper",
     "build_request",
@@ -93,6 +102,16 @@ ANTHROPIC_VERSION = "2026-10-21"
 #: The version a request carrying ``temperature`` is sent with: 2026-10-21 refuses sampling fields.
 SAMPLING_VERSION = "2023-06-01"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+#: Tools defined by value in a ``tool_addition`` block (the SDK's ``AnthropicBetaParam``).
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+#: Ends ``tools`` while tool changes are sent in place, as pi-ai 1.6 does: a deferred tool
+#: (``defer_loading``), so never offered to the model. Anthropic's docs do not ask for it.
+DEFERRED_PLACEHOLDER: dict[str, Any] = {
+    "name": "piagent_deferred_placeholder",
+    "description": "A placeholder that is never available; do not call it.",
+    "input_schema": {"type": "object", "properties": {}, "required": []},
+    "defer_loading": True,
+}
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -176,20 +195,48 @@ def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:
     return result
 
 
-def convert_messages(messages: list[Any]) -> list[dict[str, Any]]:
+def _tool_definition(tool: Any) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def _system_blocks(message: Any, tool_changes: bool) -> list[dict[str, Any]]:
+    """A later system message's content: its text, then (``tool_changes``) a ``tool_removal`` per
+    tool withdrawn (not one it defines again) and a ``tool_addition`` per tool it defines."""
+    text = render_system_message_update(message)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if tool_changes:
+        added = message.tools_added or []
+        redefined = {tool.name for tool in added}
+        blocks += [
+            {"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}}
+            for name in message.tools_removed or ()
+            if name not in redefined
+        ]
+        blocks += [
+            {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": _tool_definition(tool)}}
+            for tool in added
+        ]
+    return blocks
+
+
+def convert_messages(messages: list[Any], tool_changes: bool = False) -> list[dict[str, Any]]:
     """Already-transformed messages as Anthropic ``messages`` (tool results merged per turn).
 
     A system message (only for a model that takes them in place, docs/llm.md#system-messages)
     is held back until just before the next assistant message sent, or the end, as pi-ai does: a
-    tool result must follow its tool use directly, so nothing may come between them.
+    tool result must follow its tool use directly, so nothing may come between them. The ones
+    held to the same place go as one, their blocks in order: a system message may not be adjacent
+    to another. With ``tool_changes`` each carries its tool changes too.
     """
     out: list[dict[str, Any]] = []
-    held: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []  # at most one system message
     for message in messages:
         if is_system_message(message):
-            text = render_system_message_update(message)
-            if text:
-                held.append({"role": "system", "content": [{"type": "text", "text": text}]})
+            blocks = _system_blocks(message, tool_changes)
+            if blocks and held:
+                held[0]["content"] += blocks
+            elif blocks:
+                held.append({"role": "system", "content": blocks})
         elif message.role == "user":
             blocks = _user_blocks(message.content)
             if blocks:
@@ -273,10 +320,25 @@ def _plan(model: Model, context: Context, options: StreamOptions) -> tuple[Capab
     return caps, thinking, effort, choice
 
 
+def _request_context(model: Model, context: Context) -> tuple[Context, bool]:
+    """``(context, tool changes in place)``: the context with a leading system message (kept by
+    the registry when the model takes tool changes in place) folded in; changes are rendered in
+    place when it declared tools, else the request's tools are the transcript's current ones."""
+    if not tool_changes_in_place(model):
+        return context, False
+    lead, folded = take_leading_system_message(context)
+    if lead is None:
+        return context, False
+    if folded.tools:
+        return folded, True
+    return Context(folded.system_prompt, folded.messages, current_tools(folded.messages) or None), False
+
+
 def build_request(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of a streaming Messages request for ``context`` (before ``on_payload``)."""
+    context, tool_changes = _request_context(model, context)
     cache = _cache_control(options)
-    messages = convert_messages(transform_messages(context.messages, model, normalize_tool_call_id))
+    messages = convert_messages(transform_messages(context.messages, model, normalize_tool_call_id), tool_changes)
     if cache is not None:
         for message in reversed(messages):
             if message["role"] in ("user", "system"):  # a held system message may come last (pi-ai 1.6)
@@ -302,9 +364,9 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
     if temperature is not None:
         payload["temperature"] = temperature
     if context.tools:
-        payload["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in context.tools
-        ]
+        payload["tools"] = [_tool_definition(t) for t in context.tools]
+        if tool_changes:
+            payload["tools"].append(dict(DEFERRED_PLACEHOLDER))
         tool_choice = _tool_choice(choice)
         if tool_choice is not None:
             payload["tool_choice"] = tool_choice
@@ -318,13 +380,18 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> dic
 
 def request_headers(model: Model, context: Context, options: StreamOptions) -> dict[str, str]:
     """Headers the request needs besides the key: ``anthropic-version`` (:data:`SAMPLING_VERSION`
-    when a temperature is sent, else :data:`ANTHROPIC_VERSION`) and the interleaved-thinking beta
-    for budget thinking with tools, on the models that need it."""
+    when a temperature is sent, else :data:`ANTHROPIC_VERSION`) and the betas: inline tools when
+    tool changes are sent in place, interleaved thinking for budget thinking with tools on the
+    models that need it."""
+    context, tool_changes = _request_context(model, context)
     caps, thinking, _, _ = _plan(model, context, options)
     sampling = allowed_temperature(model, caps, options.temperature, thinking) is not None
     headers = {"anthropic-version": SAMPLING_VERSION if sampling else ANTHROPIC_VERSION}
+    betas = [INLINE_TOOLS_BETA] if tool_changes else []
     if thinking and context.tools and caps.thinking == "budget" and caps.interleaved_thinking_beta:
-        headers["anthropic-beta"] = INTERLEAVED_THINKING_BETA
+        betas.append(INTERLEAVED_THINKING_BETA)
+    if betas:
+        headers["anthropic-beta"] = ",".join(betas)
     return headers
 
 
@@ -494,4 +561,4 @@ def stream_anthropic(model: Model, context: Context, options: StreamOptions) -> 
     return stream_events(model, options, body)
 
 
-register_api_provider(API, stream_anthropic, stream_anthropic, system_messages=True)
+register_api_provider(API, stream_anthropic, stream_anthropic, system_messages=True, tool_changes=True)

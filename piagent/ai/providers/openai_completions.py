@@ -38,9 +38,9 @@ Studio). Where servers differ, ``model.compat`` decides; unset keys are detected
                                   ``docs/servers.md#tool-calls``
 ================================  ==========================================================
 
-``supports_mid_convo_system_messages`` (default False) sends a transcript's later system
-messages in place instead of folding them into the system prompt (pi 1.6,
-``docs/llm.md#system-messages``).
+``supports_mid_convo_system_messages`` (default: the model's ``system_messages_in_place``
+capability) sends a transcript's later system messages in place instead of folding them into
+the system prompt (pi 1.6, ``docs/llm.md#system-messages``).
 
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``effort`` models
 get ``reasoning_effort`` (``"none"`` for off where the model has it), ``toggle`` models

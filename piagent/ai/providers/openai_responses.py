@@ -20,6 +20,13 @@ it, ``response.completed`` (or ``response.incomplete``) carries usage and status
 terminal event is an error. Refusal parts are text and end the message with
 ``stop_reason == "refusal"``.
 
+Tool changes in place (a model whose capabilities say ``tool_changes_in_place``, a transcript
+with system messages; docs/llm.md#system-messages), as pi-ai 1.6 sends them: no top-level
+``tools``; every tool is declared in an ``additional_tools`` input item, the ones the
+conversation started with at the head of ``input``, each later system message's additions where
+it stands (after the first, preceded by a note that the item adds to the earlier ones), and its
+removals named in its text, since an item cannot withdraw a tool.
+
 Thinking follows ``model.capabilities`` (docs/models.md#thinking-levels): ``reasoning:
 {"effort", "summary": "auto"}``, ``{"effort": "none"}`` for off where the model has it; a
 ``temperature`` the model rejects is left out (one-time warning). Usage records cache writes
@@ -33,12 +40,12 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..builder import MessageBuilder
-from ..capabilities import EFFORT_DEFAULT, allowed_temperature, allowed_tool_choice
+from ..capabilities import EFFORT_DEFAULT, allowed_temperature, allowed_tool_choice, tool_changes_in_place
 from ..json_stream import parse_streaming_json
 from ..output import add_responses_output
 from ..registry import register_api_provider
 from ..stream import AssistantMessageEventStream
-from ..transcript import is_system_message, render_system_message_update
+from ..transcript import is_system_message, render_system_message_update, take_leading_system_message
 from ..transform import is_same_model, transform_messages
 from ..types import (
     AssistantMessage,
@@ -161,9 +168,63 @@ def _normalize_call_id(call_id: str, *_: Any) -> str:
     return safe_call_id(call_id, 64)
 
 
-def _input(model: Model, context: Context) -> list[dict[str, Any]]:
+def _function_tool(tool: Any) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": False,
+    }
+
+
+def _tools_update_note(unavailable: list[str]) -> str:
+    """Said before every ``additional_tools`` item after the first: models otherwise read the
+    latest item as the whole tool set (pi-ai 1.6's finding)."""
+    note = (
+        "The tools below are added to the ones declared earlier, which remain available unless "
+        "they were said to be unavailable; a tool declared again is available again, with its new definition."
+    )
+    return note + (f"\nStill unavailable: {', '.join(unavailable)}." if unavailable else "")
+
+
+def _removal_note(names: list[str]) -> str:
+    return "These tools are no longer available; do not call them:\n" + "\n".join(f"- {n}" for n in names)
+
+
+class _ToolChanges:
+    """The ``additional_tools`` items of a request sending tool changes in place."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.declared = False
+        self.unavailable: list[str] = []
+
+    def added(self, tools: list[Any]) -> list[dict[str, Any]]:
+        names = {tool.name for tool in tools}
+        self.unavailable = [name for name in self.unavailable if name not in names]
+        if not tools:
+            return []
+        items = [{"role": self.role, "content": _tools_update_note(self.unavailable)}] if self.declared else []
+        self.declared = True
+        return items + [{"type": "additional_tools", "role": "developer", "tools": [_function_tool(t) for t in tools]}]
+
+    def removed(self, message: Any) -> str:
+        """The note naming what ``message`` withdraws (not what it defines again), or ""."""
+        again = {tool.name for tool in message.tools_added or []}
+        names = [name for name in message.tools_removed or () if name not in again]
+        self.unavailable += [name for name in names if name not in self.unavailable]
+        return _removal_note(names) if names else ""
+
+
+def _input(model: Model, context: Context, tool_changes: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
+    developer = model.reasoning and (model.compat or {}).get("supports_developer_role") is not False
+    role = "developer" if developer else "system"
+    changes = _ToolChanges(role) if tool_changes else None
+    if changes is not None:
+        out += changes.added(list(context.tools or []))
 
     def flush_images() -> None:
         if images:
@@ -171,19 +232,22 @@ def _input(model: Model, context: Context) -> list[dict[str, Any]]:
             images.clear()
 
     for message in transform_messages(context.messages, model, _normalize_call_id):
-        role = getattr(message, "role", None)
-        if role != "toolResult":
+        kind = getattr(message, "role", None)
+        if kind != "toolResult":
             flush_images()
-        if role == "user":
+        if kind == "user":
             out.append(_user_item(message.content))
         elif is_system_message(message):  # in place: the model accepts it (docs/llm.md#system-messages)
-            text = render_system_message_update(message)
+            parts = [render_system_message_update(message)]
+            if changes is not None:
+                out += changes.added(list(message.tools_added or []))
+                parts.append(changes.removed(message))
+            text = "\n\n".join(part for part in parts if part)
             if text:
-                developer = model.reasoning and (model.compat or {}).get("supports_developer_role") is not False
-                out.append({"role": "developer" if developer else "system", "content": text})
-        elif role == "assistant":
+                out.append({"role": role, "content": text})
+        elif kind == "assistant":
             out.extend(_assistant_items(message, model))
-        elif role == "toolResult":
+        elif kind == "toolResult":
             text, pictures = tool_result_parts(message)
             out.append({"type": "function_call_output", "call_id": _split_id(message.tool_call_id)[0], "output": text})
             images.extend({"type": "input_image", "image_url": data_uri(b), "detail": "auto"} for b in pictures)
@@ -198,7 +262,16 @@ def _tool_choice(choice: Any) -> Any:
 
 def build_payload(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
     """The JSON body for ``POST /responses`` (before ``on_payload``)."""
-    payload: dict[str, Any] = {"model": model.id, "input": _input(model, context), "stream": True, "store": False}
+    tool_changes = False
+    if tool_changes_in_place(model):  # the registry kept the leading system message
+        lead, context = take_leading_system_message(context)
+        tool_changes = lead is not None
+    payload: dict[str, Any] = {
+        "model": model.id,
+        "input": _input(model, context, tool_changes),
+        "stream": True,
+        "store": False,
+    }
     if context.system_prompt:
         payload["instructions"] = context.system_prompt
     if options.max_tokens:
@@ -207,17 +280,8 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     temperature = allowed_temperature(model, caps, options.temperature, thinking)
     if temperature is not None:
         payload["temperature"] = temperature
-    if context.tools:
-        payload["tools"] = [
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-                "strict": False,
-            }
-            for t in context.tools
-        ]
+    if context.tools and not tool_changes:
+        payload["tools"] = [_function_tool(t) for t in context.tools]
     if options.tool_choice is not None:
         payload["tool_choice"] = _tool_choice(allowed_tool_choice(model, caps, options.tool_choice))
     if caps.reasoning:
@@ -431,4 +495,6 @@ def stream_simple_openai_responses(
     return stream_openai_responses(model, context, with_default_max_tokens(model, options))
 
 
-register_api_provider(API, stream_openai_responses, stream_simple_openai_responses, system_messages=True)
+register_api_provider(
+    API, stream_openai_responses, stream_simple_openai_responses, system_messages=True, tool_changes=True
+)

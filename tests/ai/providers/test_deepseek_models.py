@@ -105,3 +105,26 @@ def test_cache_hits_and_reasoning_tokens_are_read_and_costed(server):
     assert prices.cache_read < prices.input
     expected = (200 * prices.input + 800 * prices.cache_read + 100 * prices.output) / 1e6
     assert usage.cost.total == pytest.approx(expected)
+
+
+def test_deepseek_v4_pro_gets_a_later_system_message_where_it_stands_and_flash_gets_it_folded(server) -> None:
+    """pi-ai 1.6.0's catalogue marks deepseek-v4-pro (not flash) as taking system messages
+    mid-conversation (system_messages_in_place); the registered provider renders it in place."""
+    from piagent.ai import SystemMessage, stream
+
+    transcript = [SystemMessage("base", timestamp=0), UserMessage("Hi", timestamp=1), SystemMessage("Be brief.")]
+    bodies = {}
+    for model_id in ("deepseek-v4-pro", "deepseek-v4-flash"):
+        server.reply(chat_text("ok"))
+        message = stream(model_at(server, model_id), Context(messages=transcript), api_key=KEY).result(10)
+        assert message.stop_reason == "stop", message.error_message
+        bodies[model_id] = server.requests[-1].json
+    assert bodies["deepseek-v4-pro"]["messages"] == [
+        {"role": "system", "content": "base"},
+        {"role": "user", "content": "Hi"},
+        {"role": "system", "content": "Be brief."},
+    ]
+    assert bodies["deepseek-v4-flash"]["messages"] == [
+        {"role": "system", "content": "base\n\nBe brief."},
+        {"role": "user", "content": "Hi"},
+    ]

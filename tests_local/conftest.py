@@ -56,14 +56,19 @@ def chat_format(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+#: The server's context size unless a test asks for another (``--n_ctx``; also the server's default).
+SERVER_N_CTX = 2048
+
+
 @contextlib.contextmanager
-def running_server(gguf: str, chat_format: Optional[str], log_path: Path) -> Iterator[str]:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (``chat_format`` None: the
-    GGUF's own template); yields its ``/v1`` base URL."""
+def running_server(gguf: str, chat_format: Optional[str], log_path: Path, n_ctx: int = SERVER_N_CTX) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with a context of ``n_ctx``
+    tokens (``chat_format`` None: the GGUF's own template); yields its ``/v1`` base URL."""
     port = _free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", gguf,
+        "--n_ctx", str(n_ctx),
         "--n_threads", "1", "--n_threads_batch", "1",
         "--host", "127.0.0.1", "--port", str(port),
     ] + (["--chat_format", chat_format] if chat_format else [])  # fmt: skip

@@ -4,14 +4,21 @@
 for a prompt that is too long, a success whose reported input exceeds the window (some servers
 accept it silently), and a stream that ended empty while the request's estimated size exceeded
 the window (llama-cpp-python's server answers such a streamed request with HTTP 200 and no body).
+
+:func:`context_window` is a model's window as piagent knows it: the declared one, or the smaller
+one a server stated in an overflow error (:func:`learn_context_window`): a local server's model
+is declared with a guess (``custom_model``'s 128,000) while the server runs with its own.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Optional
 
-__all__ = ["OVERFLOW_PATTERNS", "is_context_overflow"]
+from .types import Model
+
+__all__ = ["OVERFLOW_PATTERNS", "context_window", "is_context_overflow", "learn_context_window"]
 
 #: What each API says when the prompt exceeds the context window (case-insensitive searches).
 OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
@@ -41,6 +48,18 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 
 #: Failures that may mention tokens but are not an overflow: rate limits above all.
 NOT_OVERFLOW = re.compile(r"rate limit|too many requests|throttl", re.IGNORECASE)
+
+#: Where an overflow error states the window (the first group), for :func:`learn_context_window`.
+STATED_WINDOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        r"tokens > (\d+) maximum",  # Anthropic
+        r"maximum context length is (\d+) tokens",  # OpenAI, llama-cpp-python's server, OpenRouter
+        r"exceed context window of (\d+)",  # llama-cpp-python (embedded)
+        r"too large for model with (\d+) maximum context length",  # Mistral
+        r"maximum prompt length is (\d+)",  # xAI
+    )
+)
 
 #: How piagent's providers report a stream that stopped before its end.
 STREAM_ENDED_EARLY = "The stream ended before the response was complete"
@@ -81,3 +100,38 @@ def _has_content(block: Any) -> bool:
     if kind == "thinking":
         return bool(block.thinking)
     return kind == "toolCall"
+
+
+#: Windows stated by servers, by model (api, provider, base_url, id): one entry per model a
+#: process talks to whose server refused a request as too long.
+_stated: dict[tuple[str, str, str, str], int] = {}
+_stated_lock = threading.Lock()
+
+
+def _key(model: Model) -> tuple[str, str, str, str]:
+    return (model.api, model.provider, model.base_url, model.id)
+
+
+def context_window(model: Model) -> int:
+    """``model``'s context window: its ``context_window``, or the smaller one its server stated
+    in an overflow error seen in this process (0: unknown)."""
+    with _stated_lock:
+        stated = _stated.get(_key(model))
+    declared = model.context_window
+    return stated if stated is not None and (declared <= 0 or stated < declared) else declared
+
+
+def learn_context_window(model: Model, message: Any) -> bool:
+    """Remember the window that the overflow error of ``message`` states for ``model`` (every
+    later :func:`context_window` of that model in this process), when it is smaller than the
+    window known so far; True if it was."""
+    error = getattr(message, "error_message", None) or ""
+    found = next(filter(None, (pattern.search(error) for pattern in STATED_WINDOW_PATTERNS)), None)
+    if found is None:
+        return False
+    stated, known = int(found.group(1)), context_window(model)
+    if stated <= 0 or 0 < known <= stated:
+        return False
+    with _stated_lock:
+        _stated[_key(model)] = stated
+    return True

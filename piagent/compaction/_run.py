@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional, cast
 
 from ..abort import AbortSignal
-from ..ai.overflow import is_context_overflow
+from ..ai.overflow import context_window, is_context_overflow, learn_context_window
 from ..ai.registry import StreamFunction
 from ..ai.stream import AssistantMessageEventStream
 from ..ai.tokens import estimate_tokens
@@ -76,7 +76,7 @@ def compact_transcript(
     compact, or when the summary failed or was aborted (then ``compaction_end`` says so); a
     manual compaction raises :class:`CompactionError` instead; after an overflow, nothing to compact
     is a ``compaction_end`` with that error."""
-    plan = plan_compaction(messages, settings, model.context_window)
+    plan = plan_compaction(messages, settings, context_window(model))
     if plan is None and reason == "manual":
         raise CompactionError(NOTHING_TO_COMPACT)
     if plan is None and reason == "overflow":  # the overflow stands: say why it was not recovered from
@@ -163,7 +163,7 @@ class RunCompaction:
         self.model = request.model
         context = request.context
         tokens = estimate_context_tokens(context.messages).tokens
-        if not signal.aborted and self.settings.should_compact(tokens, request.model.context_window):
+        if not signal.aborted and self.settings.should_compact(tokens, context_window(request.model)):
             result = self.compact(context.messages, request.model, "threshold")
             if result is not None:
                 context = AgentContext(context.system_prompt, list(result.messages), context.tools)
@@ -181,7 +181,7 @@ class RunCompaction:
         if not self.retrying:
             return events
         self.retrying = False
-        window = model.context_window
+        window = context_window(model)
 
         def check(message: AssistantMessage) -> None:
             error = message.error_message or ""
@@ -204,8 +204,9 @@ class RunCompaction:
             return False
         if (last.error_message or "").startswith(STILL_TOO_LONG):
             return False
-        if not self._overflowed(last, self.model.context_window):
+        if not self._overflowed(last, context_window(self.model)):
             return False
+        learn_context_window(self.model, last)  # a server's own window, smaller than the one declared
         if self.compact(messages[:-1], self.model, "overflow", will_retry=True) is None:
             return False
         self.retrying = True

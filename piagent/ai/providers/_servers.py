@@ -24,6 +24,7 @@ __all__ = [
     "forget_learned_compat",
     "is_streamed_auto_tool_choice",
     "learn_compat",
+    "may_fail_streams_silently",
     "refuses_json_schema_output",
     "refuses_streamed_tool_choice",
     "server_compat",
@@ -171,11 +172,21 @@ def is_streamed_auto_tool_choice(payload: dict[str, Any]) -> bool:
     return bool(payload.get("tools")) and payload.get("tool_choice") == "auto" and payload.get("stream") is True
 
 
+def may_fail_streams_silently(model: Model) -> bool:
+    """True when the server behind ``model`` may be llama-cpp-python's, which answers a streamed
+    request it fails before the first chunk (an automatic tool choice it cannot stream, a prompt
+    over its context window) with HTTP 200 and an empty stream: a server of the llama.cpp family
+    wherever it runs, or an unknown server on this machine. The caller sends such a request once
+    more unstreamed, whose answer or error says what happened."""
+    server = detect_server(model)
+    return server == "llama.cpp" or (server is None and is_local_url(model.base_url))
+
+
 def refuses_streamed_tool_choice(model: Model, compat: dict[str, Any], payload: dict[str, Any]) -> bool:
     """True when an unknown local server, or one of the llama.cpp family wherever it runs (whose
     two servers differ here), answered such a ``payload`` (above) with a stream holding no event
-    at all. The caller then sends the request once more unstreamed, and learns
-    ``streams_tool_choice_auto=False`` if that is answered."""
+    at all, and may be taught otherwise: the request, sent once more unstreamed
+    (:func:`may_fail_streams_silently`), was answered, so ``streams_tool_choice_auto=False`` is learned."""
     key = "streams_tool_choice_auto"
     return is_streamed_auto_tool_choice(payload) and (
         _may_learn(model, compat, key, True)

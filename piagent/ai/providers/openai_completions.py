@@ -103,6 +103,7 @@ from ._rejections import open_learning
 from ._servers import (
     is_streamed_auto_tool_choice,
     learn_compat,
+    may_fail_streams_silently,
     refuses_json_schema_output,
     refuses_streamed_tool_choice,
     server_compat,
@@ -508,18 +509,19 @@ def _body(
             http.discard()
     if not complete:
         ended = "The stream ended before the response was complete (no finish_reason or [DONE])"
-        if state.chunks or not refuses_streamed_tool_choice(model, resolve_compat(model), payload):
+        if state.chunks or not may_fail_streams_silently(model):
             if not state.chunks and is_streamed_auto_tool_choice(payload):
                 ended += ' (a server that cannot stream tool_choice "auto" needs compat streams_tool_choice_auto=false)'
             raise ProviderStreamError(ended)
-        # llama-cpp-python's chatml-function-calling: asked again unstreamed (docs/servers.md#tool-calls)
+        # llama-cpp-python's server: asked again unstreamed (docs/servers.md#empty-streams)
         try:
             with open_request(model, options, url, _unstreamed(payload), bearer_headers) as http:
                 yield from _read_whole(http, state)
         except (HttpStatusError, ProviderStreamError) as error:
             raise ProviderStreamError(f"{ended}; sent again unstreamed: {error}") from None
-        logger.info("%s sent nothing for a streamed tool choice; sending it unstreamed from now on", model.base_url)
-        learn_compat(model, "streams_tool_choice_auto", False)
+        if refuses_streamed_tool_choice(model, resolve_compat(model), payload):
+            logger.info("%s sent nothing for a streamed tool choice; sending it unstreamed from now on", model.base_url)
+            learn_compat(model, "streams_tool_choice_auto", False)
     yield from state.finish(model)
 
 

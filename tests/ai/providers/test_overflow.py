@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from piagent.ai import Context, Model, StreamOptions, UserMessage, is_context_overflow, stream
+from piagent.ai.overflow import context_window, learn_context_window
 from piagent.ai.types import Cost
 from tests.ai.providers.openai_wire import chat_text, usage
 from tests.support.scripted_server import ScriptedServer
@@ -156,3 +157,19 @@ def test_an_empty_http_200_stream_is_an_overflow_only_when_the_request_exceeded_
     assert is_context_overflow(message, 2048, request_tokens=2600)
     assert not is_context_overflow(message, 2048, request_tokens=1500)
     assert not is_context_overflow(message, 2048)  # no estimate: an ordinary broken stream
+
+
+@pytest.mark.parametrize(
+    ("name", "window"), [("anthropic", 200000), ("openai-completions", 128000), ("llama-cpp-python", 2048)]
+)
+def test_the_window_an_overflow_error_states_is_learned_when_smaller_than_the_declared_one(
+    server: ScriptedServer, name: str, window: int
+) -> None:
+    api, path, status, body = ERRORS[name]
+    server.reply([json.dumps(body).encode()], status, headers=JSON)
+    model = _model(server, api, path, window=1_000_000)
+    message = _answer(server, model)
+    assert learn_context_window(model, message) and context_window(model) == window
+    assert model.context_window == 1_000_000  # the model itself is left as declared
+    smaller = _model(server, api, path + "/other", window=1024)
+    assert not learn_context_window(smaller, message) and context_window(smaller) == 1024

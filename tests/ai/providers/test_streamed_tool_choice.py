@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from piagent import Agent, AgentEvent, tool
-from piagent.ai import Context, Tool, UserMessage, custom_model, stream
+from piagent.ai import Context, Tool, UserMessage, custom_model, is_context_overflow, stream
+from piagent.ai.overflow import context_window, learn_context_window
 from piagent.ai.providers._servers import forget_learned_compat
 from tests.ai.providers.helpers import drain, event_types
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
@@ -203,18 +204,24 @@ def test_what_is_learned_stays_with_its_base_url(server):
     assert streamed(server) == [True, False, True]
 
 
-@pytest.mark.parametrize(
-    "declared",
-    [{"provider": "vllm"}, {"compat": {"streams_tool_choice_auto": True}}],
-    ids=["a known server", "a declared compat"],
-)
-def test_an_empty_stream_is_an_error_where_nothing_is_learned(server, declared):
+def test_an_empty_stream_from_a_known_server_is_an_error_naming_the_compat_key(server):
     refuse_streaming(server)
-    _, message = ask(custom_model("m", base_url=server.url + "/v1", register=False, **declared))
+    _, message = ask(custom_model("m", base_url=server.url + "/v1", register=False, provider="vllm"))
     assert message.stop_reason == "error"
     assert "The stream ended before the response was complete" in (message.error_message or "")
     assert "streams_tool_choice_auto=false" in message.error_message  # what to declare, named
     assert streamed(server) == [True]
+
+
+def test_a_declared_compat_is_asked_again_unstreamed_but_never_changed(server):
+    refuse_streaming(server)
+    server.reply(text_completion("ok"), headers=JSON)
+    model = custom_model("m", base_url=server.url + "/v1", register=False, compat={"streams_tool_choice_auto": True})
+    _, message = ask(model)
+    assert message.stop_reason == "stop", message.error_message
+    server.reply(chat_text("ok"))
+    ask(model)
+    assert streamed(server) == [True, False, True]
 
 
 def test_a_stream_cut_after_some_chunks_is_an_error_not_a_refusal(server):
@@ -224,12 +231,40 @@ def test_a_stream_cut_after_some_chunks_is_an_error_not_a_refusal(server):
     assert len(server.requests) == 1
 
 
-def test_an_empty_stream_without_an_automatic_tool_choice_is_an_error(server):
+def test_an_empty_stream_without_an_automatic_tool_choice_is_asked_again_and_nothing_is_learned(server):
     refuse_streaming(server)
+    server.reply(text_completion("Hello."), headers=JSON)
     model = custom_model("m", base_url=server.url + "/v1", register=False)
     _, message = drain(stream(model, Context("Be brief.", [UserMessage("Hi")])))
-    assert message.stop_reason == "error" and len(server.requests) == 1
-    assert "streams_tool_choice_auto" not in message.error_message
+    assert (message.stop_reason, message.text) == ("stop", "Hello.")
+    server.reply(chat_text("ok"))
+    drain(stream(model, Context("Be brief.", [UserMessage("Hi")])))
+    assert streamed(server) == [True, False, True]
+
+
+#: What llama-cpp-python's server (0.3, ``--n_ctx 2048``) answers an unstreamed request over its
+#: window; its streamed answer to the same request is HTTP 200 with an empty body.
+SERVER_OVERFLOW = {
+    "error": {
+        "message": "This model's maximum context length is 2048 tokens. However, you requested 3635 tokens "
+        "(3615 in the messages, 20 in the completion). Please reduce the length of the messages or completion.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def test_a_prompt_over_the_servers_window_is_an_overflow_stating_the_window(server):
+    """The empty stream says nothing; the same request unstreamed gets the server's own error."""
+    refuse_streaming(server)
+    server.reply(json.dumps(SERVER_OVERFLOW).encode(), status=400, headers=JSON)
+    model = custom_model("m", base_url=server.url + "/v1", register=False)  # the window guessed: 128,000
+    _, message = ask(model)
+    assert message.stop_reason == "error" and is_context_overflow(message)
+    assert "maximum context length is 2048 tokens" in message.error_message
+    assert learn_context_window(model, message) and context_window(model) == 2048
+    assert streamed(server) == [True, False]
 
 
 def test_an_unstreamed_retry_that_fails_too_is_reported_and_nothing_is_learned(server):

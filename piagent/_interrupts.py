@@ -37,7 +37,6 @@ import urllib3.connection
 import urllib3.connectionpool
 import urllib3.poolmanager
 
-from ._threads import run_in_thread
 from .exceptions import AbortedRequest
 
 __all__ = [
@@ -267,6 +266,53 @@ def release_connection(response: requests.Response) -> None:
 # --------------------------------------------------------------------------- Ctrl-C while a body streams
 
 
+class _Watcher:
+    """The process's one wakeup pipe and the thread that reads it, made on first use and kept:
+    starting a watch then costs no thread hand-off and no pipe (a model call is one watch)."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.write_end, False)
+        self.lock = threading.Lock()
+        self.response: Optional[requests.Response] = None  # the body the main thread reads now
+        self.forward = -1  # the wakeup fd ours replaced: every byte goes on to it
+        threading.Thread(target=self._run, name="piagent-sigint-watch", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            data = os.read(self.read_end, 512)
+            with self.lock:
+                response, forward = self.response, self.forward
+            if forward >= 0:
+                with suppress(OSError):
+                    os.write(forward, data)
+            if _SIGINT in data and response is not None:
+                shut(response)
+
+
+_watcher_lock = threading.Lock()
+_watcher: Optional[_Watcher] = None
+
+
+def _shared_watcher() -> _Watcher:
+    global _watcher
+    with _watcher_lock:
+        if _watcher is None:
+            _watcher = _Watcher()
+        return _watcher
+
+
+def _forget_watcher() -> None:
+    """After ``os.fork()``: the child has the pipe but not the thread; its first watch makes both anew."""
+    global _watcher, _watcher_lock
+    _watcher_lock = threading.Lock()
+    _watcher = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_watcher)
+
+
 class InterruptWatch:
     """While the main thread reads a body: a Ctrl-C shuts the response, so no read stays blocked.
 
@@ -276,19 +322,18 @@ class InterruptWatch:
     SIGINT at once and shuts the socket; the main thread's read returns straight into the
     ``KeyboardInterrupt``. The reads themselves stay on the main thread (no hand-off per
     chunk). A previous wakeup fd (an asyncio loop's) gets every byte forwarded and is restored.
+    The pipe and its thread are the process's, made once (:class:`_Watcher`); a watch points
+    them at its response.
     """
 
     def __init__(self, response: requests.Response) -> None:
         self._response = response
-        self._read_end, self._write_end = os.pipe()
-        try:
-            os.set_blocking(self._write_end, False)
-            self._previous = signals.set_wakeup_fd(self._write_end)
-        except (ValueError, OSError):  # not the main interpreter's main thread, or no support
-            os.close(self._read_end)
-            os.close(self._write_end)
-            raise
-        run_in_thread(self._watch)
+        self._watcher = watcher = _shared_watcher()
+        self._previous = signals.set_wakeup_fd(watcher.write_end)  # ValueError: not the main thread
+        with watcher.lock:
+            watcher.response = response
+            if self._previous != watcher.write_end:  # (a watch left open before this one: ours already)
+                watcher.forward = self._previous
 
     @classmethod
     def start(cls, response: requests.Response) -> Optional[InterruptWatch]:
@@ -300,36 +345,24 @@ class InterruptWatch:
         except (ValueError, OSError):
             return None
 
-    def _watch(self) -> None:
-        try:
-            while True:
-                data = os.read(self._read_end, 512)
-                if not data:
-                    return  # stop() closed the write end
-                if self._previous >= 0:
-                    with suppress(OSError):
-                        os.write(self._previous, data)
-                if _SIGINT in data:
-                    shut(self._response)
-        finally:
-            os.close(self._read_end)
-
     def stop(self) -> None:
-        """Restore the previous wakeup fd and let the watcher exit.
+        """Restore the previous wakeup fd; the response is no longer watched.
 
-        Our pipe is closed only when it was still the installed wakeup fd and this is the main
-        thread: otherwise Python (or whoever installed theirs over ours and may restore it) could
-        still write to it, and a closed fd number can be reused by an unrelated file. Then the
-        watch simply stays, forwarding every byte as before.
+        When somebody installed their wakeup fd over ours meanwhile, theirs stays installed and
+        the watch goes on (whoever installed it may restore ours): bytes still reaching our pipe
+        are forwarded as before.
         """
         try:
             current = signals.set_wakeup_fd(self._previous)
         except ValueError:  # not the main thread (a stream finalised elsewhere): leave it installed
             return
-        if current != self._write_end:
+        watcher = self._watcher
+        if current != watcher.write_end:
             signals.set_wakeup_fd(current)  # somebody installed theirs over ours: keep theirs
             return
-        os.close(self._write_end)  # the watcher reads the end of the pipe and exits
+        with watcher.lock:
+            if watcher.response is self._response:
+                watcher.response = None
 
 
 _SIGINT = bytes([signals.SIGINT])

@@ -9,6 +9,7 @@ ends after the tools observed it, and well within a bound that cannot flake.
 from __future__ import annotations
 
 import os
+import select
 import signal as signals
 import threading
 import time
@@ -302,6 +303,40 @@ def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
     assert leftover_threads(before) == []  # the request's helper thread ended although the server still holds
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
+
+
+@needs_main_thread
+def test_a_wakeup_fd_installed_before_gets_every_signal_of_a_streamed_answer_and_is_installed_again(server, wire):
+    """The Ctrl-C watch takes the wakeup fd while the answer streams (an asyncio loop's, say):
+    every signal byte written meanwhile reaches the fd it replaced, which is back afterwards."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    handled: list[int] = []
+    previous_handler = signals.signal(signals.SIGUSR1, lambda number, frame: handled.append(number))
+    previous_fd = signals.set_wakeup_fd(write_end)
+    try:
+        agent = real_agent(server, wire)
+        sent = []
+
+        def signal_once(event: Any) -> None:
+            if event.type == "message_update" and not sent:
+                sent.append(event)
+                os.kill(os.getpid(), signals.SIGUSR1)
+
+        agent.subscribe(signal_once)
+        for text in ("One.", "Two."):  # a second call too: the watch is made once and kept
+            sent.clear()
+            server.reply(wire.text(text))
+            assert agent.prompt("hi").text == text
+            assert select.select([read_end], [], [], WAIT)[0] == [read_end]
+            assert os.read(read_end, 16) == bytes([signals.SIGUSR1])
+        assert signals.set_wakeup_fd(previous_fd) == write_end  # ours again, then the test's own
+        assert handled == [signals.SIGUSR1, signals.SIGUSR1]
+    finally:
+        signals.set_wakeup_fd(previous_fd)
+        signals.signal(signals.SIGUSR1, previous_handler)
+        os.close(read_end)
+        os.close(write_end)
 
 
 @needs_main_thread

@@ -444,13 +444,16 @@ def bench_turns(server: BenchServer, sizes: Sizes, report: Report) -> None:
             ratio <= 3.0,
         )
     )
+    cpu_ratio = rounds.ratio("piagent", "floor", cpu=True)
     report.add(
         Row(
             "turns",
             "HTTP client CPU per model call",
             ms(piagent_t.cpu / calls),
             ms(floor_t.cpu / calls),
-            times(rounds.ratio("piagent", "floor", cpu=True)),
+            times(cpu_ratio),
+            "<= 1.50x floor",
+            cpu_ratio <= 1.5,
         )
     )
     report.add(Row("turns", "faux provider wall per model call", ms(faux_t.wall / calls)))
@@ -490,7 +493,7 @@ def bench_parallel(server: BenchServer, sizes: Sizes, report: Report) -> None:
     sequential = [run("sequential") for _ in range(sizes.sequential_repeats)]
     phase = sorted(p for p, _ in parallel)[len(parallel) // 2]
     baseline = sorted(s for s, _ in sequential)[len(sequential) // 2]
-    limit = sleep + 0.030
+    limit = sleep + 0.010  # what the batch adds to its slowest call
     report.check(
         "parallel", "tool results in call order (parallel and sequential)", all(ok for _, ok in parallel + sequential)
     )

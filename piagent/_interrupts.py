@@ -21,6 +21,7 @@ returns. The main thread therefore waits in slices of :data:`MAIN_THREAD_WAIT_SL
 
 from __future__ import annotations
 
+import _thread
 import http.cookiejar
 import os
 import signal as signals
@@ -276,7 +277,7 @@ class _Watcher:
         self.lock = threading.Lock()
         self.response: Optional[requests.Response] = None  # the body the main thread reads now
         self.forward = -1  # the wakeup fd ours replaced: every byte goes on to it
-        threading.Thread(target=self._run, name="piagent-sigint-watch", daemon=True).start()
+        _thread.start_new_thread(self._run, ())  # no wait for it to start: this is the first stream's time
 
     def _run(self) -> None:
         while True:

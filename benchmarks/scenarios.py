@@ -579,7 +579,8 @@ def concurrent_runs(base: str, runs: int, turns: int) -> dict[str, Callable[[], 
     """``runs`` runs of ``turns`` tool turns started at once, a thread each, by piagent (an Agent
     per run) and by the floor (a bare tool loop per run); each returns which runs came out right."""
     model = http_model(base)
-    session = floor.new_session(pool_maxsize=runs)  # a kept connection per thread, as piagent's pool
+    # room for a kept connection per thread; piagent's pool keeps 64 per host (the runs held ~20 at once here)
+    session = floor.new_session(pool_maxsize=runs)
     tools = [_openai_tool("noop", NOOP_SCHEMA)]
     expected_ids = [f"call_turn_{t}" for t in range(turns)]
 

@@ -1,6 +1,6 @@
 """``python -m benchmarks`` (``make bench``): run the scenarios and print the table.
 
-Options: ``--only stream,args`` runs some scenarios (stream, args, turns, parallel, fanout, otel,
+Options: ``--only stream,args`` runs some scenarios (stream, args, turns, parallel, fanout, concurrent, otel,
 sessions, effects, compaction, output, first_request, import, remote); ``--tiny`` uses the smoke-test sizes;
 ``--repeats N`` changes the number of timed runs; ``--profile`` runs the selection under
 cProfile and prints the top functions instead of timing it. The exit status is 1 if a target or a check failed.

@@ -4,6 +4,14 @@ A bare loop over ``requests`` (``stream=True``): read the chunks, split SSE line
 every ``data:`` payload, collect text and tool-call argument pieces. No events, no listeners,
 no partial messages. Every piagent figure is compared with this loop run in the same process
 on the same bytes.
+
+Where piagent's listener reads the partial tool-call arguments after every delta (the args
+scenario), the floor can be asked to do that work too (``partial_arguments=True``): each
+call's argument text is fed to an incremental JSON parser and the value so far is read after
+every delta. The parser is piagent's own (:class:`piagent.ai.json_stream.IncrementalJsonParser`,
+linear in the text): no bare loop can show partial arguments without one, and re-parsing the
+text from the start at every delta would be quadratic, so the comparison then measures what
+piagent adds around that parse; the bare floor stays beside it in the table.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from typing import Any, Optional
 
 import requests
 import requests.adapters
+
+from piagent.ai.json_stream import IncrementalJsonParser
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Authorization": "Bearer bench-key"}
 
@@ -27,15 +37,22 @@ class FloorReply:
     finish_reason: Optional[str] = None
 
 
-def new_session() -> requests.Session:
+def new_session(pool_maxsize: int = 32) -> requests.Session:
     session = requests.Session()
-    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0)
     session.mount("http://", adapter)
     return session
 
 
-def call(session: requests.Session, base_url: str, messages: list[dict[str, Any]], tools: Any = None) -> FloorReply:
-    """POST one streaming chat completion and read it to the end."""
+def call(
+    session: requests.Session,
+    base_url: str,
+    messages: list[dict[str, Any]],
+    tools: Any = None,
+    partial_arguments: bool = False,
+) -> FloorReply:
+    """POST one streaming chat completion and read it to the end; with ``partial_arguments``,
+    read each tool call's arguments parsed so far after every argument delta."""
     payload: dict[str, Any] = {"model": "bench-model", "messages": messages, "stream": True}
     if tools:
         payload["tools"] = tools
@@ -62,7 +79,11 @@ def call(session: requests.Session, base_url: str, messages: list[dict[str, Any]
                     text.append(content)
                     reply.text_deltas += 1
                 for piece in delta.get("tool_calls") or ():
-                    slot = calls.setdefault(piece["index"], {"id": "", "name": "", "arguments": []})
+                    slot = calls.get(piece["index"])
+                    if slot is None:
+                        slot = calls[piece["index"]] = {"id": "", "name": "", "arguments": [], "size": 0}
+                        if partial_arguments:
+                            slot["parser"] = IncrementalJsonParser()
                     if piece.get("id"):
                         slot["id"] = piece["id"]
                     function = piece.get("function") or {}
@@ -71,6 +92,10 @@ def call(session: requests.Session, base_url: str, messages: list[dict[str, Any]
                     if function.get("arguments"):
                         slot["arguments"].append(function["arguments"])
                         reply.tool_deltas += 1
+                        if partial_arguments:  # what piagent's listener does: read the partial value
+                            slot["parser"].feed(function["arguments"])
+                            partial = slot["parser"].value()
+                            slot["size"] = len(partial.get("content", "")) if isinstance(partial, dict) else 0
                 if choice.get("finish_reason"):
                     reply.finish_reason = choice["finish_reason"]
     reply.text = "".join(text)

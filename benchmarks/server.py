@@ -93,7 +93,7 @@ def _serve(port_pipe: Any) -> None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
+    listener.listen(1024)  # the concurrent scenario connects 200 clients at once
     port_pipe.send(listener.getsockname()[1])
     port_pipe.close()
     answers = _Answers()

@@ -21,6 +21,7 @@ returns. The main thread therefore waits in slices of :data:`MAIN_THREAD_WAIT_SL
 
 from __future__ import annotations
 
+import _thread
 import http.cookiejar
 import os
 import signal as signals
@@ -37,7 +38,6 @@ import urllib3.connection
 import urllib3.connectionpool
 import urllib3.poolmanager
 
-from ._threads import run_in_thread
 from .exceptions import AbortedRequest
 
 __all__ = [
@@ -267,6 +267,86 @@ def release_connection(response: requests.Response) -> None:
 # --------------------------------------------------------------------------- Ctrl-C while a body streams
 
 
+class _Watcher:
+    """The process's one wakeup pipe and the thread that reads it, made on first use and kept:
+    starting a watch then costs no thread hand-off and no pipe (a model call is one watch).
+
+    Every response the main thread has open is watched, not only the latest: it may read several
+    streams in turn (two pull-mode streams, a stream opened inside another's listener)."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.write_end, False)
+        self.lock = threading.Lock()
+        self.responses: tuple[requests.Response, ...] = ()  # the bodies the main thread has open
+        self.forward = -1  # the wakeup fd ours replaced: every byte goes on to it
+        self.running = False
+        self.start()
+
+    def start(self) -> None:
+        """Start the thread, without waiting for it to run (that would be the first stream's time):
+        a signal meanwhile waits in the pipe."""
+        _thread.start_new_thread(self._run, ())
+        self.running = True
+
+    def _run(self) -> None:
+        while True:
+            data = os.read(self.read_end, 512)
+            with self.lock:
+                responses, forward = self.responses, self.forward
+            if forward >= 0:
+                with suppress(OSError):
+                    os.write(forward, data)
+            if _SIGINT in data:
+                for response in responses:
+                    shut(response)
+
+    def after_fork_in_child(self) -> None:
+        """In a child of ``os.fork()``: the parent's pipe, shared, and no thread. The child gets a
+        pipe of its own under the same fd numbers (ours may be its installed wakeup fd), so its
+        signals never reach the parent's watcher, a new lock (the parent's thread may have held
+        it), no watched response (those sockets are the parent's: shutting one would cut the
+        parent's stream) and a thread of its own: now if a watch was open (ours is then the
+        installed wakeup fd: its bytes must go on to the one it replaced), else with the next one."""
+        watching = bool(self.responses)
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        os.dup2(read_end, self.read_end, inheritable=False)
+        os.dup2(write_end, self.write_end, inheritable=False)
+        os.close(read_end)
+        os.close(write_end)
+        self.lock = threading.Lock()
+        self.responses = ()
+        self.running = False
+        if watching:
+            self.start()
+
+
+_watcher_lock = threading.Lock()
+_watcher: Optional[_Watcher] = None
+
+
+def _shared_watcher() -> _Watcher:
+    global _watcher
+    with _watcher_lock:
+        if _watcher is None:
+            _watcher = _Watcher()
+        elif not _watcher.running:  # a child of os.fork(): see _Watcher.after_fork_in_child
+            _watcher.start()
+        return _watcher
+
+
+def _after_fork_in_child() -> None:
+    global _watcher_lock
+    _watcher_lock = threading.Lock()
+    if _watcher is not None:
+        _watcher.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class InterruptWatch:
     """While the main thread reads a body: a Ctrl-C shuts the response, so no read stays blocked.
 
@@ -276,19 +356,18 @@ class InterruptWatch:
     SIGINT at once and shuts the socket; the main thread's read returns straight into the
     ``KeyboardInterrupt``. The reads themselves stay on the main thread (no hand-off per
     chunk). A previous wakeup fd (an asyncio loop's) gets every byte forwarded and is restored.
+    The pipe and its thread are the process's, made once (:class:`_Watcher`); a watch adds its
+    response to those they shut.
     """
 
     def __init__(self, response: requests.Response) -> None:
         self._response = response
-        self._read_end, self._write_end = os.pipe()
-        try:
-            os.set_blocking(self._write_end, False)
-            self._previous = signals.set_wakeup_fd(self._write_end)
-        except (ValueError, OSError):  # not the main interpreter's main thread, or no support
-            os.close(self._read_end)
-            os.close(self._write_end)
-            raise
-        run_in_thread(self._watch)
+        self._watcher = watcher = _shared_watcher()
+        previous = signals.set_wakeup_fd(watcher.write_end)  # ValueError: not the main thread
+        with watcher.lock:
+            watcher.responses += (response,)
+            if previous != watcher.write_end:  # (another watch open: ours already)
+                watcher.forward = previous
 
     @classmethod
     def start(cls, response: requests.Response) -> Optional[InterruptWatch]:
@@ -300,36 +379,25 @@ class InterruptWatch:
         except (ValueError, OSError):
             return None
 
-    def _watch(self) -> None:
-        try:
-            while True:
-                data = os.read(self._read_end, 512)
-                if not data:
-                    return  # stop() closed the write end
-                if self._previous >= 0:
-                    with suppress(OSError):
-                        os.write(self._previous, data)
-                if _SIGINT in data:
-                    shut(self._response)
-        finally:
-            os.close(self._read_end)
-
     def stop(self) -> None:
-        """Restore the previous wakeup fd and let the watcher exit.
+        """The response is no longer watched; the last watch open puts the previous wakeup fd back.
 
-        Our pipe is closed only when it was still the installed wakeup fd and this is the main
-        thread: otherwise Python (or whoever installed theirs over ours and may restore it) could
-        still write to it, and a closed fd number can be reused by an unrelated file. Then the
-        watch simply stays, forwarding every byte as before.
+        When somebody installed their wakeup fd over ours meanwhile, theirs stays installed
+        (whoever installed it may restore ours): bytes still reaching our pipe are forwarded as
+        before. Off the main thread (a stream finalised elsewhere) ours stays installed.
         """
+        watcher = self._watcher
+        with watcher.lock:
+            watcher.responses = tuple(r for r in watcher.responses if r is not self._response)
+            if watcher.responses:
+                return
+            forward = watcher.forward
         try:
-            current = signals.set_wakeup_fd(self._previous)
-        except ValueError:  # not the main thread (a stream finalised elsewhere): leave it installed
+            current = signals.set_wakeup_fd(forward)
+        except ValueError:  # not the main thread
             return
-        if current != self._write_end:
+        if current != watcher.write_end:
             signals.set_wakeup_fd(current)  # somebody installed theirs over ours: keep theirs
-            return
-        os.close(self._write_end)  # the watcher reads the end of the pipe and exits
 
 
 _SIGINT = bytes([signals.SIGINT])

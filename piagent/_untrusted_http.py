@@ -66,6 +66,8 @@ class Inflater:
             raise ProviderStreamError(f"Unsupported Content-Encoding {encoding!r} (piagent accepts gzip and deflate)")
         self._inflater: Any = zlib.decompressobj(self._wbits) if self._wbits is not None else None
         self._started = False
+        #: True for a body sent as it is: :meth:`feed` would give back each piece unchanged
+        self.identity = self._inflater is None
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         if self._inflater is None:

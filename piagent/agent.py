@@ -221,7 +221,7 @@ class Agent(AgentOptions[OutputT]):
         self._run: Optional[_Run] = None
         self._idle = threading.Event()
         self._idle.set()
-        self._listeners: tuple[tuple[Listener, bool], ...] = ()
+        self._listeners: tuple[tuple[Callable[..., object], bool], ...] = ()  # (listener, takes the event only)
         self._usage = UsageMeter()  # every run's, for usage_limits of scope "agent"
         if self.session is not None:  # duck-typed: the core never imports piagent.sessions
             self.session.attach(
@@ -290,9 +290,9 @@ class Agent(AgentOptions[OutputT]):
             run.output = event.output
         for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
             if event_only:
-                cast("Callable[[AgentEvent], object]", listener)(event)
+                listener(event)
             else:
-                cast("Callable[[AgentEvent, AbortSignal], object]", listener)(event, run.controller.signal)
+                listener(event, run.controller.signal)
 
     # -- runs -------------------------------------------------------------------------------
 

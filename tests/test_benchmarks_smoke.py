@@ -25,7 +25,7 @@ REMOTE = importlib.util.find_spec("redis") is not None and shutil.which("redis-s
 def test_every_scenario_checks_its_result_and_all_checks_pass(report):
     checks = [row for row in report.rows if row.check]
     remote = {"remote"} if REMOTE else set()
-    expected = {"stream", "args", "turns", "parallel", "fan-out", "otel", "sessions", "effects", "output"}
+    expected = {"stream", "args", "turns", "parallel", "fan-out", "concurrent", "otel", "sessions", "effects", "output"}
     expected |= {"compaction"} | remote
     assert {row.scenario for row in checks} == expected
     failed = [(row.scenario, row.measure, row.piagent) for row in checks if not row.passed]
@@ -38,8 +38,11 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("stream", ">= 0.50x floor"),
         ("args", "<= 2.00x floor"),
         ("args", "<= 2.00x (linear)"),
+        ("args", "<= 1.15x floor"),
         ("turns", "<= 3.00x floor"),
-        ("parallel", "<= 50 ms"),
+        ("turns", "<= 1.50x floor"),
+        ("parallel", "<= 30 ms"),
+        ("concurrent", "<= 1.30x floor"),
         ("otel", "<= 1.30x off"),
         ("sessions", "<= 2.00x floor"),
         ("sessions", "<= 2.00x (O(1))"),

@@ -89,8 +89,29 @@ class EventStream(Generic[E, R]):
         return self
 
     def __next__(self) -> E:
-        if self._source is not None:
-            return self._pull()
+        source = self._source
+        if source is not None:  # pull mode: the next event is produced here, on this thread
+            with self._source_lock:
+                if self._done:
+                    if self._queue:
+                        return self._queue.popleft()
+                    raise StopIteration
+                try:
+                    event = next(source)
+                except StopIteration:
+                    self.end()
+                    raise
+                except BaseException as exc:
+                    self.end(error=exc)
+                    raise
+                self._last = event
+                if self._is_complete(event):
+                    with self._cond:
+                        self._done = True
+                        if self._result is _UNSET:
+                            self._result = self._extract_result(event)
+                        self._cond.notify_all()
+                return event
         with self._cond:
             while not self._queue:
                 if self._done:
@@ -99,31 +120,6 @@ class EventStream(Generic[E, R]):
                     raise StopIteration
                 self._cond.wait()
             return self._queue.popleft()
-
-    def _pull(self) -> E:
-        source = self._source
-        assert source is not None  # only called in pull mode
-        with self._source_lock:
-            if self._done:
-                if self._queue:
-                    return self._queue.popleft()
-                raise StopIteration
-            try:
-                event = next(source)
-            except StopIteration:
-                self.end()
-                raise
-            except BaseException as exc:
-                self.end(error=exc)
-                raise
-            self._last = event
-            if self._is_complete(event):
-                with self._cond:
-                    self._done = True
-                    if self._result is _UNSET:
-                        self._result = self._extract_result(event)
-                    self._cond.notify_all()
-            return event
 
     def result(self, timeout: Optional[float] = None) -> R:
         """The final result; blocks until the stream is resolved (or ``timeout`` expires).

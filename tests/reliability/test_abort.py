@@ -9,16 +9,17 @@ ends after the tools observed it, and well within a bound that cannot flake.
 from __future__ import annotations
 
 import os
+import select
 import signal as signals
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
 from piagent import Agent, AgentTool, AgentToolResult, BeforeToolCallResult
 from piagent.abort import AbortSignal
-from piagent.ai import TextContent
+from piagent.ai import Context, StreamOptions, TextContent, UserMessage, stream
 from piagent.testing import faux_message, faux_tool_call
 from tests.reliability.conftest import leftover_threads, threads_now
 from tests.reliability.wires import Wire
@@ -302,6 +303,151 @@ def test_ctrl_c_while_waiting_for_headers_leaves_the_agent_usable(server, wire):
     assert leftover_threads(before) == []  # the request's helper thread ended although the server still holds
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
+
+
+@needs_main_thread
+def test_a_wakeup_fd_installed_before_gets_every_signal_of_a_streamed_answer_and_is_installed_again(server, wire):
+    """The Ctrl-C watch takes the wakeup fd while the answer streams (an asyncio loop's, say):
+    every signal byte written meanwhile reaches the fd it replaced, which is back afterwards."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    handled: list[int] = []
+    previous_handler = signals.signal(signals.SIGUSR1, lambda number, frame: handled.append(number))
+    previous_fd = signals.set_wakeup_fd(write_end)
+    try:
+        agent = real_agent(server, wire)
+        sent = []
+
+        def signal_once(event: Any) -> None:
+            if event.type == "message_update" and not sent:
+                sent.append(event)
+                os.kill(os.getpid(), signals.SIGUSR1)
+
+        agent.subscribe(signal_once)
+        for text in ("One.", "Two."):  # a second call too: the watch is made once and kept
+            sent.clear()
+            server.reply(wire.text(text))
+            assert agent.prompt("hi").text == text
+            assert select.select([read_end], [], [], WAIT)[0] == [read_end]
+            assert os.read(read_end, 16) == bytes([signals.SIGUSR1])
+        assert signals.set_wakeup_fd(previous_fd) == write_end  # ours again, then the test's own
+        assert handled == [signals.SIGUSR1, signals.SIGUSR1]
+    finally:
+        signals.set_wakeup_fd(previous_fd)
+        signals.signal(signals.SIGUSR1, previous_handler)
+        os.close(read_end)
+        os.close(write_end)
+
+
+def first_text_delta(events: Any) -> None:
+    for event in events:
+        if event.type == "text_delta":
+            return
+
+
+@needs_main_thread
+def test_ctrl_c_is_seen_at_once_while_the_main_thread_reads_one_of_two_open_streams(server, wire):
+    """Two pull-mode streams open on the main thread, read in turn: a Ctrl-C that lands while
+    it waits on the first one opened still cuts that read at once (not only the latest's)."""
+    gate = threading.Event()
+    for _ in range(2):
+        server.reply(wire.head() + [Wait(gate, timeout=4 * GENEROUS)] + wire.tail())
+    context = Context("", [UserMessage("hi")])
+    first = stream(wire.model(server.url), context, StreamOptions(api_key=KEY))
+    second = stream(wire.model(server.url), context, StreamOptions(api_key=KEY))
+    reading = threading.Event()
+    kill = threading.Thread(target=lambda: reading.wait(WAIT) and os.kill(os.getpid(), signals.SIGINT))
+    kill.start()
+    signals.pthread_sigmask(signals.SIG_BLOCK, {signals.SIGINT})  # as in the test above: the read is not woken
+    try:
+        first_text_delta(first)
+        first_text_delta(second)
+        started = time.monotonic()
+        reading.set()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in first:
+                pass
+        assert time.monotonic() - started < GENEROUS  # not when the server sends again
+    finally:
+        signals.pthread_sigmask(signals.SIG_UNBLOCK, {signals.SIGINT})
+        kill.join(WAIT)
+        gate.set()
+        first.close()
+        second.close()
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def in_child(child: Callable[[], int]) -> int:
+    """Fork; the child runs ``child`` and exits with its status (3 if it raised); the parent waits."""
+    pid = os.fork()
+    if pid == 0:
+        status = 3
+        try:
+            status = child()
+        finally:
+            os._exit(status)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@needs_main_thread
+@needs_fork
+def test_a_child_forked_while_an_answer_streams_keeps_its_signals_to_itself(server, wire):
+    """A process forked while the main thread reads an answer shares the watch's pipe: a SIGINT
+    the child alone receives must not cut the parent's answer."""
+
+    def child() -> int:
+        signals.signal(signals.SIGINT, lambda number, frame: None)  # handled by Python: a wakeup byte
+        os.kill(os.getpid(), signals.SIGINT)
+        return 0
+
+    agent = real_agent(server, wire)
+    gate = threading.Event()
+    server.reply(wire.head() + [Wait(gate)] + wire.tail())
+    statuses: list[int] = []
+
+    def fork_once(event: Any) -> None:
+        if event.type == "message_update" and event.assistant_message_event.type == "text_delta" and not statuses:
+            statuses.append(in_child(child))
+            gate.set()
+
+    agent.subscribe(fork_once)
+    try:
+        result = agent.prompt("hi")
+    finally:
+        gate.set()
+    assert statuses == [0]
+    assert (result.stop_reason, result.text) == ("stop", "Hello")
+
+
+@needs_main_thread
+@needs_fork
+def test_a_child_forked_after_an_answer_sees_ctrl_c_at_once_in_its_own_answers(server, wire):
+    """The watch's thread is the parent's: a forked child gets one of its own for its answers."""
+    server.reply(wire.text("One."))
+    assert real_agent(server, wire).prompt("hi").text == "One."  # the watch is made in the parent
+    gate = threading.Event()
+    server.reply(wire.head() + [Wait(gate, timeout=2 * GENEROUS)] + wire.tail())
+
+    def child() -> int:
+        agent = real_agent(server, wire)
+        streamed = threading.Event()
+        agent.subscribe(
+            lambda e: e.type == "message_update" and e.assistant_message_event.type == "text_delta" and streamed.set()
+        )
+        kill = threading.Thread(target=lambda: streamed.wait(WAIT) and os.kill(os.getpid(), signals.SIGINT))
+        kill.start()
+        signals.pthread_sigmask(signals.SIG_BLOCK, {signals.SIGINT})  # as above: the read is not woken
+        started = time.monotonic()
+        interrupted = prompt_interrupted(agent, "hi")
+        return 0 if interrupted and time.monotonic() - started < GENEROUS else 1
+
+    try:
+        status = in_child(child)
+    finally:
+        gate.set()
+    assert status == 0
 
 
 @needs_main_thread

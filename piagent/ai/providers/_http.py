@@ -194,8 +194,9 @@ class HttpStream:
 
     def _read_timeout(self) -> tuple[float, Callable[[], ProviderStreamError]]:
         """How long the next read may wait, and the error if it waits that long."""
-        idle_left = self._last_event + self.limits.idle - time.monotonic()
-        total_left = self.limits.deadline - time.monotonic()
+        now = time.monotonic()
+        idle_left = self._last_event + self.limits.idle - now
+        total_left = self.limits.deadline - now
         if idle_left <= total_left:
             return idle_left, self.limits.idle_error
         return total_left, self.limits.deadline_error
@@ -286,7 +287,7 @@ def _body(
                 # ValueError: a read on a response an abort or Ctrl-C closed meanwhile
                 message = f"Connection lost while streaming the response: {_root_cause(exc)}"
                 raise ProviderStreamError(message) from None
-            for piece in inflater.feed(data):
+            for piece in (data,) if inflater.identity else inflater.feed(data):
                 total += len(piece)
                 if total > limits.max_response_bytes:
                     raise ProviderStreamError(

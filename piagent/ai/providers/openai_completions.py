@@ -115,6 +115,7 @@ __all__ = ["API", "build_payload", "resolve_compat", "stream_openai_completions"
 
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_REASONING_KEYS = frozenset(REASONING_FIELDS)
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "stop",
     "end": "stop",
@@ -327,6 +328,7 @@ class _Chunks:
         self.calls: dict[int, int] = {}  # wire index -> content index
         self.finish_reason: Optional[str] = None
         self.usage: Optional[dict[str, Any]] = None
+        self.reported_model: Any = None  # the model id the last chunk reported
         self.refused = False
         self.chunks = 0  # fed so far
 
@@ -340,18 +342,22 @@ class _Chunks:
             raise ProviderStreamError(f"Provider error: {message or json.dumps(error)}")
         if chunk.get("id") and not self.builder.message.response_id:
             self.builder.message.response_id = str(chunk["id"])
-        self.builder.report_model(chunk.get("model"))
+        reported = chunk.get("model")
+        if reported != self.reported_model:  # every chunk repeats it: recorded when it changes
+            self.reported_model = reported
+            self.builder.report_model(reported)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
             if choice.get("usage"):
                 self.usage = choice["usage"]
             delta = choice.get("delta") or {}
-            for field in REASONING_FIELDS:
-                value = delta.get(field)
-                if isinstance(value, str) and value:
-                    self._thinking(value, field, out)
-                    break
+            if not _REASONING_KEYS.isdisjoint(delta):  # one pass over the delta's few keys
+                for field in REASONING_FIELDS:
+                    value = delta.get(field)
+                    if isinstance(value, str) and value:
+                        self._thinking(value, field, out)
+                        break
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text(content, out)

@@ -250,6 +250,41 @@ def test_a_process_killed_after_the_effect_resumes_without_repeating_it(tmp_path
     assert found.final == "Every charge is settled."
 
 
+def test_a_prompt_on_a_session_reloaded_after_a_crash_settles_the_interrupted_call_before_the_new_request(
+    faux: FauxProvider, tmp_path: Path
+) -> None:
+    session, ledger, trace = tmp_path / "s.jsonl", tmp_path / "ledger", tmp_path / "trace"
+    zygote = Zygote()
+    try:
+        assert zygote.run("jsonl", session, ledger, trace, "after effect c") == -9
+    finally:
+        zygote.close()
+    ran: list[str] = []
+    charge, price = shop_tools(ran)
+    requests: list[list[Any]] = []
+
+    def answer(context: Any, options: Any, state: Any, model: Any) -> Any:
+        requests.append(list(context.messages))
+        return faux_message("c may have been charged: I will check.")
+
+    faux.set_responses([answer])
+    agent = Agent(model=faux.get_model(), tools=[charge, price], session=JsonlSession(session))
+    [interrupted] = agent.state.messages[-1].tool_calls
+    events: list[Any] = []
+    agent.subscribe(lambda e: events.append(e) if e.type == "tool_recovery" else None)
+    agent.prompt("Did it work?")
+    assert ran == []  # c is not charged a second time
+    [(call_id, action, decided_by)] = [(e.tool_call_id, e.action, e.decided_by) for e in events]
+    assert (call_id, action, decided_by) == (interrupted.id, "fail", "policy")
+    [request] = requests
+    result, question = request[-2:]  # the settled call comes before the new prompt, in the request
+    assert result.role == "toolResult" and result.tool_call_id == interrupted.id
+    assert result.is_error and "was interrupted" in result.content[0].text
+    assert question.role == "user" and question.content[0].text == "Did it work?"
+    stored = [m for m in JsonlSession(session).messages() if m.role in ("toolResult", "user")]
+    assert [m.role for m in stored[-2:]] == ["toolResult", "user"]  # and so in the session
+
+
 def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: FauxProvider, tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     seen: list[list[str]] = []

@@ -302,6 +302,50 @@ def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: F
     assert seen == [[calls[0].id], [calls[0].id, calls[1].id]]
 
 
+def nested_call(session: Session, tools: Sequence[AgentTool], name: str, call_id: str) -> Any:
+    """What a tool calling another tool does: ``run_tool_call`` with a config naming the session as journal."""
+    from piagent import AgentContext, AgentLoopConfig, run_tool_call
+    from piagent.ai import Model
+
+    model = Model(id="mock", api="openai-responses", provider="openai")
+    return run_tool_call(
+        faux_tool_call(name, {"item": "a"}, call_id),
+        assistant_message=faux_message([faux_tool_call("script", {}, "outer")]),
+        context=AgentContext("", [], list(tools)),
+        config=AgentLoopConfig(model=model, intent_journal=session),
+    )
+
+
+def test_run_tool_call_stores_the_calls_intent_before_it_runs_and_a_safe_tools_none(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    seen: list[tuple[list[str], Optional[str]]] = []
+
+    @tool
+    def charge(item: str) -> str:
+        """Charge an item."""
+        seen.append(([i["toolCallId"] for i in intent_entries(JsonlSession(path))], idempotency_key()))
+        return "charged"
+
+    _, price = shop_tools([])
+    session = JsonlSession(path)
+    charged = nested_call(session, [charge, price], "charge", "inner-1")
+    priced = nested_call(session, [charge, price], "price", "inner-2")
+    assert (charged.is_error, priced.is_error) == (False, False)
+    assert seen == [(["inner-1"], f"{session.id}:inner-1")]  # stored before execute, with its key
+    [intent] = intent_entries(JsonlSession(path))  # the safe call stored none
+    assert (intent["toolName"], intent["arguments"]) == ("charge", {"item": "a"})
+
+
+def test_run_tool_call_whose_intent_cannot_be_stored_does_not_run_and_returns_an_error(tmp_path: Path) -> None:
+    ran: list[str] = []
+    charge, _ = shop_tools(ran)
+    outcome = nested_call(Session(CountingStore(tmp_path / "s.jsonl", refuse_intents=True)), [charge], "charge", "c1")
+    assert ran == []
+    assert outcome.is_error
+    assert "was not executed: its intent could not be recorded" in outcome.result.content[0].text
+    assert "No space left on device" in outcome.result.content[0].text
+
+
 def test_an_intent_journal_without_the_journal_methods_is_refused_with_a_clear_error() -> None:
     from piagent import InvalidTypeError
 

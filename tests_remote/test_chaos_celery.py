@@ -140,7 +140,7 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
                 if result.ready():
                     del running[run_id]
                 elif time.monotonic() - checked[run_id] > STALL:
-                    if not result.ready() and not task_in_broker(broker, run_id):  # lost: the run waits in Redis
+                    if not task_in_broker(broker, run_id) and not result.ready():  # lost: the run waits in Redis
                         running[run_id] = task.delay(run_id)  # what any process may do: a duplicate finds nothing
                         lost += 1
                     checked[run_id] = time.monotonic()

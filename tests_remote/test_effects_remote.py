@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -169,3 +170,20 @@ def test_after_a_run_no_intent_or_approval_key_is_left_without_a_ttl(redis_serve
     assert EFFECTS_TTL_MS - 60_000 < left["intents"] <= EFFECTS_TTL_MS
     without = sorted(name for name, ttl in left.items() if ttl < 0)
     assert without == ["control"]  # the control stream waits for the run's next message (docs/remote.md#keys)
+
+
+def test_a_decision_that_wins_the_race_against_the_approval_timeout_is_kept_with_its_ttl(
+    redis_server: RedisServer,
+) -> None:
+    from piagent.remote._keys import RunKeys
+    from piagent.remote._scripts import WITHDRAW
+
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    keys = RunKeys("effects-race")
+    client.hset(keys.approvals, "c1", "{}")  # the worker's pending request
+    assert RunHandle(redis_server.url, "effects-race").approve("c1")  # decided just as the worker gave up
+    withdraw = client.register_script(WITHDRAW)  # what the worker runs on its timeout
+    raw = withdraw(keys=[keys.approvals, keys.decision("c1"), keys.approved("c1")], args=["c1", EFFECTS_TTL_MS])
+    assert json.loads(raw)["approved"] is True  # honoured
+    assert client.lrange(keys.approved("c1"), 0, -1) == [raw]  # and kept for a resumed run, as any taken approval
+    assert EFFECTS_TTL_MS - 60_000 < client.pttl(keys.approved("c1")) <= EFFECTS_TTL_MS

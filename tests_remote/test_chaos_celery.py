@@ -127,7 +127,7 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
     waiting = [f"chaos-{n}" for n in range(RUNS)]
     running: dict[str, Any] = {}
     checked: dict[str, float] = {}  # when each running run's task was last seen in the broker
-    lost = 0  # task messages the broker lost with a killed worker (celery/celery#7950)
+    lost = 0  # task messages the broker lost with a killed worker (docs/remote.md#celery)
     broker = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/1")
     lives = WORKERS
     try:

@@ -30,7 +30,7 @@ __all__ = ["Approval"]
 logger = logging.getLogger("piagent.remote")
 
 DEFAULT_TIMEOUT = 300.0  # seconds a tool call waits for a decision
-POLL = 0.05  # seconds between abort checks while waiting (the wait itself is BLPOP on Redis)
+POLL = 0.05  # seconds between abort checks while waiting (the wait itself is a BLMOVE on Redis)
 
 Hook = Callable[[BeforeToolCallContext, AbortSignal], Optional[BeforeToolCallResult]]
 

@@ -25,7 +25,8 @@ import pytest
 import redis
 from celery import Celery
 
-from piagent.remote.celery_task import agent_task, start_run
+from piagent.remote._keys import RunKeys
+from piagent.remote.celery_task import agent_task, resend_if_lost, start_run
 from piagent.sessions import JsonlSession
 from tests.effects.ledger_child import FINAL, PROMPT
 from tests.effects.zygote import settled
@@ -41,7 +42,7 @@ CONCURRENCY = 4  # runs a worker holds at once
 IN_FLIGHT = 8  # runs started and not finished
 RUNS_PER_LIFE = 5  # a worker life is killed within about this many runs' checkpoints
 VISIBILITY = 2.0  # seconds before the broker delivers a dead worker's task again
-STALL = 10.0  # seconds a run may go without its task in the broker before the task is sent again
+STALL = 10.0  # seconds between two checks that a run's task message is not lost
 DEADLINE = float(os.environ.get("PIAGENT_CHAOS_DEADLINE", "600"))  # seconds for all the runs: a bound, not a measure
 
 
@@ -90,12 +91,6 @@ def killed_runs(folder: Path, killed: list[int]) -> Counter:
     return died_at
 
 
-def task_in_broker(broker: redis.Redis, run_id: str) -> bool:
-    """Whether the broker holds a task message for ``run_id``: queued, or taken and unacknowledged."""
-    needle = f"'{run_id}',".encode()  # in the message's argsrepr header
-    return any(needle in raw for raw in [*broker.lrange("celery", 0, -1), *broker.hvals("unacked")])
-
-
 def stuck(folder: Path, run_ids: list[str], workers: list[CeleryWorker]) -> str:
     """What the runs still unfinished at the deadline had done, and what the workers said of them."""
     lines = [f"runs still unfinished: {run_ids}"]
@@ -126,9 +121,8 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
     killed: list[int] = []  # the pids of the worker lives that ended in a SIGKILL
     waiting = [f"chaos-{n}" for n in range(RUNS)]
     running: dict[str, Any] = {}
-    checked: dict[str, float] = {}  # when each running run's task was last seen in the broker
+    checked: dict[str, float] = {}  # when each running run's task was last checked
     lost = 0  # task messages the broker lost with a killed worker (docs/remote.md#celery)
-    broker = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/1")
     lives = WORKERS
     try:
         while waiting or running:
@@ -139,9 +133,10 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
             for run_id, result in list(running.items()):
                 if result.ready():
                     del running[run_id]
-                elif time.monotonic() - checked[run_id] > STALL:
-                    if not task_in_broker(broker, run_id) and not result.ready():  # lost: the run waits in Redis
-                        running[run_id] = task.delay(run_id)  # what any process may do: a duplicate finds nothing
+                elif time.monotonic() - checked[run_id] > STALL:  # a sweeper's round
+                    again = resend_if_lost(task, run_id, result)
+                    if again is not None:
+                        running[run_id] = again
                         lost += 1
                     checked[run_id] = time.monotonic()
             for n, one in enumerate(workers):
@@ -185,6 +180,17 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
     assert died_at["after"] > 0 and died_at["before"] > 0  # the windows that matter were hit
 
 
+def wait_for_lease_expiry(redis_server: RedisServer, run_id: str) -> None:
+    """Until the lease of a dead worker on ``run_id`` has expired (piagent.remote's LEASE, 5 s)."""
+    client = redis.Redis.from_url(redis_server.url)
+    owner = RunKeys(run_id).owner
+    for _ in range(300):
+        if not client.exists(owner):
+            return
+        threading.Event().wait(0.05)  # polling Redis, bounded
+    raise AssertionError(f"the lease of run {run_id!r} never expired")
+
+
 def test_a_task_redelivered_after_its_worker_died_just_after_an_effect_reports_the_call_interrupted(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -197,6 +203,9 @@ def test_a_task_redelivered_after_its_worker_died_just_after_an_effect_reports_t
         assert first.process.wait(60) == -9
     finally:
         first.kill()
+    assert resend_if_lost(task, run_id, result) is None  # not lost: its lease is still held
+    wait_for_lease_expiry(redis_server, run_id)
+    assert resend_if_lost(task, run_id, result) is None  # not lost: the broker holds it, unacknowledged
     second = CeleryWorker(redis_server.url, "second", 1, VISIBILITY, env={"PIAGENT_TEST_SESSIONS": str(tmp_path)})
     try:
         summary = result.get(timeout=60)  # the same task, delivered again
@@ -208,3 +217,34 @@ def test_a_task_redelivered_after_its_worker_died_just_after_an_effect_reports_t
     [c_key] = [key for key in found.effects if found.results[key.split(":", 1)[1]]["isError"]]
     text = found.results[c_key.split(":", 1)[1]]["content"][0]["text"]
     assert "Tool charge was interrupted" in text and "not run again" in text
+
+
+def test_resend_if_lost_sends_again_only_a_task_message_the_broker_lost_and_that_task_finishes_the_run(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    run_id = "chaos-lost"
+    task = chaos_task(redis_server.url)
+    broker = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/1")
+    result = start_run(task, run_id, PROMPT)  # no worker yet: queued
+    assert resend_if_lost(task, run_id, result) is None
+    [message] = [raw for raw in broker.lrange("celery", 0, -1) if run_id.encode() in raw]
+    assert broker.lrem("celery", 1, message) == 1  # what a worker killed between kombu's pop and its unacked record did
+    again = resend_if_lost(task, run_id, result)
+    assert again is not None and again.id != result.id
+    assert resend_if_lost(task, run_id, again) is None  # queued once more
+    worker = CeleryWorker(redis_server.url, "sweeper", 1, VISIBILITY, env={"PIAGENT_TEST_SESSIONS": str(tmp_path)})
+    try:
+        assert again.get(timeout=60)["text"] == FINAL
+    finally:
+        worker.stop()
+    assert resend_if_lost(task, run_id, again) is None  # done
+    found = settled("jsonl", tmp_path / f"{run_id}.jsonl", tmp_path / f"{run_id}.ledger")
+    assert sorted(found.effects.values()) == [1, 1, 1]
+
+
+def test_resend_if_lost_refuses_a_broker_other_than_redis_with_a_clear_error() -> None:
+    from piagent import InvalidValueError
+
+    task = agent_task(Celery("piagent_memory", broker="memory://"), chaos_agent.build_agent, "redis://127.0.0.1:1/0")
+    with pytest.raises(InvalidValueError, match="Redis broker"):
+        resend_if_lost(task, "run-1", task.AsyncResult("unknown"))

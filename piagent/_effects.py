@@ -2,10 +2,11 @@
 
 Before a tool call executes, its *intent* (call id, tool, validated arguments, time, worker,
 idempotency key) is stored durably by the run's :class:`IntentJournal` (a session is one);
-a call whose intent cannot be stored does not run. On resume (``continue_()``), a call of
-the transcript's last tool batch that has an intent and no result is settled by
-:func:`settle_interrupted`: by the ``recover_tool_call`` hook if it decides, else by its
-tool's ``replay`` policy. A call without an intent never started: it is left to the model.
+a call whose intent cannot be stored does not run. On resume (the first run on a reloaded
+transcript: ``continue_()`` or ``prompt()``), a call of the transcript's last tool batch
+that has an intent and no result is settled by ``recover_interrupted``: by the
+``recover_tool_call`` hook if it decides, else by its tool's ``replay`` policy. A call
+without an intent never started: it is left to the model.
 
 ``replay="safe"`` tools record no intent (running them again is harmless, so recovery does
 the same with or without one): their calls cost no write.

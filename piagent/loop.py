@@ -83,17 +83,23 @@ def run_agent_loop(
 ) -> list[AgentMessage]:
     """Run a prompt: append ``prompts`` to (a copy of) the context and loop until done.
 
-    Returns the new messages: the prompts, injected steering/follow-up messages, final
+    With an intent journal, the calls a killed run left without results are settled first
+    (docs/effects.md#recovery), their results before the prompts. Returns the new messages:
+    those results, the prompts, injected steering/follow-up messages, final
     assistant messages and tool results, in order. ``context`` is not mutated.
     """
     signal = signal or AbortController().signal
 
     def body(emit: Emit) -> list[AgentMessage]:
         initial = _declare_tool_changes(context, list(prompts))
-        new_messages: list[AgentMessage] = list(initial)
-        current = dataclasses.replace(context, messages=list(context.messages) + initial)
+        new_messages: list[AgentMessage] = []
+        current = dataclasses.replace(context, messages=list(context.messages))
         emit(AgentStartEvent())
         emit(TurnStartEvent())
+        if config.intent_journal is not None:  # a batch a killed run left goes before the new prompt
+            _recover(current, new_messages, config, emit, signal)
+        current.messages.extend(initial)
+        new_messages.extend(initial)
         for message in initial:
             emit(MessageStartEvent(message))
             emit(MessageEndEvent(message))

@@ -13,6 +13,7 @@ from celery import Celery
 
 from piagent.remote.celery_task import agent_task
 
+from . import chaos_agent
 from .scenarios import APPROVAL, build_agent, redis_url
 
 
@@ -35,3 +36,4 @@ app.conf.update(
 
 run_conversation = agent_task(app, build_agent, redis_url())
 run_with_approval = agent_task(app, build_agent, redis_url(), approval=APPROVAL, name="tests.run_with_approval")
+run_chaos = agent_task(app, chaos_agent.build_agent, redis_url(), name="tests.run_chaos")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import redis
 
 from piagent import Agent, ToolIntent, tool
 from piagent.ai.types import UserMessage
 from piagent.remote import Approval, RunHandle, attach, run_pending
+from piagent.remote._intents import EFFECTS_TTL_MS
 from piagent.sessions import JsonlSession
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 
@@ -61,9 +63,12 @@ def test_run_pending_reports_a_never_call_interrupted_by_a_crash_and_does_not_ru
     assert recovery["intent"]["worker"] == "dead:1"
 
 
-def killed_worker_then_resumed(redis_server: RedisServer, tmp_path: Path, run_id: str, kill: str) -> Any:
-    """A worker process takes an approval for ``charge`` and is SIGKILLed at ``kill``; a worker
-    here resumes the run. Returns the resumed agent, the ledger's lines and the run's events."""
+def killed_worker_then_resumed(
+    redis_server: RedisServer, tmp_path: Path, run_id: str, kill: str, after_kill: Callable[[], None] = lambda: None
+) -> Any:
+    """A worker process takes an approval for ``charge`` and is SIGKILLed at ``kill`` (then
+    ``after_kill()`` runs); a worker here resumes the run. Returns the resumed agent, the
+    ledger's lines and the run's events."""
     session, ledger = tmp_path / "run.jsonl", tmp_path / "ledger"
     handle = RunHandle(redis_server.url, run_id)
     handle.follow_up("charge a")
@@ -89,6 +94,7 @@ def killed_worker_then_resumed(redis_server: RedisServer, tmp_path: Path, run_id
     finally:
         if worker.poll() is None:
             worker.kill()
+    after_kill()
     faux = register_faux_provider()
     faux.set_responses([faux_message("done")])
     try:
@@ -130,3 +136,54 @@ def test_a_worker_killed_after_an_approved_calls_intent_follows_the_policy_and_t
     assert result.is_error and "was interrupted" in result.content[0].text
     keys = redis.Redis.from_url(redis_server.url, decode_responses=True)
     assert keys.exists(f"piagent:{{effects-used}}:approved:{CALL_ID}") == 0
+
+
+def ttls(client: redis.Redis, run_id: str) -> dict[str, int]:
+    """The TTL in ms (-1: none) of each of the run's keys, by name."""
+    prefix = f"piagent:{{{run_id}}}:"
+    return {key[len(prefix) :]: client.pttl(key) for key in client.scan_iter(f"{prefix}*")}
+
+
+def test_an_approval_kept_by_a_killed_worker_expires_after_the_default_ttl_yet_the_resumed_run_finds_it(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    kept: dict[str, int] = {}
+    agent, ledger, _ = killed_worker_then_resumed(
+        redis_server,
+        tmp_path,
+        "effects-ttl-kept",
+        "before-intent",
+        lambda: kept.update(ttls(client, "effects-ttl-kept")),
+    )
+    assert EFFECTS_TTL_MS - 60_000 < kept[f"approved:{CALL_ID}"] <= EFFECTS_TTL_MS  # set with the approval it keeps
+    assert ledger == ["a"]  # found, and used once
+    left = ttls(client, "effects-ttl-kept")
+    assert EFFECTS_TTL_MS - 60_000 < left["intents"] <= EFFECTS_TTL_MS
+    assert not [name for name in left if name.startswith("approved:")]
+
+
+def test_after_a_run_no_intent_or_approval_key_is_left_without_a_ttl(redis_server: RedisServer, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    killed_worker_then_resumed(redis_server, tmp_path, "effects-ttl-used", "after-effect")
+    left = ttls(client, "effects-ttl-used")
+    assert EFFECTS_TTL_MS - 60_000 < left["intents"] <= EFFECTS_TTL_MS
+    without = sorted(name for name, ttl in left.items() if ttl < 0)
+    assert without == ["control"]  # the control stream waits for the run's next message (docs/remote.md#keys)
+
+
+def test_a_decision_that_wins_the_race_against_the_approval_timeout_is_kept_with_its_ttl(
+    redis_server: RedisServer,
+) -> None:
+    from piagent.remote._keys import RunKeys
+    from piagent.remote._scripts import WITHDRAW
+
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    keys = RunKeys("effects-race")
+    client.hset(keys.approvals, "c1", "{}")  # the worker's pending request
+    assert RunHandle(redis_server.url, "effects-race").approve("c1")  # decided just as the worker gave up
+    withdraw = client.register_script(WITHDRAW)  # what the worker runs on its timeout
+    raw = withdraw(keys=[keys.approvals, keys.decision("c1"), keys.approved("c1")], args=["c1", EFFECTS_TTL_MS])
+    assert json.loads(raw)["approved"] is True  # honoured
+    assert client.lrange(keys.approved("c1"), 0, -1) == [raw]  # and kept for a resumed run, as any taken approval
+    assert EFFECTS_TTL_MS - 60_000 < client.pttl(keys.approved("c1")) <= EFFECTS_TTL_MS

@@ -2,8 +2,9 @@
 
 A tool that calls other tools (a code-running tool, a planner) runs each of those calls through
 the steps a model's call goes through: argument preparation, validation, ``before_tool_call``,
-execution and ``after_tool_call``, so permission hooks apply to them too. No event is emitted
-and no message is added.
+its intent (with the config's ``intent_journal``: not stored, it does not run), execution and
+``after_tool_call``, so permission hooks apply to them too. No event is emitted and no message
+is added.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from ..abort import AbortController, AbortSignal
 from ..ai.types import AssistantMessage, ToolCall
 from ..events import AgentEvent
 from ..types import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, ToolCallOutcome
-from ._common import BatchContext, Outcome, elapsed_ms, error_result, execute, finalize, link_signal, prepare
+from ._common import (
+    BatchContext,
+    Outcome,
+    elapsed_ms,
+    error_result,
+    execute,
+    finalize,
+    link_signal,
+    prepare,
+    record_intents,
+)
 
 __all__ = ["run_tool_call"]
 
@@ -47,6 +58,8 @@ def run_tool_call(
         return ToolCallOutcome(tool_call, error_result("Operation aborted"), True)
     batch = BatchContext(context, assistant_message, config, signal, _no_event)
     prepared = prepare(batch, 0, tool_call)
+    if not isinstance(prepared, Outcome):  # no intent stored, no effect (docs/effects.md)
+        prepared = record_intents(batch, [prepared]).get(0, prepared)
     if isinstance(prepared, Outcome):
         return ToolCallOutcome(prepared.call, prepared.result, prepared.is_error)
     settled = threading.Event()

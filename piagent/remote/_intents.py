@@ -18,7 +18,11 @@ from .._effects import IntentJournal, ToolIntent
 from ._keys import RunKeys, redis_errors
 from ._scripts import RECORD_INTENTS
 
-__all__ = ["RemoteIntents"]
+__all__ = ["EFFECTS_TTL_MS", "RemoteIntents"]
+
+EFFECTS_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a run's ``intents`` hash and a kept approval (``approved:<id>``) live after their last
+write: a week, for a run resumed after an outage (docs/effects.md#remote-runs)."""
 
 
 class RemoteIntents:
@@ -49,7 +53,10 @@ class RemoteIntents:
             with redis_errors(f"recording the intents of tool calls {ids} of run {self._keys.run_id!r}"):
                 self._record(
                     keys=[self._keys.intents, *(self._keys.approved(call_id) for call_id in ids)],
-                    args=[value for intent in intents for value in (intent.tool_call_id, json.dumps(intent.to_dict()))],
+                    args=[
+                        EFFECTS_TTL_MS,
+                        *(value for intent in intents for value in (intent.tool_call_id, json.dumps(intent.to_dict()))),
+                    ],
                 )
         except Exception as exc:  # the calls do not run (their error results), and the run ends: Redis is gone
             self._on_lost(exc.__cause__ or exc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ABORT", "CLAIM", "DECIDE", "RECORD_INTENTS", "RELEASE", "RENEW", "WITHDRAW"]
+__all__ = ["ABORT", "CLAIM", "DECIDE", "RECORD_INTENTS", "RELEASE", "RENEW", "TAKE", "WITHDRAW"]
 
 # KEYS: owner, control. ARGV: token, lease ms, group.
 # Take the run's lease if free; then make sure the consumer group exists and mark, in the control
@@ -57,23 +57,40 @@ end
 return 0
 """
 
-# KEYS: approvals, decision list. ARGV: tool call id.
+# KEYS: approvals, decision list, approved list. ARGV: tool call id, ttl ms.
 # The worker gives up waiting (timeout or abort): withdraw the request, unless a decision won
-# the race, which is then returned (and must be honoured).
+# the race, which is then taken as TAKE does and returned (and must be honoured).
 WITHDRAW = """
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
   return false
 end
-return redis.call('LPOP', KEYS[2])
+local decision = redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
+if decision then
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+end
+return decision
 """
 
-# KEYS: intents, then the approved list of each call. ARGV: each call's id and intent JSON, in order.
-# Records the calls' intents and uses up their approvals in one step (docs/effects.md#remote-runs):
-# an approval is either still kept (no intent: the call never started) or used (its intent is there).
+# KEYS: decision list, approved list. ARGV: ttl ms.
+# The worker takes the decision it waited for: kept in the approved list, which expires with it
+# (docs/effects.md#remote-runs), until the call's intent uses it. Returns it, or false if gone.
+TAKE = """
+local decision = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+if decision then
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
+return decision
+"""
+
+# KEYS: intents, then the approved list of each call. ARGV: ttl ms, then each call's id and intent
+# JSON, in order. Records the calls' intents (the hash expires ttl ms after its last write) and uses
+# up their approvals in one step (docs/effects.md#remote-runs): an approval is either still kept
+# (no intent: the call never started) or used (its intent is there).
 RECORD_INTENTS = """
 for i = 2, #KEYS do
-  redis.call('HSET', KEYS[1], ARGV[2 * i - 3], ARGV[2 * i - 2])
+  redis.call('HSET', KEYS[1], ARGV[2 * i - 2], ARGV[2 * i - 1])
   redis.call('DEL', KEYS[i])
 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return #KEYS - 1
 """

@@ -21,15 +21,16 @@ import redis
 from ..abort import AbortSignal
 from ..exceptions import InvalidTypeError, InvalidValueError
 from ..types import BeforeToolCallContext, BeforeToolCallResult
+from ._intents import EFFECTS_TTL_MS
 from ._keys import RunKeys, redis_errors
-from ._scripts import WITHDRAW
+from ._scripts import TAKE, WITHDRAW
 
 __all__ = ["Approval"]
 
 logger = logging.getLogger("piagent.remote")
 
 DEFAULT_TIMEOUT = 300.0  # seconds a tool call waits for a decision
-POLL = 0.05  # seconds between abort checks while waiting (the wait itself is BLPOP on Redis)
+POLL = 0.05  # seconds between abort checks while waiting (the wait itself is a BLMOVE on Redis)
 
 Hook = Callable[[BeforeToolCallContext, AbortSignal], Optional[BeforeToolCallResult]]
 
@@ -64,6 +65,7 @@ def approval_hook(
 ) -> Hook:
     """A ``before_tool_call`` that runs ``inner`` (the agent's own hook) first, then asks for approval."""
     withdraw = client.register_script(WITHDRAW)
+    take = client.register_script(TAKE)
 
     def before_tool_call(context: BeforeToolCallContext, signal: AbortSignal) -> Optional[BeforeToolCallResult]:
         if inner is not None:
@@ -80,9 +82,10 @@ def approval_hook(
             if raw is None:
                 client.hset(keys.approvals, call.id, json.dumps(request, default=str))
                 publish({"type": "approval_request", **request})
-                raw = _wait(client, keys.decision(call.id), keys.approved(call.id), policy.timeout, signal)
+                held = [keys.decision(call.id), keys.approved(call.id)]
+                raw = _wait(client, take, held, policy.timeout, signal)
                 if raw is None:
-                    raw = withdraw(keys=[keys.approvals, keys.decision(call.id)], args=[call.id])
+                    raw = withdraw(keys=[keys.approvals, *held], args=[call.id, EFFECTS_TTL_MS])
         outcome: dict[str, Any]
         if raw is None:
             reason = "Operation aborted" if signal.aborted else f"Approval timed out after {policy.timeout:g} s"
@@ -114,15 +117,21 @@ def _decision(raw: str, call_id: str, run_id: str) -> dict[str, Any]:
     return {"approved": decision["approved"], "reason": reason if isinstance(reason, str) else None}
 
 
-def _wait(client: redis.Redis, key: str, keep: str, timeout: float, signal: AbortSignal) -> Optional[str]:
-    """Move the decision from ``key`` to ``keep`` (BLMOVE, in short slices) as soon as it comes,
-    until ``timeout`` passes or the run is aborted: taken, it outlives this process in ``keep``."""
+def _wait(client: redis.Redis, take: Any, held: list[str], timeout: float, signal: AbortSignal) -> Optional[str]:
+    """Take the decision from ``held[0]`` into ``held[1]`` as soon as it comes, until ``timeout``
+    passes or the run is aborted: taken, it outlives this process there, with its TTL.
+
+    The wait is a BLMOVE of the list onto itself (in short slices), which leaves the decision in
+    place; the ``TAKE`` script then moves it and sets the TTL in one step, so no approval is ever
+    kept without one.
+    """
     deadline = time.monotonic() + timeout
     while not signal.aborted:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        reply = client.execute_command("BLMOVE", key, keep, "LEFT", "RIGHT", min(POLL, left))
-        if reply is not None:
-            return str(reply)
+        if client.execute_command("BLMOVE", held[0], held[0], "LEFT", "RIGHT", min(POLL, left)) is not None:
+            taken = take(keys=held, args=[EFFECTS_TTL_MS])
+            if taken is not None:
+                return str(taken)
     return None

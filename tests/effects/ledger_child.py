@@ -20,11 +20,14 @@ import signal
 import sys
 from typing import Any
 
-from piagent import Agent, idempotency_key, tool
-from piagent.sessions import JsonlSession, SqliteSession
+from typing_extensions import Protocol
+
+from piagent import Agent, AgentTool, idempotency_key, tool
+from piagent.sessions import JsonlSession, Session, SqliteSession
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 
 FINAL = "Every charge is settled."
+PROMPT = "Charge a, b and c."
 BATCHES = [
     [("charge", {"item": "a"}), ("charge", {"item": "b"}), ("lookup", {"item": "x"})],  # a parallel batch
     [("charge", {"item": "c"})],
@@ -54,10 +57,13 @@ class Checkpoints:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run(store: str, session_path: str, ledger_path: str, trace_path: str, kill_at: str) -> None:
-    points = Checkpoints(trace_path, kill_at)
-    faux = register_faux_provider(api="faux-effects", chunk_tokens=(2, 4))
-    faux.set_responses([respond] * 10)
+class Points(Protocol):
+    def hit(self, label: str) -> None: ...
+
+
+def ledger_tools(points: Points, ledger_path: str) -> list[AgentTool]:
+    """``charge`` ("never": appends ``<idempotency key> <item>`` to LEDGER, fsynced) and ``lookup``
+    ("safe": nothing), each passing its checkpoints to ``points``."""
 
     @tool
     def charge(item: str) -> str:
@@ -76,12 +82,24 @@ def run(store: str, session_path: str, ledger_path: str, trace_path: str, kill_a
         points.hit(f"lookup {item}")
         return f"{item} is known"
 
-    session = JsonlSession(session_path) if store == "jsonl" else SqliteSession(session_path, "run-1")
-    agent = Agent(model=faux.get_model(), tools=[charge, lookup], session=session)
+    return [charge, lookup]
+
+
+def ledger_agent(session: Session, points: Points, ledger_path: str) -> Agent:
+    """The scripted agent charging a, b and c with :func:`ledger_tools`; every event is a checkpoint."""
+    faux = register_faux_provider(chunk_tokens=(2, 4))
+    faux.set_responses([respond] * 10)
+    agent = Agent(model=faux.get_model(), tools=ledger_tools(points, ledger_path), session=session)
     agent.subscribe(lambda event: points.hit(event.type))
+    return agent
+
+
+def run(store: str, session_path: str, ledger_path: str, trace_path: str, kill_at: str) -> None:
+    session = JsonlSession(session_path) if store == "jsonl" else SqliteSession(session_path, "run-1")
+    agent = ledger_agent(session, Checkpoints(trace_path, kill_at), ledger_path)
     messages = agent.state.messages
     if not messages:
-        agent.prompt("Charge a, b and c.")
+        agent.prompt(PROMPT)
     elif not (messages[-1].role == "assistant" and not messages[-1].tool_calls):
         agent.continue_()
     session.close()

@@ -250,6 +250,41 @@ def test_a_process_killed_after_the_effect_resumes_without_repeating_it(tmp_path
     assert found.final == "Every charge is settled."
 
 
+def test_a_prompt_on_a_session_reloaded_after_a_crash_settles_the_interrupted_call_before_the_new_request(
+    faux: FauxProvider, tmp_path: Path
+) -> None:
+    session, ledger, trace = tmp_path / "s.jsonl", tmp_path / "ledger", tmp_path / "trace"
+    zygote = Zygote()
+    try:
+        assert zygote.run("jsonl", session, ledger, trace, "after effect c") == -9
+    finally:
+        zygote.close()
+    ran: list[str] = []
+    charge, price = shop_tools(ran)
+    requests: list[list[Any]] = []
+
+    def answer(context: Any, options: Any, state: Any, model: Any) -> Any:
+        requests.append(list(context.messages))
+        return faux_message("c may have been charged: I will check.")
+
+    faux.set_responses([answer])
+    agent = Agent(model=faux.get_model(), tools=[charge, price], session=JsonlSession(session))
+    [interrupted] = agent.state.messages[-1].tool_calls
+    events: list[Any] = []
+    agent.subscribe(lambda e: events.append(e) if e.type == "tool_recovery" else None)
+    agent.prompt("Did it work?")
+    assert ran == []  # c is not charged a second time
+    [(call_id, action, decided_by)] = [(e.tool_call_id, e.action, e.decided_by) for e in events]
+    assert (call_id, action, decided_by) == (interrupted.id, "fail", "policy")
+    [request] = requests
+    result, question = request[-2:]  # the settled call comes before the new prompt, in the request
+    assert result.role == "toolResult" and result.tool_call_id == interrupted.id
+    assert result.is_error and "was interrupted" in result.content[0].text
+    assert question.role == "user" and question.content[0].text == "Did it work?"
+    stored = [m for m in JsonlSession(session).messages() if m.role in ("toolResult", "user")]
+    assert [m.role for m in stored[-2:]] == ["toolResult", "user"]  # and so in the session
+
+
 def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: FauxProvider, tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     seen: list[list[str]] = []
@@ -265,6 +300,50 @@ def test_a_sequential_batch_stores_each_calls_intent_just_before_it_runs(faux: F
     agent = Agent(model=faux.get_model(), tools=[charge], session=JsonlSession(path), tool_execution="sequential")
     agent.prompt("go")
     assert seen == [[calls[0].id], [calls[0].id, calls[1].id]]
+
+
+def nested_call(session: Session, tools: Sequence[AgentTool], name: str, call_id: str) -> Any:
+    """What a tool calling another tool does: ``run_tool_call`` with a config naming the session as journal."""
+    from piagent import AgentContext, AgentLoopConfig, run_tool_call
+    from piagent.ai import Model
+
+    model = Model(id="mock", api="openai-responses", provider="openai")
+    return run_tool_call(
+        faux_tool_call(name, {"item": "a"}, call_id),
+        assistant_message=faux_message([faux_tool_call("script", {}, "outer")]),
+        context=AgentContext("", [], list(tools)),
+        config=AgentLoopConfig(model=model, intent_journal=session),
+    )
+
+
+def test_run_tool_call_stores_the_calls_intent_before_it_runs_and_a_safe_tools_none(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    seen: list[tuple[list[str], Optional[str]]] = []
+
+    @tool
+    def charge(item: str) -> str:
+        """Charge an item."""
+        seen.append(([i["toolCallId"] for i in intent_entries(JsonlSession(path))], idempotency_key()))
+        return "charged"
+
+    _, price = shop_tools([])
+    session = JsonlSession(path)
+    charged = nested_call(session, [charge, price], "charge", "inner-1")
+    priced = nested_call(session, [charge, price], "price", "inner-2")
+    assert (charged.is_error, priced.is_error) == (False, False)
+    assert seen == [(["inner-1"], f"{session.id}:inner-1")]  # stored before execute, with its key
+    [intent] = intent_entries(JsonlSession(path))  # the safe call stored none
+    assert (intent["toolName"], intent["arguments"]) == ("charge", {"item": "a"})
+
+
+def test_run_tool_call_whose_intent_cannot_be_stored_does_not_run_and_returns_an_error(tmp_path: Path) -> None:
+    ran: list[str] = []
+    charge, _ = shop_tools(ran)
+    outcome = nested_call(Session(CountingStore(tmp_path / "s.jsonl", refuse_intents=True)), [charge], "charge", "c1")
+    assert ran == []
+    assert outcome.is_error
+    assert "was not executed: its intent could not be recorded" in outcome.result.content[0].text
+    assert "No space left on device" in outcome.result.content[0].text
 
 
 def test_an_intent_journal_without_the_journal_methods_is_refused_with_a_clear_error() -> None:

@@ -157,3 +157,25 @@ def test_an_agent_factory_is_called_only_once_the_runs_lease_is_held(redis_serve
         with pytest.raises(RunBusyError):
             attach(build, redis_server.url, "rules-factory", claim_timeout=0.2)
         assert built == ["rules-factory"]  # the second worker never built (loaded) the agent
+
+
+def test_handles_and_attachments_given_one_url_share_its_connections_run_after_run(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    server = redis.Redis.from_url(redis_server.url, decode_responses=True)
+
+    def one_run(number: int) -> None:
+        handle = RunHandle(redis_server.url, f"rules-pool-{number}")
+        handle.follow_up("hello")
+        agent = Agent(model=faux.get_model())
+        with attach(agent, redis_server.url, f"rules-pool-{number}"):
+            run_pending(agent)
+        assert any(event["type"] == "agent_end" for event in handle.events(timeout=5))
+        handle.close()
+
+    one_run(0)  # fills the URL's pool
+    opened = server.info("stats")["total_connections_received"]
+    for number in range(1, 4):
+        one_run(number)
+    assert server.info("stats")["total_connections_received"] == opened  # no connection opened since
+    server.close()

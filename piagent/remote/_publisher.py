@@ -1,8 +1,8 @@
 """A run's event publisher: events go to Redis from one thread, in order, many per round trip.
 
 The run thread only serialises an event and queues it; the publisher thread writes everything
-queued since its last write in one ``MULTI`` (``XADD`` per event, with the control-stream
-bookkeeping that rides with it). ``flush()`` waits until what was queued is in Redis (the
+queued since its last write in one ``MULTI``: one script appending the events (an entry each),
+then the control-stream bookkeeping that rides with them. ``flush()`` waits until what was queued is in Redis (the
 worker needs that before a queued message may reach the session: docs/remote.md#crash-recovery).
 A failed write stops the publisher and is reported once through ``on_failure``.
 """
@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 import redis
 
 from ._keys import RunKeys
+from ._scripts import PUBLISH
 
 __all__ = ["Publisher"]
 
@@ -93,9 +94,9 @@ class Publisher:
 
     def _write(self, batch: list[tuple[str, Optional[Extra]]]) -> None:
         pipe = self._redis.pipeline(transaction=True)
-        for data, extra in batch:
-            pipe.xadd(self._keys.events, {"event": data}, maxlen=self._max_events)
+        # EVAL with the body (not EVALSHA): a Redis restarted without the script still runs it
+        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, *(data for data, _ in batch))
+        for _, extra in batch:
             if extra is not None:
                 extra(pipe)
-        pipe.pexpire(self._keys.events, EVENTS_TTL_MS)
         pipe.execute()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ABORT", "CLAIM", "DECIDE", "RECORD_INTENTS", "RELEASE", "RENEW", "WITHDRAW"]
+__all__ = ["ABORT", "CLAIM", "DECIDE", "PUBLISH", "RECORD_INTENTS", "RELEASE", "RENEW", "WITHDRAW"]
 
 # KEYS: owner, control. ARGV: token, lease ms, group.
-# Take the run's lease if free; then make sure the consumer group exists and mark, in the control
-# stream, where this attachment starts (an abort entry older than the mark was meant for an
-# earlier worker). Returns the mark's entry id, or false while another worker holds the lease.
+# Take the run's lease if free; then make sure the consumer group exists and mark where this
+# attachment starts: an id of the control stream (an entry added and deleted at once, so no
+# consumer ever reads it) after which an abort entry is meant for this worker, not an earlier
+# one. Returns {mark, entries in the group's pending list}, or false while another worker holds
+# the lease.
 CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -16,7 +18,9 @@ local ok = redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[3], '0', 'MKSTREAM')
 if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
   return redis.error_reply(ok.err)
 end
-return redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
+local mark = redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
+redis.call('XDEL', KEYS[2], mark)
+return {mark, redis.call('XPENDING', KEYS[2], ARGV[3])[1]}
 """
 
 # KEYS: owner. ARGV: token, lease ms. Renew the lease if still ours: 1, else 0.
@@ -43,6 +47,17 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
+"""
+
+# KEYS: events. ARGV: max events, ttl ms, then each event's JSON, oldest first.
+# Appends every event of a batch to the capped stream (one entry each) and renews the stream's
+# expiry: a batch is one command, whatever its length.
+PUBLISH = """
+for i = 3, #ARGV do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', ARGV[i])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return #ARGV - 2
 """
 
 # KEYS: approvals, decision list. ARGV: tool call id, decision JSON, ttl ms.

@@ -27,15 +27,16 @@ DECISION_TTL_MS = 60_000  # an unclaimed decision expires (the worker takes it w
 class RunHandle:
     """One run (a conversation) seen from any process: steer it, approve its tools, follow its events.
 
-    ``redis_url`` is a ``redis://`` URL or a ``redis.Redis`` client built with
-    ``decode_responses=True`` (shared, never closed by the handle). Every method is one or two
-    atomic Redis commands; a handle is safe from any thread. Redis errors raise
+    ``redis_url`` is a ``redis://`` URL (handles and attachments given the same URL share one
+    connection pool) or a ``redis.Redis`` client built with ``decode_responses=True`` (shared,
+    never closed by the handle). Every method is one or two atomic Redis commands; a handle is
+    safe from any thread. Redis errors raise
     :class:`~piagent.remote.RemoteError`.
     """
 
     def __init__(self, redis_url: Union[str, redis.Redis], run_id: str) -> None:
         self.keys = RunKeys(run_id)
-        self._redis, self._owns_client = client_for(redis_url)
+        self._redis = client_for(redis_url)
         self._abort = self._redis.register_script(ABORT)
         self._decide = self._redis.register_script(DECIDE)
 
@@ -140,9 +141,7 @@ class RunHandle:
         return redis_errors(f"{operation}() on run {self.run_id!r}")
 
     def close(self) -> None:
-        """Close the connections this handle opened (not a client it was given)."""
-        if self._owns_client:
-            self._redis.close()
+        """Nothing to release: the connections belong to the URL's shared pool (or to the client given)."""
 
     def __enter__(self) -> RunHandle:
         return self

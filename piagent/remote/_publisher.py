@@ -25,6 +25,7 @@ logger = logging.getLogger("piagent.remote")
 
 EVENTS_TTL_MS = 24 * 3600 * 1000  # the events stream expires a day after its last event
 MAX_BATCH = 1000  # events per round trip at most
+_ENCODER = json.JSONEncoder(default=str)  # json.dumps(event, default=str), without building an encoder per event
 FLUSH_TIMEOUT = 10.0  # seconds flush() and close() wait for Redis
 
 Extra = Callable[[Any], None]  # adds commands to the batch's pipeline
@@ -49,13 +50,14 @@ class Publisher:
 
     def publish(self, event: dict[str, Any], extra: Optional[Extra] = None) -> int:
         """Queue ``event`` (and ``extra`` commands for the same transaction); returns its number."""
-        data = json.dumps(event, default=str)
+        data = _ENCODER.encode(event)
         with self._changed:
             if self._failed is not None or self._closing:
                 return self._queued  # dropped: the run is ending (failure) or detached
             self._queue.append((data, extra))
             self._queued += 1
-            self._changed.notify_all()
+            if len(self._queue) == 1:  # else the publisher has been woken already and not taken it yet
+                self._changed.notify_all()
             return self._queued
 
     def flush(self, number: Optional[int] = None) -> Optional[BaseException]:
@@ -95,7 +97,8 @@ class Publisher:
     def _write(self, batch: list[tuple[str, Optional[Extra]]]) -> None:
         pipe = self._redis.pipeline(transaction=True)
         # EVAL with the body (not EVALSHA): a Redis restarted without the script still runs it
-        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, *(data for data, _ in batch))
+        events = "\n".join(data for data, _ in batch)  # no event's JSON has a raw newline (ensure_ascii)
+        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, events)
         for _, extra in batch:
             if extra is not None:
                 extra(pipe)

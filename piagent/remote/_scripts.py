@@ -49,15 +49,22 @@ end
 return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
 """
 
-# KEYS: events. ARGV: max events, ttl ms, then each event's JSON, oldest first.
-# Appends every event of a batch to the capped stream (one entry each) and renews the stream's
-# expiry: a batch is one command, whatever its length.
+# KEYS: events. ARGV: max events, ttl ms, the events' JSON joined by newlines, oldest first
+# (JSON as json.dumps writes it has no raw newline). Appends every event of a batch to the capped
+# stream, one entry each, and renews the stream's expiry: a batch is one command and one argument.
 PUBLISH = """
-for i = 3, #ARGV do
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', ARGV[i])
+local data, start, count = ARGV[3], 1, 0
+while true do
+  local stop = string.find(data, '\\n', start, true)
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', string.sub(data, start, (stop or 0) - 1))
+  count = count + 1
+  if not stop then
+    break
+  end
+  start = stop + 1
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return #ARGV - 2
+return count
 """
 
 # KEYS: approvals, decision list. ARGV: tool call id, decision JSON, ttl ms.

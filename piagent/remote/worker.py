@@ -265,8 +265,10 @@ class Attachment:
             return
         if event.type == "agent_start" and self._abort_reason is not None:
             self.agent.abort(self._abort_reason)  # aborted while attached and idle: this run is the one
-        with self._lock:
-            queued = self._queued.get(id(event.message)) if event.type in ("message_start", "message_end") else None
+        queued = None
+        if event.type in ("message_start", "message_end"):
+            with self._lock:
+                queued = self._queued.get(id(event.message))
         if queued is None:
             self._publisher.publish(wire_event(event))
             return

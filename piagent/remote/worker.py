@@ -275,16 +275,15 @@ class Attachment:
         entry_id = queued[0]
         if event.type == "message_start":
             # Where the message will land in the transcript, in Redis before the session can append
-            # it: after a crash, the next worker tells from it whether it did.
-            index = len(self.agent.state.messages)
-            number = self._publisher.publish(
-                wire_event(event), lambda pipe: pipe.hset(self.keys.delivering, entry_id, index)
-            )
-            failure = self._publisher.flush(number)
-            if failure is not None:
-                self._fail(failure)
+            # it (written from this thread: one round trip, no hand-off to the publisher and back):
+            # after a crash, the next worker tells from it whether it did.
+            try:
+                self._redis.hset(self.keys.delivering, entry_id, len(self.agent.state.messages))
+            except redis.RedisError as exc:
+                self._fail(exc)
                 self._failure_raised = True
-                raise self._failure  # type: ignore[misc]  # _fail() has set it
+                raise self._failure from exc  # type: ignore[misc]  # _fail() has set it
+            self._publisher.publish(wire_event(event))
             return
 
         def acknowledge(pipe: Any) -> None:  # delivered (the session, if any, has appended it)
@@ -323,11 +322,11 @@ class Attachment:
         wake = None
         with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
             wake = str(self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}))
-        if self._reader is not None:
-            self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
-        if self._unsubscribe is not None:
+        if self._unsubscribe is not None:  # while the reader wakes up
             self._unsubscribe()
             self._publisher.close()
+        if self._reader is not None:
+            self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
         if self._approval is not None:
             self.agent.before_tool_call = self._previous_hook
         if self._unsubscribe is not None:

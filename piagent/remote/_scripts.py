@@ -4,12 +4,12 @@ from __future__ import annotations
 
 __all__ = ["ABORT", "CLAIM", "DECIDE", "PUBLISH", "RECORD_INTENTS", "RELEASE", "RENEW", "WITHDRAW"]
 
-# KEYS: owner, control. ARGV: token, lease ms, group.
+# KEYS: owner, control. ARGV: token, lease ms, group, consumer, count.
 # Take the run's lease if free; then make sure the consumer group exists and mark where this
 # attachment starts: an id of the control stream (an entry added and deleted at once, so no
 # consumer ever reads it) after which an abort entry is meant for this worker, not an earlier
-# one. Returns {mark, entries in the group's pending list}, or false while another worker holds
-# the lease.
+# one. Returns {mark, entries in the consumer's pending list, up to count entries never read
+# (XREADGROUP >, now pending too)}, or false while another worker holds the lease.
 CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -20,7 +20,9 @@ if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
 end
 local mark = redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
 redis.call('XDEL', KEYS[2], mark)
-return {mark, redis.call('XPENDING', KEYS[2], ARGV[3])[1]}
+local pending = redis.call('XPENDING', KEYS[2], ARGV[3])[1]
+local new = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[5], 'STREAMS', KEYS[2], '>')
+return {mark, pending, new and new[1][2] or {}}
 """
 
 # KEYS: owner. ARGV: token, lease ms. Renew the lease if still ours: 1, else 0.

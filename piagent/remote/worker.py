@@ -122,12 +122,14 @@ class Attachment:
         given = self._agent_or_factory
         if isinstance(given, Agent) and given.state.is_streaming:
             raise AgentBusyError("attach() the agent before its run starts, not during it")
-        self._claim(claim_timeout)
+        new = self._claim(claim_timeout)  # up to READ_COUNT entries never read, now in our pending list
         try:
             self.agent = given if isinstance(given, Agent) else _built(given, self.keys.run_id)
             if self._pending:
-                self._recover()
-            self._read_new(block=None)  # everything sent before attaching is queued on return
+                self._recover()  # the older pending entries first: they were sent first
+            self._handle_all(new)
+            if len(new) == READ_COUNT:
+                self._read_new(block=None)  # everything sent before attaching is queued on return
         except BaseException:
             self._release()
             raise
@@ -144,30 +146,36 @@ class Attachment:
         self._reader = threading.Thread(target=self._read_loop, name=f"piagent-remote-{self.keys.run_id}", daemon=True)
         self._reader.start()
 
-    def _claim(self, claim_timeout: float) -> None:
+    def _claim(self, claim_timeout: float) -> list[tuple[str, Optional[dict[str, str]]]]:
+        """Take the lease; the entries never read that the claim read (the rest of the stream waits)."""
         claim = self._redis.register_script(CLAIM)
         waited = threading.Event()
         attempts = max(1, int(claim_timeout / CLAIM_POLL))
+        keys = [self.keys.owner, self.keys.control]
+        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT]
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
             for _ in range(attempts):
-                claimed = claim(keys=[self.keys.owner, self.keys.control], args=[self._token, self._lease_ms, GROUP])
+                claimed = claim(keys=keys, args=args)
                 if claimed:
                     self._mark, self._pending = stream_id(str(claimed[0])), int(claimed[1])
-                    return
+                    return [(str(entry_id), dict(zip(flat[::2], flat[1::2]))) for entry_id, flat in claimed[2]]
                 waited.wait(CLAIM_POLL)
         raise RunBusyError(
             f"run {self.keys.run_id!r} is attached to another live worker (waited {claim_timeout:g} s for its lease)"
         )
 
     def _recover(self) -> None:
-        """Queue again what an earlier worker took and never delivered (our consumer's pending list)."""
-        last = "0-0"
+        """Queue again what an earlier worker took and never delivered: the first ``_pending``
+        entries of our consumer's pending list (the claim's own read comes after them)."""
+        last, left = "0-0", self._pending
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
-            while True:
-                reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: last}, count=READ_COUNT)
+            while left:
+                count = min(left, READ_COUNT)
+                reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: last}, count=count)
                 entries = entries_of(reply)
                 if not entries:
                     return
+                left -= len(entries)
                 for entry_id, fields in entries:
                     last = entry_id
                     message = self._message(entry_id, fields)
@@ -208,11 +216,14 @@ class Attachment:
         while True:
             reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: ">"}, count=READ_COUNT, block=block)
             entries = entries_of(reply)
-            done = [entry_id for entry_id, fields in entries if self._handle(entry_id, fields or {})]
-            if done:
-                self._acknowledge(*done)
+            self._handle_all(entries)
             if block is not None or len(entries) < READ_COUNT:
                 return
+
+    def _handle_all(self, entries: list[tuple[str, Optional[dict[str, str]]]]) -> None:
+        done = [entry_id for entry_id, fields in entries if self._handle(entry_id, fields or {})]
+        if done:
+            self._acknowledge(*done)  # together, in one round trip
 
     def _handle(self, entry_id: str, fields: dict[str, str]) -> bool:
         """Act on one control entry; True if it is done with (to acknowledge now), False for a

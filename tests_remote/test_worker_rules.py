@@ -179,3 +179,24 @@ def test_handles_and_attachments_given_one_url_share_its_connections_run_after_r
         one_run(number)
     assert server.info("stats")["total_connections_received"] == opened  # no connection opened since
     server.close()
+
+
+def test_an_agent_factory_that_fails_loses_no_message_and_older_pending_messages_come_first(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    handle = RunHandle(redis_server.url, "rules-factory-fails")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, "rules-factory-fails"):
+        handle.follow_up("first")
+        assert wait_until(agent.has_queued_messages)  # read, never delivered: pending once detached
+    handle.follow_up("second")  # never read: the failed attach's claim reads it
+
+    def broken(run_id: str) -> Agent:
+        raise RuntimeError("the session would not load")
+
+    with pytest.raises(RuntimeError, match="would not load"):
+        attach(broken, redis_server.url, "rules-factory-fails")
+    handle.follow_up("third")
+    with attach(agent, redis_server.url, "rules-factory-fails"):
+        run_pending(agent)
+    assert user_texts(agent) == ["first", "second", "third"]

@@ -40,7 +40,7 @@ __all__ = ["Attachment", "attach", "run_pending"]
 
 logger = logging.getLogger("piagent.remote")
 
-LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every READ_SLICE_MS
+LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every RENEW_EVERY
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
 READ_SLICE_MS = 1000  # the reader's blocking read, at most; the lease is renewed between reads
 RENEW_EVERY = 1.0  # seconds between lease renewals

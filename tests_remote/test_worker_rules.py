@@ -10,6 +10,7 @@ import redis
 
 from piagent import Agent
 from piagent.remote import RemoteError, RunBusyError, RunHandle, attach, run_pending
+from piagent.remote._keys import stream_id
 from piagent.testing import faux_message, register_faux_provider
 from tests.support.waits import wait_until
 
@@ -200,3 +201,27 @@ def test_an_agent_factory_that_fails_loses_no_message_and_older_pending_messages
     with attach(agent, redis_server.url, "rules-factory-fails"):
         run_pending(agent)
     assert user_texts(agent) == ["first", "second", "third"]
+
+
+def test_the_events_stream_is_capped_near_max_events_and_expires_a_day_after_its_last_event(
+    redis_server: RedisServer,
+) -> None:
+    provider = register_faux_provider(chunk_tokens=(1, 1))
+    provider.set_responses([faux_message("word " * 1000)])  # about 1,000 events, in batches
+    agent = Agent(model=provider.get_model())
+    handle = RunHandle(redis_server.url, "rules-cap")
+    handle.follow_up("go")
+    try:
+        with attach(agent, redis_server.url, "rules-cap", max_events=100):
+            run_pending(agent)
+    finally:
+        provider.unregister()
+    server = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    events = "piagent:{rules-cap}:events"
+    assert 100 <= server.xlen(events) <= 300  # MAXLEN ~ trims whole nodes of 100 entries
+    assert 23 * 3600 * 1000 < server.pttl(events) <= 24 * 3600 * 1000
+    kept = list(handle.events(timeout=0.2))
+    assert kept[-1]["type"] == "agent_end" and len(kept) == server.xlen(events)
+    ids = [stream_id(e["eventId"]) for e in kept]
+    assert ids == sorted(set(ids))  # oldest first, one entry each
+    server.close()

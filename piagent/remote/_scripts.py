@@ -20,7 +20,12 @@ if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
 end
 local mark = redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
 redis.call('XDEL', KEYS[2], mark)
-local pending = redis.call('XPENDING', KEYS[2], ARGV[3])[1]
+local pending = 0
+for _, consumer in ipairs(redis.call('XPENDING', KEYS[2], ARGV[3])[4] or {}) do
+  if consumer[1] == ARGV[4] then
+    pending = tonumber(consumer[2])
+  end
+end
 local new = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[5], 'STREAMS', KEYS[2], '>')
 return {mark, pending, new and new[1][2] or {}}
 """

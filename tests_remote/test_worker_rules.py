@@ -225,3 +225,43 @@ def test_the_events_stream_is_capped_near_max_events_and_expires_a_day_after_its
     ids = [stream_id(e["eventId"]) for e in kept]
     assert ids == sorted(set(ids))  # oldest first, one entry each
     server.close()
+
+
+def test_a_live_worker_keeps_its_lease_after_a_slow_agent_factory(redis_server: RedisServer, faux: Any) -> None:
+    """The first renewal counts from the claim, not from the end of the agent's loading."""
+    loading = threading.Event()
+
+    def slow(run_id: str) -> Agent:
+        loading.wait(1.0)  # a session that takes two thirds of the lease to load
+        return Agent(model=faux.get_model())
+
+    first = attach(slow, redis_server.url, "rules-slow-factory", lease=1.5)
+    try:
+        with pytest.raises(RunBusyError):  # the lease outlives a wait of twice its length
+            attach(Agent(model=faux.get_model()), redis_server.url, "rules-slow-factory", claim_timeout=3)
+    finally:
+        first.close()
+
+
+def test_a_live_worker_keeps_its_lease_while_control_entries_arrive_just_under_a_second_apart(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """A read that returns early still renews on time: the reader never blocks past a renewal."""
+    handle = RunHandle(redis_server.url, "rules-steady-steers")
+    agent = Agent(model=faux.get_model())
+    stop = threading.Event()
+
+    def steer_steadily() -> None:
+        while not stop.wait(0.9):
+            handle.steer("still there?")
+
+    first = attach(agent, redis_server.url, "rules-steady-steers", lease=1.5)
+    sender = threading.Thread(target=steer_steadily)
+    sender.start()
+    try:
+        with pytest.raises(RunBusyError):
+            attach(Agent(model=faux.get_model()), redis_server.url, "rules-steady-steers", claim_timeout=4)
+    finally:
+        stop.set()
+        sender.join()
+        first.close()

@@ -42,8 +42,8 @@ logger = logging.getLogger("piagent.remote")
 
 LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every RENEW_EVERY
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
-READ_SLICE_MS = 1000  # the reader's blocking read, at most; the lease is renewed between reads
-RENEW_EVERY = 1.0  # seconds between lease renewals
+READ_SLICE_MS = 1000  # the reader's blocking read, at most; it never blocks past the next renewal
+RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim
 MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 READ_COUNT = 500  # control entries per read
@@ -103,6 +103,7 @@ class Attachment:
         self._token = uuid.uuid4().hex
         self._mark = (0, 0)  # where this attachment starts: an abort entry before it was for an earlier worker
         self._pending = 0  # entries of the group's pending list when the lease was taken
+        self._renewed = 0.0  # time.monotonic() when the lease was last set (before the command)
         self._lock = threading.Lock()
         self._queued: dict[int, tuple[str, AgentMessage]] = {}  # id(message) -> (entry id, message)
         self._abort_reason: Optional[str] = None  # an abort received while attached
@@ -155,6 +156,7 @@ class Attachment:
         args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT]
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
             for _ in range(attempts):
+                self._renewed = time.monotonic()
                 claimed = claim(keys=keys, args=args)
                 if claimed:
                     self._mark, self._pending = stream_id(str(claimed[0])), int(claimed[1])
@@ -198,14 +200,14 @@ class Attachment:
     def _read_loop(self) -> None:
         renew = self._redis.register_script(RENEW)
         owner = [self.keys.owner]
-        renewed = time.monotonic()  # the claim has just set the lease
         try:
             while not self._stopping.is_set():
-                if time.monotonic() - renewed >= RENEW_EVERY:
-                    renewed = time.monotonic()
+                due = self._renewed + RENEW_EVERY - time.monotonic()  # seconds until the next renewal
+                if due <= 0:
+                    self._renewed, due = time.monotonic(), RENEW_EVERY
                     if not renew(keys=owner, args=[self._token, self._lease_ms]):
                         raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
-                self._read_new(block=READ_SLICE_MS)
+                self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
             if not self._stopping.is_set():
                 self._fail(exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -265,3 +266,26 @@ def test_a_live_worker_keeps_its_lease_while_control_entries_arrive_just_under_a
         stop.set()
         sender.join()
         first.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+def test_a_forked_child_uses_the_urls_client_on_connections_of_its_own(redis_server: RedisServer, faux: Any) -> None:
+    """The shared client's pool starts afresh in a forked child (a Celery prefork worker), and the
+    child leaves the parent's connections as they were."""
+    handle = RunHandle(redis_server.url, "rules-fork")
+    handle.follow_up("from the parent")  # the parent's pool now holds a connection
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status only
+        code = 1
+        try:
+            RunHandle(redis_server.url, "rules-fork").follow_up("from the child")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    handle.follow_up("from the parent again")  # on the parent's own connection, untouched
+    agent = Agent(model=faux.get_model(), steering_mode="all", follow_up_mode="all")
+    with attach(agent, redis_server.url, "rules-fork"):
+        run_pending(agent)
+    assert user_texts(agent) == ["from the parent", "from the child", "from the parent again"]

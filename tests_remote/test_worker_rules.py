@@ -289,3 +289,21 @@ def test_a_forked_child_uses_the_urls_client_on_connections_of_its_own(redis_ser
     with attach(agent, redis_server.url, "rules-fork"):
         run_pending(agent)
     assert user_texts(agent) == ["from the parent", "from the child", "from the parent again"]
+
+
+def test_handles_built_at_once_from_many_threads_share_the_urls_one_client(redis_server: RedisServer) -> None:
+    url = redis_server.url.rsplit("/", 1)[0] + "/7"  # a URL no other test uses: its client is built in the race
+    start = threading.Barrier(8)
+    handles: list[RunHandle] = []
+
+    def build() -> None:
+        start.wait()
+        handles.append(RunHandle(url, "rules-race"))
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(handle._redis) for handle in handles}) == 1
+    assert all(handle.follow_up("hello") for handle in handles)

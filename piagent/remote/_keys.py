@@ -6,7 +6,6 @@ and the Lua scripts may touch all of its keys.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Optional, Union
 
 import redis
@@ -58,7 +57,6 @@ class RunKeys:
 
 
 _clients: dict[str, redis.Redis] = {}  # URL -> the process's client for it (one connection pool)
-_clients_lock = threading.Lock()
 
 
 def client_for(redis_url: Union[str, redis.Redis]) -> redis.Redis:
@@ -69,15 +67,12 @@ def client_for(redis_url: Union[str, redis.Redis]) -> redis.Redis:
     starts afresh in a forked child). Connections are kept for the process's lifetime.
     """
     if isinstance(redis_url, str):
-        with _clients_lock:
-            client = _clients.get(redis_url)
-            if client is None:
-                client = _clients[redis_url] = redis.Redis.from_url(
-                    redis_url,
-                    decode_responses=True,
-                    socket_timeout=SOCKET_TIMEOUT,
-                    socket_connect_timeout=CONNECT_TIMEOUT,
-                )
+        client = _clients.get(redis_url)
+        if client is None:  # no lock (a fork could copy it held): a racing thread's spare client is never used
+            built = redis.Redis.from_url(
+                redis_url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT
+            )
+            client = _clients.setdefault(redis_url, built)
         return client
     if isinstance(redis_url, redis.Redis):
         if not redis_url.get_connection_kwargs().get("decode_responses"):

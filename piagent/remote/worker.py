@@ -389,7 +389,10 @@ def wire_event(event: Any) -> dict[str, Any]:
     partial message (its ``assistantMessageEvent`` carries the delta; ``message_end`` the whole
     message), so a long answer costs O(n) in Redis, not O(n²) (docs/remote.md#events)."""
     if event.type == "message_update":  # built without serialising the partial message at all
-        return {"type": "message_update", "assistantMessageEvent": event.assistant_message_event.to_dict(False)}
+        return {
+            "type": "message_update",
+            "assistantMessageEvent": event.assistant_message_event.to_dict(with_partial=False),
+        }
     return event.to_dict()
 
 

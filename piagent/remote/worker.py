@@ -40,10 +40,10 @@ __all__ = ["Attachment", "attach", "run_pending"]
 
 logger = logging.getLogger("piagent.remote")
 
-LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every RENEW_EVERY
+LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every RENEW_EVERY (or lease / 3)
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
 READ_SLICE_MS = 1000  # the reader's blocking read, at most; it never blocks past the next renewal
-RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim
+RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim; a third of a shorter lease
 MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 READ_COUNT = 500  # control entries per read
@@ -98,6 +98,7 @@ class Attachment:
         self.keys = RunKeys(run_id)
         self._approval = approval
         self._lease_ms = int(lease * 1000)
+        self._renew_every = min(RENEW_EVERY, lease / 3)
         self._max_events = max_events
         self._redis = client_for(redis_url)
         self._token = uuid.uuid4().hex
@@ -202,9 +203,9 @@ class Attachment:
         owner = [self.keys.owner]
         try:
             while not self._stopping.is_set():
-                due = self._renewed + RENEW_EVERY - time.monotonic()  # seconds until the next renewal
+                due = self._renewed + self._renew_every - time.monotonic()  # seconds until the next renewal
                 if due <= 0:
-                    self._renewed, due = time.monotonic(), RENEW_EVERY
+                    self._renewed, due = time.monotonic(), self._renew_every
                     if not renew(keys=owner, args=[self._token, self._lease_ms]):
                         raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
                 self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever

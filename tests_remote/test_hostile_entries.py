@@ -147,3 +147,25 @@ def test_entries_pending_for_another_consumer_of_the_group_do_not_deliver_a_mess
     with attach(agent, redis_server.url, run_id):
         run_pending(agent)
     assert user_texts(agent) == ["hello"]
+
+
+def test_a_delivering_note_redis_refuses_ends_the_run_clearly_and_the_message_waits_for_the_next_worker(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """The note a queued message needs before it may reach the transcript (written by the run
+    thread at its message_start): when Redis refuses it, the run ends with the error and the
+    message is neither in the transcript nor acknowledged."""
+    run_id = "hostile-delivering"
+    keys, client, handle = RunKeys(run_id), raw(redis_server), RunHandle(redis_server.url, run_id)
+    client.set(keys.delivering, "not a hash")  # HSET on it: WRONGTYPE
+    handle.follow_up("hello")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, run_id):
+        result = run_pending(agent)
+    assert result is not None and "WRONGTYPE" in str(result.error_message)
+    assert f"run {run_id!r}" in str(result.error_message)
+    assert user_texts(agent) == []
+    client.delete(keys.delivering)
+    with attach(agent, redis_server.url, run_id):
+        run_pending(agent)
+    assert user_texts(agent) == ["hello"]

@@ -128,3 +128,44 @@ def test_an_events_entry_without_a_string_type_is_skipped(redis_server: RedisSer
         raw(redis_server).xadd(keys.events, fields)
     raw(redis_server).xadd(keys.events, {"event": '{"type": "after"}'})
     assert [e["type"] for e in handle.events(timeout=0.2)] == ["before", "after"]
+
+
+def test_entries_pending_for_another_consumer_of_the_group_do_not_deliver_a_message_twice(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """Only the consumer ``owner`` is piagent's; entries some other consumer of the group holds
+    are not ours to recover, and never make attach() read its own entries twice."""
+    run_id = "hostile-consumer"
+    keys, client, handle = RunKeys(run_id), raw(redis_server), RunHandle(redis_server.url, run_id)
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, run_id):
+        pass  # creates the run's consumer group
+    for text in ("taken", "also taken"):
+        handle.follow_up(text)
+    client.xreadgroup(GROUP, "intruder", {keys.control: ">"})  # two entries pending for someone else
+    handle.follow_up("hello")
+    with attach(agent, redis_server.url, run_id):
+        run_pending(agent)
+    assert user_texts(agent) == ["hello"]
+
+
+def test_a_delivering_note_redis_refuses_ends_the_run_clearly_and_the_message_waits_for_the_next_worker(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """The note a queued message needs before it may reach the transcript (written by the run
+    thread at its message_start): when Redis refuses it, the run ends with the error and the
+    message is neither in the transcript nor acknowledged."""
+    run_id = "hostile-delivering"
+    keys, client, handle = RunKeys(run_id), raw(redis_server), RunHandle(redis_server.url, run_id)
+    client.set(keys.delivering, "not a hash")  # HSET on it: WRONGTYPE
+    handle.follow_up("hello")
+    agent = Agent(model=faux.get_model())
+    with attach(agent, redis_server.url, run_id):
+        result = run_pending(agent)
+    assert result is not None and "WRONGTYPE" in str(result.error_message)
+    assert f"run {run_id!r}" in str(result.error_message)
+    assert user_texts(agent) == []
+    client.delete(keys.delivering)
+    with attach(agent, redis_server.url, run_id):
+        run_pending(agent)
+    assert user_texts(agent) == ["hello"]

@@ -56,19 +56,30 @@ class RunKeys:
         return self.prefix + "approved:" + tool_call_id
 
 
-def client_for(redis_url: Union[str, redis.Redis]) -> tuple[redis.Redis, bool]:
-    """A client (decoding to str) for a URL, or the given client; True if we created it (and close it)."""
+_clients: dict[str, redis.Redis] = {}  # URL -> the process's client for it (one connection pool)
+
+
+def client_for(redis_url: Union[str, redis.Redis]) -> redis.Redis:
+    """The client (decoding to str) for a URL, or the given client.
+
+    Every handle and attachment given the same URL shares one client, so one connection pool:
+    a run costs no connection set-up once the pool holds idle connections (redis-py's pool
+    starts afresh in a forked child). Connections are kept for the process's lifetime.
+    """
     if isinstance(redis_url, str):
-        client = redis.Redis.from_url(
-            redis_url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT
-        )
-        return client, True
+        client = _clients.get(redis_url)
+        if client is None:  # no lock (a fork could copy it held): a racing thread's spare client is never used
+            built = redis.Redis.from_url(
+                redis_url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT
+            )
+            client = _clients.setdefault(redis_url, built)
+        return client
     if isinstance(redis_url, redis.Redis):
         if not redis_url.get_connection_kwargs().get("decode_responses"):
             raise InvalidValueError(
                 "a redis.Redis client given to piagent.remote must be built with decode_responses=True"
             )
-        return redis_url, False
+        return redis_url
     raise InvalidTypeError(f"redis_url must be a redis:// URL or a redis.Redis client, got {type(redis_url).__name__}")
 
 

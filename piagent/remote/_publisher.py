@@ -1,10 +1,9 @@
 """A run's event publisher: events go to Redis from one thread, in order, many per round trip.
 
 The run thread only serialises an event and queues it; the publisher thread writes everything
-queued since its last write in one ``MULTI`` (``XADD`` per event, with the control-stream
-bookkeeping that rides with it). ``flush()`` waits until what was queued is in Redis (the
-worker needs that before a queued message may reach the session: docs/remote.md#crash-recovery).
-A failed write stops the publisher and is reported once through ``on_failure``.
+queued since its last write in one ``MULTI``: one script appending the events (an entry each),
+then the control-stream bookkeeping that rides with them. A failed write stops the publisher and
+is reported once through ``on_failure``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import Any, Callable, Optional
 import redis
 
 from ._keys import RunKeys
+from ._scripts import PUBLISH
 
 __all__ = ["Publisher"]
 
@@ -24,7 +24,8 @@ logger = logging.getLogger("piagent.remote")
 
 EVENTS_TTL_MS = 24 * 3600 * 1000  # the events stream expires a day after its last event
 MAX_BATCH = 1000  # events per round trip at most
-FLUSH_TIMEOUT = 10.0  # seconds flush() and close() wait for Redis
+_ENCODER = json.JSONEncoder(default=str)  # json.dumps(event, default=str), without building an encoder per event
+CLOSE_TIMEOUT = 10.0  # seconds close() waits for Redis
 
 Extra = Callable[[Any], None]  # adds commands to the batch's pipeline
 
@@ -39,37 +40,27 @@ class Publisher:
         self._on_failure = on_failure
         self._changed = threading.Condition()
         self._queue: list[tuple[str, Optional[Extra]]] = []
-        self._queued = 0  # events queued so far
-        self._written = 0  # events written so far
         self._failed: Optional[BaseException] = None
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=f"piagent-publish-{keys.run_id}", daemon=True)
         self._thread.start()
 
-    def publish(self, event: dict[str, Any], extra: Optional[Extra] = None) -> int:
-        """Queue ``event`` (and ``extra`` commands for the same transaction); returns its number."""
-        data = json.dumps(event, default=str)
+    def publish(self, event: dict[str, Any], extra: Optional[Extra] = None) -> None:
+        """Queue ``event`` (and ``extra`` commands for the same transaction)."""
+        data = _ENCODER.encode(event)
         with self._changed:
             if self._failed is not None or self._closing:
-                return self._queued  # dropped: the run is ending (failure) or detached
+                return  # dropped: the run is ending (failure) or detached
             self._queue.append((data, extra))
-            self._queued += 1
-            self._changed.notify_all()
-            return self._queued
-
-    def flush(self, number: Optional[int] = None) -> Optional[BaseException]:
-        """Wait until event ``number`` (default: every event queued) is written; the failure, if any."""
-        with self._changed:
-            target = self._queued if number is None else number
-            self._changed.wait_for(lambda: self._written >= target or self._failed is not None, FLUSH_TIMEOUT)
-            return self._failed
+            if len(self._queue) == 1:  # else the publisher has been woken already and not taken it yet
+                self._changed.notify_all()
 
     def close(self) -> None:
         """Write what is queued, then stop the thread."""
         with self._changed:
             self._closing = True
             self._changed.notify_all()
-        self._thread.join(FLUSH_TIMEOUT)
+        self._thread.join(CLOSE_TIMEOUT)
 
     def _run(self) -> None:
         while True:
@@ -84,18 +75,15 @@ class Publisher:
                 with self._changed:
                     self._failed = exc
                     self._queue = []
-                    self._changed.notify_all()
                 self._on_failure(exc)
                 return
-            with self._changed:
-                self._written += len(batch)
-                self._changed.notify_all()
 
     def _write(self, batch: list[tuple[str, Optional[Extra]]]) -> None:
         pipe = self._redis.pipeline(transaction=True)
-        for data, extra in batch:
-            pipe.xadd(self._keys.events, {"event": data}, maxlen=self._max_events)
+        # EVAL with the body (not EVALSHA): a Redis restarted without the script still runs it
+        events = "\n".join(data for data, _ in batch)  # no event's JSON has a raw newline (ensure_ascii)
+        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, events)
+        for _, extra in batch:
             if extra is not None:
                 extra(pipe)
-        pipe.pexpire(self._keys.events, EVENTS_TTL_MS)
         pipe.execute()

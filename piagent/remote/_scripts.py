@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ABORT", "CLAIM", "DECIDE", "RECORD_INTENTS", "RELEASE", "RENEW", "TAKE", "WITHDRAW"]
+__all__ = ["ABORT", "CLAIM", "DECIDE", "PUBLISH", "RECORD_INTENTS", "RELEASE", "RENEW", "TAKE", "WITHDRAW"]
 
-# KEYS: owner, control. ARGV: token, lease ms, group.
-# Take the run's lease if free; then make sure the consumer group exists and mark, in the control
-# stream, where this attachment starts (an abort entry older than the mark was meant for an
-# earlier worker). Returns the mark's entry id, or false while another worker holds the lease.
+# KEYS: owner, control. ARGV: token, lease ms, group, consumer, count.
+# Take the run's lease if free; then make sure the consumer group exists and mark where this
+# attachment starts: an id of the control stream (an entry added and deleted at once, so no
+# consumer ever reads it) after which an abort entry is meant for this worker, not an earlier
+# one. Returns {mark, entries in the consumer's pending list, up to count entries never read
+# (XREADGROUP >, now pending too)}, or false while another worker holds the lease.
 CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -16,7 +18,16 @@ local ok = redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[3], '0', 'MKSTREAM')
 if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
   return redis.error_reply(ok.err)
 end
-return redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
+local mark = redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
+redis.call('XDEL', KEYS[2], mark)
+local pending = 0
+for _, consumer in ipairs(redis.call('XPENDING', KEYS[2], ARGV[3])[4] or {}) do
+  if consumer[1] == ARGV[4] then
+    pending = tonumber(consumer[2])
+  end
+end
+local new = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[5], 'STREAMS', KEYS[2], '>')
+return {mark, pending, new and new[1][2] or {}}
 """
 
 # KEYS: owner. ARGV: token, lease ms. Renew the lease if still ours: 1, else 0.
@@ -43,6 +54,24 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
+"""
+
+# KEYS: events. ARGV: max events, ttl ms, the events' JSON joined by newlines, oldest first
+# (JSON as json.dumps writes it has no raw newline). Appends every event of a batch to the capped
+# stream, one entry each, and renews the stream's expiry: a batch is one command and one argument.
+PUBLISH = """
+local data, start, count = ARGV[3], 1, 0
+while true do
+  local stop = string.find(data, '\\n', start, true)
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', string.sub(data, start, (stop or 0) - 1))
+  count = count + 1
+  if not stop then
+    break
+  end
+  start = stop + 1
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return count
 """
 
 # KEYS: approvals, decision list. ARGV: tool call id, decision JSON, ttl ms.

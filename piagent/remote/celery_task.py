@@ -118,13 +118,8 @@ def resend_if_lost(task: Task, run_id: str, result: AsyncResult) -> Optional[Asy
 
 
 def _leased(redis_url: Union[str, redis.Redis], run_id: str) -> bool:
-    client, owned = client_for(redis_url)
-    try:
-        with redis_errors(f"reading the lease of run {run_id!r}"):
-            return bool(client.exists(RunKeys(run_id).owner))
-    finally:
-        if owned:
-            client.close()
+    with redis_errors(f"reading the lease of run {run_id!r}"):
+        return bool(client_for(redis_url).exists(RunKeys(run_id).owner))
 
 
 def _first(raw: Any) -> Any:

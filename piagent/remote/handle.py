@@ -27,15 +27,16 @@ DECISION_TTL_MS = 60_000  # an unclaimed decision expires (the worker takes it w
 class RunHandle:
     """One run (a conversation) seen from any process: steer it, approve its tools, follow its events.
 
-    ``redis_url`` is a ``redis://`` URL or a ``redis.Redis`` client built with
-    ``decode_responses=True`` (shared, never closed by the handle). Every method is one or two
-    atomic Redis commands; a handle is safe from any thread. Redis errors raise
+    ``redis_url`` is a ``redis://`` URL (handles and attachments given the same URL share one
+    connection pool) or a ``redis.Redis`` client built with ``decode_responses=True`` (shared,
+    never closed by the handle). Every method is one or two atomic Redis commands; a handle is
+    safe from any thread. Redis errors raise
     :class:`~piagent.remote.RemoteError`.
     """
 
     def __init__(self, redis_url: Union[str, redis.Redis], run_id: str) -> None:
         self.keys = RunKeys(run_id)
-        self._redis, self._owns_client = client_for(redis_url)
+        self._redis = client_for(redis_url)
         self._abort = self._redis.register_script(ABORT)
         self._decide = self._redis.register_script(DECIDE)
 
@@ -88,7 +89,7 @@ class RunHandle:
             raw = self._redis.hgetall(self.keys.approvals)
         pending = {}
         for call_id, request in raw.items():
-            parsed = _json_object(request, f"approval request {call_id!r} of run {self.run_id!r}")
+            parsed = _json_object(request, "approval request", repr(call_id), self.run_id)
             if parsed is not None:
                 pending[str(call_id)] = parsed
         return pending
@@ -126,8 +127,7 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                what = f"event {entry_id} of run {self.run_id!r}"
-                event = _json_object((fields or {}).get("event") or "{}", what, typed=True)
+                event = _json_object((fields or {}).get("event") or "{}", "event", entry_id, self.run_id, typed=True)
                 if event is None:
                     continue
                 event["eventId"] = entry_id
@@ -140,9 +140,7 @@ class RunHandle:
         return redis_errors(f"{operation}() on run {self.run_id!r}")
 
     def close(self) -> None:
-        """Close the connections this handle opened (not a client it was given)."""
-        if self._owns_client:
-            self._redis.close()
+        """Nothing to release: the connections belong to the URL's shared pool (or to the client given)."""
 
     def __enter__(self) -> RunHandle:
         return self
@@ -154,19 +152,16 @@ class RunHandle:
         return f"<RunHandle run_id={self.run_id!r}>"
 
 
-def _json_object(text: Any, what: str, typed: bool = False) -> Optional[dict[str, Any]]:
-    """``text`` as a JSON object (with a string ``type`` if ``typed``), or None with a warning
-    (anyone who can write the run's keys can write anything there: one bad entry is skipped,
-    never the end of the reader)."""
+def _json_object(text: Any, what: str, key: str, run_id: str, typed: bool = False) -> Optional[dict[str, Any]]:
+    """``text`` (the ``what`` named ``key`` of run ``run_id``) as a JSON object (with a string
+    ``type`` if ``typed``), or None with a warning (anyone who can write the run's keys can write
+    anything there: one bad entry is skipped, never the end of the reader)."""
     try:
         value = loads(str(text), what, MAX_RECORD_DEPTH)
+        if isinstance(value, dict) and (not typed or isinstance(value.get("type"), str)):
+            return value
+        problem = "it has no type" if isinstance(value, dict) else "not a JSON object"
     except ValueError as exc:
-        logger.warning("skipped %s: not JSON (%s)", what, str(exc)[:200])
-        return None
-    if not isinstance(value, dict):
-        logger.warning("skipped %s: not a JSON object", what)
-        return None
-    if typed and not isinstance(value.get("type"), str):
-        logger.warning("skipped %s: it has no type", what)
-        return None
-    return value
+        problem = f"not JSON ({str(exc)[:200]})"
+    logger.warning("skipped %s %s of run %r: %s", what, key, run_id, problem)
+    return None

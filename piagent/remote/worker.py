@@ -16,9 +16,9 @@ While attached:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
+import time
 import uuid
 from typing import Any, Callable, Optional, Union
 
@@ -40,11 +40,13 @@ __all__ = ["Attachment", "attach", "run_pending"]
 
 logger = logging.getLogger("piagent.remote")
 
-LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every READ_SLICE_MS
+LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every RENEW_EVERY (or lease / 3)
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
-READ_SLICE_MS = 1000  # the reader's blocking read; also the lease renewal period
+READ_SLICE_MS = 1000  # the reader's blocking read, at most; it never blocks past the next renewal
+RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim; a third of a shorter lease
 MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
+READ_COUNT = 500  # control entries per read
 
 
 def attach(
@@ -96,10 +98,13 @@ class Attachment:
         self.keys = RunKeys(run_id)
         self._approval = approval
         self._lease_ms = int(lease * 1000)
+        self._renew_every = min(RENEW_EVERY, lease / 3)
         self._max_events = max_events
-        self._redis, self._owns_client = client_for(redis_url)
+        self._redis = client_for(redis_url)
         self._token = uuid.uuid4().hex
-        self._mark = (0, 0)  # our "attached" entry: an abort entry before it was for an earlier worker
+        self._mark = (0, 0)  # where this attachment starts: an abort entry before it was for an earlier worker
+        self._pending = 0  # entries of the group's pending list when the lease was taken
+        self._renewed = 0.0  # time.monotonic() when the lease was last set (before the command)
         self._lock = threading.Lock()
         self._queued: dict[int, tuple[str, AgentMessage]] = {}  # id(message) -> (entry id, message)
         self._abort_reason: Optional[str] = None  # an abort received while attached
@@ -119,17 +124,16 @@ class Attachment:
         given = self._agent_or_factory
         if isinstance(given, Agent) and given.state.is_streaming:
             raise AgentBusyError("attach() the agent before its run starts, not during it")
+        new = self._claim(claim_timeout)  # up to READ_COUNT entries never read, now in our pending list
         try:
-            self._claim(claim_timeout)
-            try:
-                self.agent = given if isinstance(given, Agent) else _built(given, self.keys.run_id)
-                self._recover()
+            self.agent = given if isinstance(given, Agent) else _built(given, self.keys.run_id)
+            if self._pending:
+                self._recover()  # the older pending entries first: they were sent first
+            self._handle_all(new)
+            if len(new) == READ_COUNT:
                 self._read_new(block=None)  # everything sent before attaching is queued on return
-            except BaseException:
-                self._release()
-                raise
         except BaseException:
-            self._close_client()
+            self._release()
             raise
         self._publisher = Publisher(self._redis, self.keys, self._max_events, self._fail)
         self._unsubscribe = self.agent.subscribe(self._on_event)
@@ -144,29 +148,37 @@ class Attachment:
         self._reader = threading.Thread(target=self._read_loop, name=f"piagent-remote-{self.keys.run_id}", daemon=True)
         self._reader.start()
 
-    def _claim(self, claim_timeout: float) -> None:
+    def _claim(self, claim_timeout: float) -> list[tuple[str, Optional[dict[str, str]]]]:
+        """Take the lease; the entries never read that the claim read (the rest of the stream waits)."""
         claim = self._redis.register_script(CLAIM)
         waited = threading.Event()
         attempts = max(1, int(claim_timeout / CLAIM_POLL))
+        keys = [self.keys.owner, self.keys.control]
+        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT]
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
             for _ in range(attempts):
-                mark = claim(keys=[self.keys.owner, self.keys.control], args=[self._token, self._lease_ms, GROUP])
-                if mark:
-                    self._mark = stream_id(str(mark))
-                    return
+                self._renewed = time.monotonic()
+                claimed = claim(keys=keys, args=args)
+                if claimed:
+                    self._mark, self._pending = stream_id(str(claimed[0])), int(claimed[1])
+                    return [(str(entry_id), dict(zip(flat[::2], flat[1::2]))) for entry_id, flat in claimed[2]]
                 waited.wait(CLAIM_POLL)
         raise RunBusyError(
             f"run {self.keys.run_id!r} is attached to another live worker (waited {claim_timeout:g} s for its lease)"
         )
 
     def _recover(self) -> None:
-        """Queue again what an earlier worker took and never delivered (our consumer's pending list)."""
-        last = "0-0"
+        """Queue again what an earlier worker took and never delivered: the first ``_pending``
+        entries of our consumer's pending list (the claim's own read comes after them)."""
+        last, left = "0-0", self._pending
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
-            while True:
-                entries = entries_of(self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: last}, count=500))
+            while left:
+                count = min(left, READ_COUNT)
+                reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: last}, count=count)
+                entries = entries_of(reply)
                 if not entries:
                     return
+                left -= len(entries)
                 for entry_id, fields in entries:
                     last = entry_id
                     message = self._message(entry_id, fields)
@@ -191,9 +203,12 @@ class Attachment:
         owner = [self.keys.owner]
         try:
             while not self._stopping.is_set():
-                if not renew(keys=owner, args=[self._token, self._lease_ms]):
-                    raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
-                self._read_new(block=READ_SLICE_MS)
+                due = self._renewed + self._renew_every - time.monotonic()  # seconds until the next renewal
+                if due <= 0:
+                    self._renewed, due = time.monotonic(), self._renew_every
+                    if not renew(keys=owner, args=[self._token, self._lease_ms]):
+                        raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
+                self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
             if not self._stopping.is_set():
                 self._fail(exc)
@@ -202,27 +217,34 @@ class Attachment:
         """Handle the entries never read by any worker: wait up to ``block`` ms for some, or read
         until none is left (None)."""
         while True:
-            reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: ">"}, count=500, block=block)
+            reply = self._redis.xreadgroup(GROUP, CONSUMER, {self.keys.control: ">"}, count=READ_COUNT, block=block)
             entries = entries_of(reply)
-            for entry_id, fields in entries:
-                self._handle(entry_id, fields or {})
-            if block is not None or not entries:
+            self._handle_all(entries)
+            if block is not None or len(entries) < READ_COUNT:
                 return
 
-    def _handle(self, entry_id: str, fields: dict[str, str]) -> None:
+    def _handle_all(self, entries: list[tuple[str, Optional[dict[str, str]]]]) -> None:
+        done = [entry_id for entry_id, fields in entries if self._handle(entry_id, fields or {})]
+        if done:
+            self._acknowledge(*done)  # together, in one round trip
+
+    def _handle(self, entry_id: str, fields: dict[str, str]) -> bool:
+        """Act on one control entry; True if it is done with (to acknowledge now), False for a
+        message (acknowledged once delivered) or our wake entry (``close()`` deletes it)."""
         kind = fields.get("kind")
         message = self._message(entry_id, fields)
         if message is not None:
             self._enqueue(entry_id, str(kind), message)
-            return
-        self._acknowledge(entry_id)
+            return False
         if kind == "abort" and stream_id(entry_id) > self._mark:
             self._abort_reason = fields.get("reason") or "Aborted from another process"
             self.agent.abort(self._abort_reason)
         elif kind == "wake" and fields.get("token") == self._token:
             self._stopping.set()
+            return False
         elif kind not in ("abort", "wake", "attached"):
             logger.warning("run %r: ignored a control entry of unknown kind %r", self.keys.run_id, kind)
+        return True
 
     def _message(self, entry_id: str, fields: Optional[dict[str, str]]) -> Optional[UserMessage]:
         """The user message of a steer/follow_up entry, else None; a malformed one is reported
@@ -239,10 +261,10 @@ class Attachment:
         queue = self.agent.steering_queue if kind == "steer" else self.agent.follow_up_queue
         queue.put(message)
 
-    def _acknowledge(self, entry_id: str) -> None:
+    def _acknowledge(self, *entry_ids: str) -> None:
         pipe = self._redis.pipeline(transaction=True)
-        pipe.xack(self.keys.control, GROUP, entry_id)
-        pipe.xdel(self.keys.control, entry_id)
+        pipe.xack(self.keys.control, GROUP, *entry_ids)
+        pipe.xdel(self.keys.control, *entry_ids)
         pipe.execute()
 
     # -- the listener (run thread) ------------------------------------------------------------
@@ -257,24 +279,25 @@ class Attachment:
             return
         if event.type == "agent_start" and self._abort_reason is not None:
             self.agent.abort(self._abort_reason)  # aborted while attached and idle: this run is the one
-        with self._lock:
-            queued = self._queued.get(id(event.message)) if event.type in ("message_start", "message_end") else None
+        queued = None
+        if event.type in ("message_start", "message_end"):
+            with self._lock:
+                queued = self._queued.get(id(event.message))
         if queued is None:
             self._publisher.publish(wire_event(event))
             return
         entry_id = queued[0]
         if event.type == "message_start":
             # Where the message will land in the transcript, in Redis before the session can append
-            # it: after a crash, the next worker tells from it whether it did.
-            index = len(self.agent.state.messages)
-            number = self._publisher.publish(
-                wire_event(event), lambda pipe: pipe.hset(self.keys.delivering, entry_id, index)
-            )
-            failure = self._publisher.flush(number)
-            if failure is not None:
-                self._fail(failure)
+            # it (written from this thread: one round trip, no hand-off to the publisher and back):
+            # after a crash, the next worker tells from it whether it did.
+            try:
+                self._redis.hset(self.keys.delivering, entry_id, len(self.agent.state.messages))
+            except redis.RedisError as exc:
+                self._fail(exc)
                 self._failure_raised = True
-                raise self._failure  # type: ignore[misc]  # _fail() has set it
+                raise self._failure from exc  # type: ignore[misc]  # _fail() has set it
+            self._publisher.publish(wire_event(event))
             return
 
         def acknowledge(pipe: Any) -> None:  # delivered (the session, if any, has appended it)
@@ -310,23 +333,23 @@ class Attachment:
             with contextlib.suppress(InvalidStateError):  # closed from the run thread itself
                 self.agent.wait_for_idle(self._lease_ms / 1000)
         self._stopping.set()
+        wake = None
         with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
-            self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token})
-        if self._reader is not None:
-            self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
-        if self._unsubscribe is not None:
+            wake = str(self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}))
+        if self._unsubscribe is not None:  # while the reader wakes up
             self._unsubscribe()
             self._publisher.close()
+        if self._reader is not None:
+            self._reader.join(self._lease_ms / 1000 + READ_SLICE_MS / 1000)
         if self._approval is not None:
             self.agent.before_tool_call = self._previous_hook
         if self._unsubscribe is not None:
             self.agent.intent_journal = self._previous_journal
         self._forget_undelivered()
         try:
-            self._release()
+            self._release(wake)
         except redis.RedisError as exc:
             logger.warning("run %r: could not give the lease up (it expires by itself): %s", self.keys.run_id, exc)
-        self._close_client()
 
     def _forget_undelivered(self) -> None:
         with self._lock:
@@ -336,12 +359,14 @@ class Attachment:
         for queue in (self.agent.steering_queue, self.agent.follow_up_queue):
             queue.requeue([m for m in queue.drain("all") if id(m) not in ours])
 
-    def _release(self) -> None:
-        self._redis.register_script(RELEASE)(keys=[self.keys.owner], args=[self._token])
-
-    def _close_client(self) -> None:
-        if self._owns_client:
-            self._redis.close()
+    def _release(self, wake: Optional[str] = None) -> None:
+        """Give the lease up; and delete our ``wake`` entry (read by the reader or not) in the same round trip."""
+        pipe = self._redis.pipeline(transaction=True)
+        if wake is not None:
+            pipe.xack(self.keys.control, GROUP, wake)
+            pipe.xdel(self.keys.control, wake)
+        pipe.eval(RELEASE, 1, self.keys.owner, self._token)  # the body: no NOSCRIPT round trip
+        pipe.execute()
 
     def __enter__(self) -> Attachment:
         return self
@@ -365,8 +390,10 @@ def wire_event(event: Any) -> dict[str, Any]:
     partial message (its ``assistantMessageEvent`` carries the delta; ``message_end`` the whole
     message), so a long answer costs O(n) in Redis, not O(n²) (docs/remote.md#events)."""
     if event.type == "message_update":  # built without serialising the partial message at all
-        delta = dataclasses.replace(event.assistant_message_event, partial=None)
-        return {"type": "message_update", "assistantMessageEvent": delta.to_dict()}
+        return {
+            "type": "message_update",
+            "assistantMessageEvent": event.assistant_message_event.to_dict(with_partial=False),
+        }
     return event.to_dict()
 
 

@@ -16,6 +16,7 @@ from typing_extensions import Literal, TypedDict
 from piagent import Agent, AgentEvent, OutputError, tool
 from piagent._output_turns import MAX_QUOTED_CHARS
 from piagent.ai import OutputFormat
+from piagent.ai.json_stream import parse_streaming_json
 from piagent.testing import FauxProvider, faux_message, faux_text, faux_tool_call
 
 
@@ -312,6 +313,23 @@ def test_listeners_see_the_partial_output_parsed_as_it_streams(faux: FauxProvide
     assert all(isinstance(value, dict) for value in seen)
     assert seen[0] != seen[-1] and seen[0].keys() <= INVOICE.keys()
     assert result.structured is not None and result.structured.data == INVOICE
+
+
+def test_a_partial_output_read_after_the_run_is_the_output_as_of_its_update(faux: FauxProvider) -> None:
+    # partial_output is parsed when first read: updates kept and read later, in order, each
+    # give the answer's text as of that update, parsed
+    faux.set_responses([faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice)
+    kept: list[Any] = []
+    agent.subscribe(lambda event: kept.append(event) if event.type == "message_update" else None)
+    agent.prompt("?")
+    text, expected, later = "", [], []
+    for event in kept:
+        if event.assistant_message_event.type == "text_delta":
+            text += event.assistant_message_event.delta
+            expected.append(parse_streaming_json(text))
+            later.append(copy.deepcopy(event.partial_output))
+    assert len(later) > 3 and later == expected and later[-1] == INVOICE
 
 
 def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: FauxProvider) -> None:

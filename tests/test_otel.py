@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
 import piagent
@@ -707,3 +709,42 @@ def test_with_content_captured_an_exception_event_keeps_its_message(otel_with_co
     (run,) = otel_with_content.named("invoke_agent")
     (event,) = [event for event in run.events if event.name == "exception"]
     assert event.attributes["exception.message"] == "cannot convert PRIVATE"
+
+
+# --------------------------------------------------------------------------- what records
+
+
+def test_spans_without_a_meter_provider_still_carry_the_time_to_first_chunk(faux) -> None:
+    """Chunks are timed when the chat span records, even if no metric does."""
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, NoOpMeterProvider())
+    try:
+        faux.set_responses([faux_message("a b c d")])
+        Agent(model=faux.get_model()).prompt("hi")
+    finally:
+        piagent.uninstrument()
+    (chat,) = telemetry.named("chat")
+    assert chat.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+    assert telemetry.points("gen_ai.client.operation.time_per_output_chunk") == []
+
+
+def test_metrics_are_recorded_when_the_sampler_records_no_span(faux) -> None:
+    """Chunks are timed for the metrics even when no span records (a sampler dropped the trace)."""
+    telemetry = Telemetry()
+    unsampled = TracerProvider(sampler=ALWAYS_OFF)
+    unsampled.add_span_processor(SimpleSpanProcessor(telemetry.exporter))
+    deltas: list[Any] = []
+    piagent.instrument(unsampled, telemetry.meter_provider)
+    try:
+        faux.set_responses([faux_message("word " * 60)])
+        agent = Agent(model=faux.get_model())
+        agent.subscribe(lambda event: deltas.append(event) if event.type == "message_update" else None)
+        agent.prompt("hi")
+    finally:
+        piagent.uninstrument()
+    chunks = [e for e in deltas if e.assistant_message_event.type == "text_delta"]
+    assert telemetry.spans == [] and len(chunks) > 2
+    (first,) = telemetry.points("gen_ai.client.operation.time_to_first_chunk")
+    (per_chunk,) = telemetry.points("gen_ai.client.operation.time_per_output_chunk")
+    (duration,) = telemetry.points("gen_ai.client.operation.duration")
+    assert (first.count, per_chunk.count, duration.count) == (1, len(chunks) - 1, 1)

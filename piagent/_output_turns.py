@@ -283,8 +283,8 @@ class _PartialText:
     """The text deltas of one native-mode answer, parsed when a partial output is read.
 
     ``read(n)`` feeds the deltas not parsed yet, up to the ``n``-th, to one incremental parser
-    (in one piece: the parser reads long runs faster than many short ones) and returns its
-    live value, unwrapped. The whole answer is parsed at most once, however often and however
+    (joined: the parser reads long runs faster than many short ones) and returns its live
+    value, unwrapped. The whole answer is parsed at most once, however often and however
     rarely it is read: O(delta) work per delta read. Appends come from the run thread; a read
     may come from any thread (an event kept and read later), hence the lock.
     """
@@ -292,26 +292,24 @@ class _PartialText:
     def __init__(self, unwrapped: Any) -> None:
         self._unwrapped = unwrapped
         self._parser = IncrementalJsonParser()
-        self._pending: list[str] = []
-        self._received = 0
-        self._parsed = 0
+        self._deltas: list[str] = []
+        self._parsed = 0  # deltas fed to the parser
         self._lock = threading.Lock()
 
     def append(self, delta: str) -> int:
         """Keep ``delta``; its position (the number of deltas received with it)."""
-        self._pending.append(delta)
-        self._received += 1
-        return self._received
+        deltas = self._deltas
+        deltas.append(delta)
+        return len(deltas)
 
     def read(self, position: int) -> Any:
         """The output parsed from the deltas up to ``position`` at least (later ones when an
         update after it was read first: the value is live)."""
         with self._lock:
-            behind = position - self._parsed
-            if behind > 0:
-                pending = self._pending
-                self._parser.feed(pending[0] if behind == 1 else "".join(pending[:behind]))
-                del pending[:behind]
+            parsed = self._parsed
+            if position > parsed:
+                deltas = self._deltas
+                self._parser.feed(deltas[parsed] if position == parsed + 1 else "".join(deltas[parsed:position]))
                 self._parsed = position
             return self._unwrapped(self._parser.value())
 

@@ -41,7 +41,6 @@ def test_every_target_of_the_issue_is_reported_with_a_verdict(report):
         ("turns", "<= 3.00x floor"),
         ("parallel", "<= 50 ms"),
         ("otel", "<= 1.10x off"),
-        ("otel", "<= 1.50x off"),
         ("otel", "<= 1.05x (not measurable)"),
         ("sessions", "<= 2.00x floor"),
         ("sessions", "<= 2.00x (O(1))"),

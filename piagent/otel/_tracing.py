@@ -74,7 +74,7 @@ class _Call:
     last_chunk: Optional[float] = None  # when the previous streamed chunk arrived
     metering: bool = False  # record the chunk metrics
     recording: bool = False  # the span records (time_to_first_chunk)
-    timing: bool = False  # time the streamed chunks: metering or recording
+    timing: bool = False  # time the next streamed chunk: metering, or recording until the first
 
 
 _RUN: contextvars.ContextVar[Optional[_Run]] = contextvars.ContextVar("piagent_otel_run", default=None)
@@ -248,7 +248,14 @@ class OpenTelemetryInstrumentation(Instrumentation):
         run = _RUN.get()
         metering = run.metering if run is not None else self._metering()
         started = time.monotonic()
-        call = _Call(None, span, started, metric, None, metering, recording, metering or recording)
+        call = _Call(
+            span=span,
+            started=started,
+            metric=metric,
+            metering=metering,
+            recording=recording,
+            timing=metering or recording,
+        )
         token = otel_context.attach(trace.set_span_in_context(span))
         call_token = _CALL.set(call)
         try:
@@ -282,6 +289,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
                 self._per_chunk.record(now - last, call.metric)
             return
         first = now - call.started
+        call.timing = call.metering  # the span wanted the first chunk only
         if call.metering:
             self._first_chunk.record(first, call.metric)
         if call.recording and call.span is not None:
@@ -296,20 +304,21 @@ class OpenTelemetryInstrumentation(Instrumentation):
             run.input_tokens += input_tokens
             run.output_tokens += usage.output
         if call.recording:
+            attributes: dict[str, Any] = {c.RESPONSE_FINISH_REASONS: [c.finish_reason(message.stop_reason)]}
             if message.response_id:
-                span.set_attribute(c.RESPONSE_ID, message.response_id)
+                attributes[c.RESPONSE_ID] = message.response_id
             response_model = message.response_model or message.model
             if response_model:
-                span.set_attribute(c.RESPONSE_MODEL, response_model)
-            span.set_attribute(c.RESPONSE_FINISH_REASONS, [c.finish_reason(message.stop_reason)])
+                attributes[c.RESPONSE_MODEL] = response_model
             if input_tokens or usage.output:
-                span.set_attribute(c.USAGE_INPUT_TOKENS, input_tokens)
-                span.set_attribute(c.USAGE_OUTPUT_TOKENS, usage.output)
-                span.set_attribute(c.USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read)
-                span.set_attribute(c.USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write)
-                span.set_attribute(c.USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning)
+                attributes[c.USAGE_INPUT_TOKENS] = input_tokens
+                attributes[c.USAGE_OUTPUT_TOKENS] = usage.output
+                attributes[c.USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read
+                attributes[c.USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write
+                attributes[c.USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning
             if self.capture_content:
-                span.set_attribute(c.OUTPUT_MESSAGES, c.output_messages(message))
+                attributes[c.OUTPUT_MESSAGES] = c.output_messages(message)
+            span.set_attributes(attributes)  # one call: the SDK takes its lock once
         if call.metering and (input_tokens or usage.output):
             self._tokens.record(input_tokens, {**metric, c.TOKEN_TYPE: "input"})
             self._tokens.record(usage.output, {**metric, c.TOKEN_TYPE: "output"})

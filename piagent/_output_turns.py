@@ -291,7 +291,8 @@ class _PartialText:
 
     def __init__(self, unwrapped: Any) -> None:
         self._unwrapped = unwrapped
-        self._parser = IncrementalJsonParser()
+        parser = IncrementalJsonParser()
+        self._feed, self._value = parser.feed, parser.value
         self._deltas: list[str] = []
         self._parsed = 0  # deltas fed to the parser
         self._lock = threading.Lock()
@@ -308,10 +309,9 @@ class _PartialText:
         with self._lock:
             parsed = self._parsed
             if position > parsed:
-                deltas = self._deltas
-                self._parser.feed(deltas[parsed] if position == parsed + 1 else "".join(deltas[parsed:position]))
                 self._parsed = position
-            return self._unwrapped(self._parser.value())
+                self._feed(self._deltas[parsed] if position == parsed + 1 else "".join(self._deltas[parsed:position]))
+            return self._unwrapped(self._value())
 
 
 class OutputUpdateEvent(MessageUpdateEvent):

@@ -104,8 +104,12 @@ class JsonMachine:
                 m = _STR_FAST.match(s, i)
                 if m is not None:
                     run = m.group()
-                    # scanstring decodes the escapes of a run (in C) up to the quote we add
-                    self._put(_scanstring(run + '"', 0)[0] if "\\" in run else run)
+                    if "\\" in run:  # scanstring decodes its escapes (in C) up to the quote we add
+                        run = _scanstring(run + '"', 0)[0]
+                    if self._high is None:
+                        self._parts.append(run)
+                    else:
+                        self._put(run)
                     i = m.end()
                     continue
                 c = s[i]

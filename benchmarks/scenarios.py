@@ -41,7 +41,7 @@ class Sizes:
     fanout_deltas: int = 40
     memory: bool = True
     import_repeats: int = 5
-    otel_repeats: int = 21  # two runs of ~0.1 s CPU each compared round by round: more rounds, steadier median
+    otel_repeats: int = 31  # five runs of ~0.1 s CPU each compared round by round: more rounds, steadier median
     session_sizes: tuple[int, int] = (100, 10_000)
     session_appends: int = 30
     output_items: tuple[int, int] = (1_000, 2_000)  # list items of a structured output (~60 and ~120 KB)

@@ -22,7 +22,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    NoOpTracerProvider,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    get_current_span,
+    use_span,
+)
 
 import piagent
 from piagent import Agent, AgentTool, AgentToolResult, TextContent
@@ -748,3 +757,28 @@ def test_metrics_are_recorded_when_the_sampler_records_no_span(faux) -> None:
     (per_chunk,) = telemetry.points("gen_ai.client.operation.time_per_output_chunk")
     (duration,) = telemetry.points("gen_ai.client.operation.duration")
     assert (first.count, per_chunk.count, duration.count) == (1, len(chunks) - 1, 1)
+
+
+def test_a_run_nothing_records_keeps_the_callers_trace_for_its_tools_and_logs(faux, caplog) -> None:
+    """With no-op providers piagent starts no span at all, and the caller's trace goes on: the
+    tool runs in it (its HTTP calls propagate it) and the run's log records carry its ids."""
+    caller = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    seen: list[int] = []
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen.append(get_current_span().get_span_context().trace_id)
+        logging.getLogger("piagent").warning("inside the tool")
+        return ok("done")
+
+    agent = Agent(model=faux.get_model(), tools=[make_tool("probe", execute)])
+    faux.set_responses([faux_message([faux_tool_call("probe", {}, id="a")]), faux_message("ok")])
+    caplog.set_level(logging.WARNING, logger="piagent")
+    piagent.instrument(NoOpTracerProvider(), NoOpMeterProvider())
+    try:
+        with use_span(NonRecordingSpan(caller)):
+            assert agent.prompt("go").text == "ok"
+    finally:
+        piagent.uninstrument()
+    (record,) = [r for r in caplog.records if r.getMessage() == "inside the tool"]
+    assert seen == [0x1234]
+    assert (record.piagent_trace_id, record.piagent_span_id) == (format(0x1234, "032x"), format(0x5678, "016x"))

@@ -58,6 +58,7 @@ class _Run:
     started: float
     metric: dict[str, Any]  # the attributes of its gen_ai.invoke_agent.duration
     metering: bool  # the meter provider records (not a no-op)
+    idle: bool = False  # nothing records: no span, no metric (the seams pass through)
     tools: dict[str, _Tool] = field(default_factory=dict)
     last_assistant: Any = None
     error_type: Optional[str] = None  # of the last failed model call
@@ -101,6 +102,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
         if not isinstance(capture_content, bool):
             raise InvalidTypeError(f"capture_content must be a bool, got {type(capture_content).__name__}")
         self.capture_content = capture_content
+        self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         meter = get_meter(SCOPE, __version__, meter_provider)
@@ -127,6 +129,9 @@ class OpenTelemetryInstrumentation(Instrumentation):
     # -- runs -------------------------------------------------------------------------------
 
     def run(self, body: Callable[[Emit], Any], emit: Emit, context: Any, config: Any, signal: Any) -> Any:
+        metering = self._metering()
+        if not metering and not self._tracing():
+            return self._idle_run(body, emit)
         model = config.model
         attributes: dict[str, Any] = {c.OPERATION_NAME: "invoke_agent"}
         if model is not None:
@@ -139,7 +144,7 @@ class OpenTelemetryInstrumentation(Instrumentation):
             span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
         descriptions = {tool.name: tool.description for tool in context.tools or ()}
         metric = {c.REQUEST_MODEL: model.id} if model is not None else {}
-        run = _Run(span, signal, descriptions, time.monotonic(), metric, self._metering())
+        run = _Run(span, signal, descriptions, time.monotonic(), metric, metering)
 
         def observe(event: Any) -> None:
             if event.type == "message_update":  # the bulk of the events; a delta is one streamed chunk
@@ -169,10 +174,30 @@ class OpenTelemetryInstrumentation(Instrumentation):
             self._end_run(run, None, None)
         return messages
 
+    def _idle_run(self, body: Callable[[Emit], Any], emit: Emit) -> Any:
+        """A run whose spans and metrics nothing records: no wrapper, no span (a no-op tracer
+        gives the caller's span back anyway: its context is what the run's would carry, for the
+        log identifiers and for the spans of tools and HTTP requests)."""
+        run = _Run(trace.get_current_span(), None, {}, 0.0, {}, False, idle=True)
+        token = _RUN.set(run)
+        try:
+            return body(emit)
+        finally:
+            _RUN.reset(token)
+
+    def _tracing(self) -> bool:
+        """Whether spans may record: the tracer provider is neither a no-op nor the global
+        stand-in of an application that has set none (checked per run: it may set one later)."""
+        if self._tracer_provider is not None:
+            return not isinstance(self._tracer_provider, trace.NoOpTracerProvider)
+        return not isinstance(trace.get_tracer_provider(), (trace.NoOpTracerProvider, trace.ProxyTracerProvider))
+
     def _metering(self) -> bool:
         """Whether metrics are recorded: the meter provider is neither a no-op nor the global
         stand-in of an application that has set none (checked per run: it may set one later)."""
-        provider = self._meter_provider if self._meter_provider is not None else get_meter_provider()
+        if self._meter_provider is not None:
+            return not isinstance(self._meter_provider, NoOpMeterProvider)
+        provider = get_meter_provider()
         return not isinstance(provider, NoOpMeterProvider) and type(provider).__name__ != _PROXY_PROVIDER
 
     def _content(self, text: Optional[str]) -> Optional[str]:
@@ -222,6 +247,9 @@ class OpenTelemetryInstrumentation(Instrumentation):
     # -- model calls ------------------------------------------------------------------------
 
     def model_call(self, body: Callable[[], Any], model: Any, context: Any, options: Any) -> Any:
+        run = _RUN.get()
+        if run is not None and run.idle:
+            return body()
         attributes: dict[str, Any] = {
             c.OPERATION_NAME: "chat",
             c.PROVIDER_NAME: c.provider_name(model.provider),
@@ -245,7 +273,6 @@ class OpenTelemetryInstrumentation(Instrumentation):
                 span.set_attribute(c.SYSTEM_INSTRUCTIONS, c.system_instructions(context.system_prompt))
             if context.tools:
                 span.set_attribute(c.TOOL_DEFINITIONS, c.tool_definitions(context.tools))
-        run = _RUN.get()
         metering = run.metering if run is not None else self._metering()
         started = time.monotonic()
         call = _Call(

@@ -11,10 +11,12 @@ Span tree of a run (docs/observability.md#spans)::
 Parenting across threads rides on ``contextvars``: piagent runs every tool call in a copy of the
 run thread's context, and a ``wait=False`` run or ``agent_loop()`` in a copy of the caller's.
 
-Cost: spans are always started (a sampler sees their attributes, and their context is what the
-tool and HTTP spans hang from), but what only a recording span keeps (content, response
-attributes) is built only for one that records; metrics are recorded only when the meter
-provider is not a no-op, and streamed chunks are timed only when one of the two wants them.
+Cost (decided when a run starts): with no-op tracer and meter providers a run starts no span
+and installs no wrapper. Otherwise spans are started (a sampler sees their attributes, and their
+context is what the tool and HTTP spans hang from), but what only a recording span keeps
+(content, response attributes) is built only for one that records; metrics are recorded only
+when the meter provider is not a no-op, and streamed chunks are timed only when one of the two
+wants them.
 """
 
 from __future__ import annotations

@@ -171,7 +171,9 @@ class OutputTurns:
         text = self._text
         if event.type != "text_delta" or text is None or not event.delta:
             return MessageUpdateEvent(message, event)
-        return OutputUpdateEvent(message, event, text, text.append(event.delta))
+        deltas = text.deltas
+        deltas.append(event.delta)
+        return OutputUpdateEvent(message, event, text, len(deltas))
 
     # -- after a model call ------------------------------------------------------------------
 
@@ -282,41 +284,27 @@ def _result(call: ToolCall, text: str, is_error: bool) -> ToolResultMessage:
 class _PartialText:
     """The text deltas of one native-mode answer, parsed when a partial output is read.
 
-    ``read(n)`` feeds the deltas not parsed yet, up to the ``n``-th, to one incremental parser
-    (joined: the parser reads long runs faster than many short ones) and returns its live
-    value, unwrapped. The whole answer is parsed at most once, however often and however
-    rarely it is read: O(delta) work per delta read. Appends come from the run thread; a read
-    may come from any thread (an event kept and read later), hence the lock.
+    Each :class:`OutputUpdateEvent` knows its position in ``deltas``; reading its output feeds
+    the parser the deltas not parsed yet up to there (joined: the parser reads long runs faster
+    than many short ones). The whole answer is parsed at most once, however often and however
+    rarely it is read: O(delta) work per delta read. Deltas are appended on the run thread; a
+    read may come from any thread (an event kept and read later), hence the lock.
     """
 
     def __init__(self, unwrapped: Any) -> None:
-        self._unwrapped = unwrapped
+        self.unwrapped = unwrapped
         parser = IncrementalJsonParser()
-        self._feed, self._value = parser.feed, parser.value
-        self._deltas: list[str] = []
-        self._parsed = 0  # deltas fed to the parser
-        self._lock = threading.Lock()
-
-    def append(self, delta: str) -> int:
-        """Keep ``delta``; its position (the number of deltas received with it)."""
-        deltas = self._deltas
-        deltas.append(delta)
-        return len(deltas)
-
-    def read(self, position: int) -> Any:
-        """The output parsed from the deltas up to ``position`` at least (later ones when an
-        update after it was read first: the value is live)."""
-        with self._lock:
-            parsed = self._parsed
-            if position > parsed:
-                self._parsed = position
-                self._feed(self._deltas[parsed] if position == parsed + 1 else "".join(self._deltas[parsed:position]))
-            return self._unwrapped(self._value())
+        self.feed, self.value = parser.feed, parser.value
+        self.deltas: list[str] = []
+        self.parsed = 0  # deltas fed to the parser
+        lock = threading.Lock()
+        self.acquire, self.release = lock.acquire, lock.release
 
 
 class OutputUpdateEvent(MessageUpdateEvent):
     """A ``message_update`` of a native-mode structured output whose ``partial_output`` is
-    parsed when first read (then kept): listeners that never read it cost nothing."""
+    parsed when first read (then kept): listeners that never read it cost nothing. Read after
+    later updates were, it is the live value (their output)."""
 
     def __init__(
         self, message: AssistantMessage, event: AssistantMessageEvent, text: _PartialText, position: int
@@ -329,9 +317,20 @@ class OutputUpdateEvent(MessageUpdateEvent):
 
     @property
     def partial_output(self) -> Any:
-        if self._value is _UNREAD:
-            self._value = self._text.read(self._position)
-        return self._value
+        value = self._value
+        if value is _UNREAD:
+            text, position = self._text, self._position
+            text.acquire()
+            try:
+                parsed = text.parsed
+                if position > parsed:
+                    text.parsed = position
+                    deltas = text.deltas
+                    text.feed(deltas[parsed] if position == parsed + 1 else "".join(deltas[parsed:position]))
+                value = self._value = text.unwrapped(text.value())
+            finally:
+                text.release()
+        return value
 
     @partial_output.setter
     def partial_output(self, value: Any) -> None:

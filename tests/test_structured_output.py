@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -330,6 +332,25 @@ def test_a_partial_output_read_after_the_run_is_the_output_as_of_its_update(faux
             expected.append(parse_streaming_json(text))
             later.append(copy.deepcopy(event.partial_output))
     assert len(later) > 3 and later == expected and later[-1] == INVOICE
+
+
+def test_updates_read_by_two_threads_at_once_parse_the_answer_once(faux: FauxProvider) -> None:
+    # the updates share one parser: two threads reading them together must not both feed it
+    items = [{"name": f"item {i}", "amount": i} for i in range(300)]
+    faux.set_responses([faux_message(json.dumps({"value": items}))])
+    agent = Agent(model=faux.get_model(), output_type=list[dict[str, Any]])
+    kept: list[Any] = []
+    agent.subscribe(lambda event: kept.append(event) if event.type == "message_update" else None)
+    agent.prompt("?")
+    start = threading.Barrier(2)
+
+    def read_all() -> Any:
+        start.wait()
+        return [value for value in (event.partial_output for event in kept) if value is not None][-1]
+
+    with ThreadPoolExecutor(2) as pool:
+        finals = list(pool.map(lambda _: read_all(), range(2)))
+    assert finals == [items, items]
 
 
 def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: FauxProvider) -> None:

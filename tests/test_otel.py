@@ -36,6 +36,7 @@ from opentelemetry.trace import (
 import piagent
 from piagent import Agent, AgentTool, AgentToolResult, TextContent
 from piagent.ai import Model
+from piagent.otel._tracing import _PROXY_PROVIDER
 from piagent.testing import faux_message, faux_tool_call
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta, usage
 from tests.support.agent_support import WAIT, GatedStream
@@ -734,7 +735,6 @@ def test_spans_without_a_meter_provider_still_carry_the_time_to_first_chunk(faux
         piagent.uninstrument()
     (chat,) = telemetry.named("chat")
     assert chat.attributes["gen_ai.response.time_to_first_chunk"] >= 0
-    assert telemetry.points("gen_ai.client.operation.time_per_output_chunk") == []
 
 
 def test_metrics_are_recorded_when_the_sampler_records_no_span(faux) -> None:
@@ -782,3 +782,48 @@ def test_a_run_nothing_records_keeps_the_callers_trace_for_its_tools_and_logs(fa
     (record,) = [r for r in caplog.records if r.getMessage() == "inside the tool"]
     assert seen == [0x1234]
     assert (record.piagent_trace_id, record.piagent_span_id) == (format(0x1234, "032x"), format(0x5678, "016x"))
+
+
+def test_global_providers_configured_after_instrument_record_the_runs_that_follow() -> None:
+    """instrument() with the global providers, before the application configures the SDK: runs
+    record nothing; once it sets a meter provider they record metrics, once it sets a tracer
+    provider spans (OpenTelemetry's global stand-ins then forward; a global provider can be set
+    once per process, hence a fresh one)."""
+    script = (
+        "import json, piagent\n"
+        "from opentelemetry import metrics, trace\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from piagent.testing import faux_message, register_faux_provider\n"
+        "faux = register_faux_provider()\n"
+        "reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()\n"
+        "def run():\n"
+        "    faux.set_responses([faux_message('word ' * 60)])\n"
+        "    piagent.Agent(model=faux.get_model()).prompt('hi')\n"
+        "    data = reader.get_metrics_data()\n"
+        "    names = sorted({m.name for r in (data.resource_metrics if data else ()) for s in r.scope_metrics\n"
+        "                    for m in s.metrics if s.scope.name == 'piagent'})\n"
+        "    spans = sorted(span.name for span in exporter.get_finished_spans())\n"
+        "    exporter.clear()\n"
+        "    return {'metrics': names, 'spans': spans}\n"
+        "stand_in = type(metrics.get_meter_provider()).__name__\n"
+        "piagent.instrument()\n"
+        "seen = [stand_in, run()]\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "seen.append(run())\n"
+        "tracer_provider = TracerProvider()\n"
+        "tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(tracer_provider)\n"
+        "seen.append(run())\n"
+        "print(json.dumps(seen))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    stand_in, before, metered, traced = json.loads(out.stdout)
+    assert stand_in == _PROXY_PROVIDER  # the name piagent recognises the API's stand-in by
+    assert before == {"metrics": [], "spans": []}
+    assert metered["spans"] == [] and "gen_ai.invoke_agent.duration" in metered["metrics"]
+    assert "gen_ai.client.operation.time_per_output_chunk" in metered["metrics"]
+    assert traced["spans"] == ["chat faux-1", "invoke_agent"]

@@ -173,7 +173,7 @@ class OutputTurns:
             return MessageUpdateEvent(message, event)
         deltas = text.deltas
         deltas.append(event.delta)
-        return OutputUpdateEvent(message, event, text, len(deltas))
+        return OutputUpdateEvent(message, event, None, text, len(deltas))
 
     # -- after a model call ------------------------------------------------------------------
 
@@ -304,22 +304,32 @@ class _PartialText:
 class OutputUpdateEvent(MessageUpdateEvent):
     """A ``message_update`` of a native-mode structured output whose ``partial_output`` is
     parsed when first read (then kept): listeners that never read it cost nothing. Read after
-    later updates were, it is the live value (their output)."""
+    later updates were, it is the live value (their output). Copied, pickled or
+    ``dataclasses.replace``-d, it is read then: the copy holds that value, not the parser."""
 
     def __init__(
-        self, message: AssistantMessage, event: AssistantMessageEvent, text: _PartialText, position: int
+        self,
+        message: AssistantMessage,
+        assistant_message_event: AssistantMessageEvent,
+        partial_output: Any = None,
+        text: Optional[_PartialText] = None,
+        position: int = 0,
     ) -> None:
         self.message = message  # the base's other fields; its __init__ would set partial_output
-        self.assistant_message_event = event
-        self._text = text
+        self.assistant_message_event = assistant_message_event
+        self._text = text  # read from ``position`` deltas of text, else partial_output
         self._position = position
-        self._value: Any = _UNREAD
+        self._value: Any = partial_output if text is None else _UNREAD
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return OutputUpdateEvent, (self.message, self.assistant_message_event, self.partial_output)
 
     @property
     def partial_output(self) -> Any:
         value = self._value
         if value is _UNREAD:
             text, position = self._text, self._position
+            assert text is not None  # _UNREAD only with a text
             text.acquire()
             try:
                 parsed = text.parsed

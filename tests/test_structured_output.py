@@ -7,9 +7,10 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import pytest
@@ -332,6 +333,26 @@ def test_a_partial_output_read_after_the_run_is_the_output_as_of_its_update(faux
             expected.append(parse_streaming_json(text))
             later.append(copy.deepcopy(event.partial_output))
     assert len(later) > 3 and later == expected and later[-1] == INVOICE
+
+
+def test_an_update_with_a_partial_output_is_pickled_and_replaced_like_any_event(faux: FauxProvider) -> None:
+    # a listener may send its events to another process (pickled, as a multiprocessing queue
+    # does) or keep a changed copy: each gives the output as of its update
+    faux.set_responses([faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice)
+    text, expected, sent, replaced = "", [], [], []
+
+    def listener(event: AgentEvent) -> None:
+        nonlocal text
+        if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+            text += event.assistant_message_event.delta
+            expected.append(parse_streaming_json(text))
+            sent.append(pickle.loads(pickle.dumps(event)).partial_output)
+            replaced.append(copy.deepcopy(replace(event).partial_output))
+
+    agent.subscribe(listener)
+    agent.prompt("?")
+    assert len(sent) > 3 and sent == expected and replaced == expected and sent[-1] == INVOICE
 
 
 def test_updates_read_by_two_threads_at_once_parse_the_answer_once(faux: FauxProvider) -> None:

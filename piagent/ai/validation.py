@@ -77,9 +77,10 @@ def validate_json_value(
     keep_accepted: bool = False,
     owned: bool = False,
 ) -> Any:
-    """Coerce and validate a copy of ``original`` against ``schema``, as for tool arguments.
+    """Coerce and validate a copy of ``original`` (with ``owned``, ``original`` itself) against
+    ``schema``, as for tool arguments.
 
-    Returns the coerced copy; raises :class:`~piagent.exceptions.ToolArgumentsError` whose
+    Returns the coerced copy (or value); raises :class:`~piagent.exceptions.ToolArgumentsError` whose
     message is the frame above with ``subject`` (``tool "name"``, ``output "Invoice"``) and
     ``received`` (``arguments``, ``output``) in it, and ``raw_text`` (the text ``original``
     was parsed from) in place of the indented JSON when given. With ``keep_accepted`` (a

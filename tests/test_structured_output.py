@@ -8,6 +8,7 @@ import copy
 import enum
 import json
 import pickle
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -355,23 +356,30 @@ def test_an_update_with_a_partial_output_is_pickled_and_replaced_like_any_event(
     assert len(sent) > 3 and sent == expected and replaced == expected and sent[-1] == INVOICE
 
 
-def test_updates_read_by_two_threads_at_once_parse_the_answer_once(faux: FauxProvider) -> None:
-    # the updates share one parser: two threads reading them together must not both feed it
+def test_updates_read_by_threads_at_once_parse_the_answer_once(faux: FauxProvider) -> None:
+    # the updates share one parser: threads reading them together must not feed it the same
+    # deltas twice (a short switch interval makes the threads interleave within the reads)
     items = [{"name": f"item {i}", "amount": i} for i in range(300)]
     faux.set_responses([faux_message(json.dumps({"value": items}))])
     agent = Agent(model=faux.get_model(), output_type=list[dict[str, Any]])
     kept: list[Any] = []
     agent.subscribe(lambda event: kept.append(event) if event.type == "message_update" else None)
     agent.prompt("?")
-    start = threading.Barrier(2)
+    readers = 4
+    start = threading.Barrier(readers)
 
     def read_all() -> Any:
         start.wait()
         return [value for value in (event.partial_output for event in kept) if value is not None][-1]
 
-    with ThreadPoolExecutor(2) as pool:
-        finals = list(pool.map(lambda _: read_all(), range(2)))
-    assert finals == [items, items]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(readers) as pool:
+            finals = list(pool.map(lambda _: read_all(), range(readers)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert finals == [items] * readers
 
 
 def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: FauxProvider) -> None:

@@ -391,6 +391,26 @@ def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: Fau
     assert len(seen) > 2 and all(isinstance(value, list) for value in seen)
 
 
+def test_a_coerced_answer_leaves_the_call_the_transcript_keeps_as_the_model_sent_it(faux: FauxProvider) -> None:
+    # a final_answer call's arguments belong to the message: they are coerced in a copy
+    faux.set_responses([faux_message([faux_tool_call("final_answer", {"a": "1", "b": "2"})])])
+    agent = Agent(model=faux.get_model(), output_mode="tool")
+    result = agent.prompt("?", output_type=dict[str, int])
+    (call,) = [call for message in agent.state.messages if message.role == "assistant" for call in message.tool_calls]
+    assert result.output == {"a": 1, "b": 2} and call.arguments == {"a": "1", "b": "2"}
+
+
+def test_a_coerced_native_answer_leaves_the_partial_output_listeners_saw(faux: FauxProvider) -> None:
+    # the native answer is parsed again from the text and coerced in place: the partial output
+    # (the streaming parser's value, which listeners may hold) is another object
+    faux.set_responses([faux_message(json.dumps({"a": "1", "b": "2"}))])
+    agent = Agent(model=faux.get_model())
+    held: list[Any] = []  # the live values, not copies
+    agent.subscribe(lambda event: held.append(event.partial_output) if event.type == "message_update" else None)
+    result = agent.prompt("?", output_type=dict[str, int])
+    assert result.output == {"a": 1, "b": 2} and [v for v in held if v is not None][-1] == {"a": "1", "b": "2"}
+
+
 def test_agent_end_carries_the_output_and_its_json_form(faux: FauxProvider) -> None:
     faux.set_responses([faux_message(json.dumps(INVOICE))])
     agent = Agent(model=faux.get_model(), output_type=Invoice)

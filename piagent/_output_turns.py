@@ -2,7 +2,9 @@
 
 :class:`OutputTurns` follows one run: before each model call it asks for the output (the
 native format in the stream options, or a forced ``final_answer`` tool); while the answer
-streams it parses the partial output; when the answer is complete it judges it:
+streams it keeps the answer's text deltas, which a ``message_update``'s ``partial_output`` parses
+when a listener first reads it (:class:`OutputUpdateEvent`); when the answer is complete it
+judges it:
 
 * not an answer yet (the model called other tools): the turn goes on as usual;
 * accepted: the validated, converted value ends the run;
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -43,10 +46,11 @@ from .ai.types import (
     UserMessage,
 )
 from .ai.validation import MAX_ERROR_CHARS, validate_json_value
+from .events import MessageUpdateEvent
 from .exceptions import InvalidValueError, ToolArgumentsError
 from .types import AgentLoopConfig, AgentTool, OutputSpec, OutputValue, TurnContext, TurnDecision, TurnUpdate
 
-__all__ = ["MAX_QUOTED_CHARS", "OUTPUT_TOOL_NAME", "OutputTurns", "Verdict"]
+__all__ = ["MAX_QUOTED_CHARS", "OUTPUT_TOOL_NAME", "OutputTurns", "OutputUpdateEvent", "Verdict"]
 
 #: Characters of a rejected answer quoted back to the model (and kept in ``error_message``).
 MAX_QUOTED_CHARS = 2_000
@@ -56,6 +60,7 @@ _FENCED = re.compile(r"\A```[A-Za-z]*\s*\n(.*)\n\s*```\Z", re.DOTALL)
 _ACCEPTED = "Final answer received."
 _NOT_RUN = "Not run: the final answer ended the run."
 _ANSWER_AGAIN = "Answer again with a value that matches the schema."
+_UNREAD: Any = object()
 
 
 @dataclass
@@ -82,7 +87,7 @@ class OutputTurns:
         self.rejected = 0
         self.verdict: Optional[Verdict] = None
         self._tool_mode = False
-        self._parser: Optional[IncrementalJsonParser] = None
+        self._text: Optional[_PartialText] = None
 
     @property
     def accepted(self) -> Optional[OutputValue]:
@@ -129,7 +134,7 @@ class OutputTurns:
     def prepare(self, model: Model, context: Context, options: StreamOptions) -> None:
         """Ask for the output in this call: the native format, or the forced output tool."""
         self._tool_mode = output_mode_for(model, self.spec.mode) == "tool"
-        self._parser = IncrementalJsonParser()
+        self._text = None if self._tool_mode else _PartialText(self._unwrapped)
         self.verdict = None
         if not self._tool_mode:
             options.output_format = self.spec.format
@@ -143,28 +148,32 @@ class OutputTurns:
         if options.tool_choice is None:
             options.tool_choice = "required" if others else {"name": OUTPUT_TOOL_NAME}
 
-    def partial(self, event: AssistantMessageEvent, message: AssistantMessage) -> Any:
-        """The output parsed so far, if ``event`` extended it; else None.
+    def update(self, message: AssistantMessage, event: AssistantMessageEvent, partial: AssistantMessage) -> Any:
+        """The ``message_update`` event of ``event`` (``message``: the snapshot of ``partial``).
 
-        The parser's live value (docs/structured-output.md#streaming): later deltas extend it.
-        Copying it at every delta would make streaming a large output quadratic.
+        Its ``partial_output`` is the output so far if ``event`` extended it, else None. In native
+        mode that is the answer's text parsed when first read (:class:`OutputUpdateEvent`): an
+        update nobody reads costs one list append. In tool mode it is the ``final_answer`` call's
+        arguments, which the provider parses as they stream. Either way it is the live value
+        (docs/structured-output.md#streaming): a copy at every delta would make streaming a
+        large output quadratic.
         """
         index = event.content_index
-        if index is None or index >= len(message.content):
-            return None
+        if index is None or index >= len(partial.content):
+            return MessageUpdateEvent(message, event)
         if self._tool_mode:
-            block = message.content[index]
+            block = partial.content[index]
             if not (event.type.startswith("toolcall_") and isinstance(block, ToolCall)):
-                return None
+                return MessageUpdateEvent(message, event)
             if block.name != OUTPUT_TOOL_NAME:
-                return None
-            value = block.arguments
-        else:
-            if event.type != "text_delta" or self._parser is None or not event.delta:
-                return None
-            self._parser.feed(event.delta)
-            value = self._parser.value()
-        return self._unwrapped(value)
+                return MessageUpdateEvent(message, event)
+            return MessageUpdateEvent(message, event, self._unwrapped(block.arguments))
+        text = self._text
+        if event.type != "text_delta" or text is None or not event.delta:
+            return MessageUpdateEvent(message, event)
+        deltas = text.deltas
+        deltas.append(event.delta)
+        return OutputUpdateEvent(message, event, None, text, len(deltas))
 
     # -- after a model call ------------------------------------------------------------------
 
@@ -205,12 +214,15 @@ class OutputTurns:
         self.verdict = self._check(message, data, message.text, None)
 
     def _check(self, message: AssistantMessage, data: Any, raw: Optional[str], call: Optional[ToolCall]) -> Verdict:
-        """Validate ``data`` (parsed from ``raw``, the answer's text; None for a tool call's arguments)."""
+        """Validate ``data`` (parsed from ``raw``, the answer's text, and then ours alone: coerced in
+        place; None for a tool call's arguments, which the message keeps: coerced in a copy)."""
         schema = self.spec.format.schema
         shown = _quoted(raw if raw is not None else json.dumps(data, indent=2, ensure_ascii=False, default=repr))
         try:
             answer = drop_absent_nulls(data, schema)
-            valid = validate_json_value(answer, schema, self.subject, "output", shown, keep_accepted=True)
+            valid = validate_json_value(
+                answer, schema, self.subject, "output", shown, keep_accepted=True, owned=raw is not None
+            )
         except ToolArgumentsError as exc:
             return self._rejected(message, str(exc), call)
         unwrapped = self._unwrapped(valid)
@@ -267,3 +279,69 @@ def _finite(text: str) -> float:
 
 def _result(call: ToolCall, text: str, is_error: bool) -> ToolResultMessage:
     return ToolResultMessage(call.id, call.name, [TextContent(text)], is_error=is_error)
+
+
+class _PartialText:
+    """The text deltas of one native-mode answer, parsed when a partial output is read.
+
+    Each :class:`OutputUpdateEvent` knows its position in ``deltas``; reading its output feeds
+    the parser the deltas not parsed yet up to there (joined: the parser reads long runs faster
+    than many short ones). The whole answer is parsed at most once, however often and however
+    rarely it is read: O(delta) work per delta read. Deltas are appended on the run thread; a
+    read may come from any thread (an event kept and read later), hence the lock.
+    """
+
+    def __init__(self, unwrapped: Any) -> None:
+        self.unwrapped = unwrapped
+        parser = IncrementalJsonParser()
+        self.feed, self.value = parser.feed, parser.value
+        self.deltas: list[str] = []
+        self.parsed = 0  # deltas fed to the parser
+        lock = threading.Lock()
+        self.acquire, self.release = lock.acquire, lock.release
+
+
+class OutputUpdateEvent(MessageUpdateEvent):
+    """A ``message_update`` of a native-mode structured output whose ``partial_output`` is
+    parsed when first read (then kept): listeners that never read it cost nothing. Read after
+    later updates were, it is the live value (their output). Copied, pickled or
+    ``dataclasses.replace``-d, it is read then: the copy holds that value, not the parser."""
+
+    def __init__(
+        self,
+        message: AssistantMessage,
+        assistant_message_event: AssistantMessageEvent,
+        partial_output: Any = None,
+        text: Optional[_PartialText] = None,
+        position: int = 0,
+    ) -> None:
+        self.message = message  # the base's other fields; its __init__ would set partial_output
+        self.assistant_message_event = assistant_message_event
+        self._text = text  # read from ``position`` deltas of text, else partial_output
+        self._position = position
+        self._value: Any = partial_output if text is None else _UNREAD
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return OutputUpdateEvent, (self.message, self.assistant_message_event, self.partial_output)
+
+    @property
+    def partial_output(self) -> Any:
+        value = self._value
+        if value is _UNREAD:
+            text, position = self._text, self._position
+            assert text is not None  # _UNREAD only with a text
+            text.acquire()
+            try:
+                parsed = text.parsed
+                if position > parsed:
+                    text.parsed = position
+                    deltas = text.deltas
+                    text.feed(deltas[parsed] if position == parsed + 1 else "".join(deltas[parsed:position]))
+                value = self._value = text.unwrapped(text.value())
+            finally:
+                text.release()
+        return value
+
+    @partial_output.setter
+    def partial_output(self, value: Any) -> None:
+        self._value = value

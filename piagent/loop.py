@@ -521,8 +521,8 @@ def _stream_message(
         elif partial is not None:  # block events before "start" are ignored
             partial = update
             context.messages[-1] = partial
-            partial_output = output.partial(event, partial) if output is not None else None
-            emit(MessageUpdateEvent(partial.snapshot(), event, partial_output))
+            message = partial.snapshot()
+            emit(MessageUpdateEvent(message, event) if output is None else output.update(message, event, partial))
     if final is None:  # ended without a terminal event: its result, or an error keeping the partial
         final = events.result()
     final.thinking_level = options.reasoning or "off"  # what was asked, whichever stream answered (pi 1.6)

@@ -15,16 +15,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    NoOpTracerProvider,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    get_current_span,
+    use_span,
+)
 
 import piagent
 from piagent import Agent, AgentTool, AgentToolResult, TextContent
 from piagent.ai import Model
+from piagent.otel._tracing import _PROXY_PROVIDER
 from piagent.testing import faux_message, faux_tool_call
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta, usage
 from tests.support.agent_support import WAIT, GatedStream
@@ -707,3 +719,111 @@ def test_with_content_captured_an_exception_event_keeps_its_message(otel_with_co
     (run,) = otel_with_content.named("invoke_agent")
     (event,) = [event for event in run.events if event.name == "exception"]
     assert event.attributes["exception.message"] == "cannot convert PRIVATE"
+
+
+# --------------------------------------------------------------------------- what records
+
+
+def test_spans_without_a_meter_provider_still_carry_the_time_to_first_chunk(faux) -> None:
+    """Chunks are timed when the chat span records, even if no metric does."""
+    telemetry = Telemetry()
+    piagent.instrument(telemetry.tracer_provider, NoOpMeterProvider())
+    try:
+        faux.set_responses([faux_message("a b c d")])
+        Agent(model=faux.get_model()).prompt("hi")
+    finally:
+        piagent.uninstrument()
+    (chat,) = telemetry.named("chat")
+    assert chat.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+
+
+def test_metrics_are_recorded_when_the_sampler_records_no_span(faux) -> None:
+    """Chunks are timed for the metrics even when no span records (a sampler dropped the trace)."""
+    telemetry = Telemetry()
+    unsampled = TracerProvider(sampler=ALWAYS_OFF)
+    unsampled.add_span_processor(SimpleSpanProcessor(telemetry.exporter))
+    deltas: list[Any] = []
+    piagent.instrument(unsampled, telemetry.meter_provider)
+    try:
+        faux.set_responses([faux_message("word " * 60)])
+        agent = Agent(model=faux.get_model())
+        agent.subscribe(lambda event: deltas.append(event) if event.type == "message_update" else None)
+        agent.prompt("hi")
+    finally:
+        piagent.uninstrument()
+    chunks = [e for e in deltas if e.assistant_message_event.type == "text_delta"]
+    assert telemetry.spans == [] and len(chunks) > 2
+    (first,) = telemetry.points("gen_ai.client.operation.time_to_first_chunk")
+    (per_chunk,) = telemetry.points("gen_ai.client.operation.time_per_output_chunk")
+    (duration,) = telemetry.points("gen_ai.client.operation.duration")
+    assert (first.count, per_chunk.count, duration.count) == (1, len(chunks) - 1, 1)
+
+
+def test_a_run_nothing_records_keeps_the_callers_trace_for_its_tools_and_logs(faux, caplog) -> None:
+    """With no-op providers piagent starts no span at all, and the caller's trace goes on: the
+    tool runs in it (its HTTP calls propagate it) and the run's log records carry its ids."""
+    caller = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    seen: list[int] = []
+
+    def execute(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen.append(get_current_span().get_span_context().trace_id)
+        logging.getLogger("piagent").warning("inside the tool")
+        return ok("done")
+
+    agent = Agent(model=faux.get_model(), tools=[make_tool("probe", execute)])
+    faux.set_responses([faux_message([faux_tool_call("probe", {}, id="a")]), faux_message("ok")])
+    caplog.set_level(logging.WARNING, logger="piagent")
+    piagent.instrument(NoOpTracerProvider(), NoOpMeterProvider())
+    try:
+        with use_span(NonRecordingSpan(caller)):
+            assert agent.prompt("go").text == "ok"
+    finally:
+        piagent.uninstrument()
+    (record,) = [r for r in caplog.records if r.getMessage() == "inside the tool"]
+    assert seen == [0x1234]
+    assert (record.piagent_trace_id, record.piagent_span_id) == (format(0x1234, "032x"), format(0x5678, "016x"))
+
+
+def test_global_providers_configured_after_instrument_record_the_runs_that_follow() -> None:
+    """instrument() with the global providers, before the application configures the SDK: runs
+    record nothing; once it sets a meter provider they record metrics, once it sets a tracer
+    provider spans (OpenTelemetry's global stand-ins then forward; a global provider can be set
+    once per process, hence a fresh one)."""
+    script = (
+        "import json, piagent\n"
+        "from opentelemetry import metrics, trace\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from piagent.testing import faux_message, register_faux_provider\n"
+        "faux = register_faux_provider()\n"
+        "reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()\n"
+        "def run():\n"
+        "    faux.set_responses([faux_message('word ' * 60)])\n"
+        "    piagent.Agent(model=faux.get_model()).prompt('hi')\n"
+        "    data = reader.get_metrics_data()\n"
+        "    names = sorted({m.name for r in (data.resource_metrics if data else ()) for s in r.scope_metrics\n"
+        "                    for m in s.metrics if s.scope.name == 'piagent'})\n"
+        "    spans = sorted(span.name for span in exporter.get_finished_spans())\n"
+        "    exporter.clear()\n"
+        "    return {'metrics': names, 'spans': spans}\n"
+        "stand_in = type(metrics.get_meter_provider()).__name__\n"
+        "piagent.instrument()\n"
+        "seen = [stand_in, run()]\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "seen.append(run())\n"
+        "tracer_provider = TracerProvider()\n"
+        "tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(tracer_provider)\n"
+        "seen.append(run())\n"
+        "print(json.dumps(seen))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    stand_in, before, metered, traced = json.loads(out.stdout)
+    assert stand_in == _PROXY_PROVIDER  # the name piagent recognises the API's stand-in by
+    assert before == {"metrics": [], "spans": []}
+    assert metered["spans"] == [] and "gen_ai.invoke_agent.duration" in metered["metrics"]
+    assert "gen_ai.client.operation.time_per_output_chunk" in metered["metrics"]
+    assert traced["spans"] == ["chat faux-1", "invoke_agent"]

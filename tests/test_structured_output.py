@@ -7,7 +7,11 @@ from __future__ import annotations
 import copy
 import enum
 import json
-from dataclasses import dataclass
+import pickle
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import pytest
@@ -16,6 +20,7 @@ from typing_extensions import Literal, TypedDict
 from piagent import Agent, AgentEvent, OutputError, tool
 from piagent._output_turns import MAX_QUOTED_CHARS
 from piagent.ai import OutputFormat
+from piagent.ai.json_stream import parse_streaming_json
 from piagent.testing import FauxProvider, faux_message, faux_text, faux_tool_call
 
 
@@ -314,6 +319,69 @@ def test_listeners_see_the_partial_output_parsed_as_it_streams(faux: FauxProvide
     assert result.structured is not None and result.structured.data == INVOICE
 
 
+def test_a_partial_output_read_after_the_run_is_the_output_as_of_its_update(faux: FauxProvider) -> None:
+    # partial_output is parsed when first read: updates kept and read later, in order, each
+    # give the answer's text as of that update, parsed
+    faux.set_responses([faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice)
+    kept: list[Any] = []
+    agent.subscribe(lambda event: kept.append(event) if event.type == "message_update" else None)
+    agent.prompt("?")
+    text, expected, later = "", [], []
+    for event in kept:
+        if event.assistant_message_event.type == "text_delta":
+            text += event.assistant_message_event.delta
+            expected.append(parse_streaming_json(text))
+            later.append(copy.deepcopy(event.partial_output))
+    assert len(later) > 3 and later == expected and later[-1] == INVOICE
+
+
+def test_an_update_with_a_partial_output_is_pickled_and_replaced_like_any_event(faux: FauxProvider) -> None:
+    # a listener may send its events to another process (pickled, as a multiprocessing queue
+    # does) or keep a changed copy: each gives the output as of its update
+    faux.set_responses([faux_message(json.dumps(INVOICE))])
+    agent = Agent(model=faux.get_model(), output_type=Invoice)
+    text, expected, sent, replaced = "", [], [], []
+
+    def listener(event: AgentEvent) -> None:
+        nonlocal text
+        if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+            text += event.assistant_message_event.delta
+            expected.append(parse_streaming_json(text))
+            sent.append(pickle.loads(pickle.dumps(event)).partial_output)
+            replaced.append(copy.deepcopy(replace(event).partial_output))
+
+    agent.subscribe(listener)
+    agent.prompt("?")
+    assert len(sent) > 3 and sent == expected and replaced == expected and sent[-1] == INVOICE
+
+
+def test_updates_read_by_threads_at_once_parse_the_answer_once(faux: FauxProvider) -> None:
+    # the updates share one parser: threads reading them together must not feed it the same
+    # deltas twice (a short switch interval makes the threads interleave within the reads)
+    items = [{"name": f"item {i}", "amount": i} for i in range(300)]
+    faux.set_responses([faux_message(json.dumps({"value": items}))])
+    agent = Agent(model=faux.get_model(), output_type=list[dict[str, Any]])
+    kept: list[Any] = []
+    agent.subscribe(lambda event: kept.append(event) if event.type == "message_update" else None)
+    agent.prompt("?")
+    readers = 4
+    start = threading.Barrier(readers)
+
+    def read_all() -> Any:
+        start.wait()
+        return [value for value in (event.partial_output for event in kept) if value is not None][-1]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(readers) as pool:
+            finals = list(pool.map(lambda _: read_all(), range(readers)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert finals == [items] * readers
+
+
 def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: FauxProvider) -> None:
     faux.set_responses([faux_message([faux_tool_call("final_answer", {"value": ["a", "b", "c", "d", "e", "f"]})])])
     agent = Agent(model=faux.get_model(), output_mode="tool")
@@ -321,6 +389,26 @@ def test_tool_mode_streams_the_partial_output_of_the_final_answer_call(faux: Fau
     agent.prompt("?", output_type=list[str])
     assert seen[-1] == ["a", "b", "c", "d", "e", "f"]
     assert len(seen) > 2 and all(isinstance(value, list) for value in seen)
+
+
+def test_a_coerced_answer_leaves_the_call_the_transcript_keeps_as_the_model_sent_it(faux: FauxProvider) -> None:
+    # a final_answer call's arguments belong to the message: they are coerced in a copy
+    faux.set_responses([faux_message([faux_tool_call("final_answer", {"a": "1", "b": "2"})])])
+    agent = Agent(model=faux.get_model(), output_mode="tool")
+    result = agent.prompt("?", output_type=dict[str, int])
+    (call,) = [call for message in agent.state.messages if message.role == "assistant" for call in message.tool_calls]
+    assert result.output == {"a": 1, "b": 2} and call.arguments == {"a": "1", "b": "2"}
+
+
+def test_a_coerced_native_answer_leaves_the_partial_output_listeners_saw(faux: FauxProvider) -> None:
+    # the native answer is parsed again from the text and coerced in place: the partial output
+    # (the streaming parser's value, which listeners may hold) is another object
+    faux.set_responses([faux_message(json.dumps({"a": "1", "b": "2"}))])
+    agent = Agent(model=faux.get_model())
+    held: list[Any] = []  # the live values, not copies
+    agent.subscribe(lambda event: held.append(event.partial_output) if event.type == "message_update" else None)
+    result = agent.prompt("?", output_type=dict[str, int])
+    assert result.output == {"a": 1, "b": 2} and [v for v in held if v is not None][-1] == {"a": "1", "b": "2"}
 
 
 def test_agent_end_carries_the_output_and_its_json_form(faux: FauxProvider) -> None:

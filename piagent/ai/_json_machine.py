@@ -18,6 +18,7 @@ from .arguments_check import read_integer
 
 __all__ = ["DONE", "ESCAPES", "HEX", "NOTHING", "Invalid", "JsonMachine"]
 
+_WS = frozenset(" \t\n\r")
 _WS_RUN = re.compile(r"[ \t\n\r]+")
 _NON_WS = re.compile(r"[^ \t\n\r]")
 # String content up to the next quote, control character or escape that is not complete and
@@ -38,7 +39,7 @@ ESCAPES: dict[str, str] = {
 }
 _LITERALS: dict[str, Any] = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
 
-# Parser states.
+# Parser states; those before STRING are between tokens.
 (VALUE, ARRAY_FIRST, OBJECT_FIRST, KEY, COLON, AFTER, STRING, ESCAPE, UNICODE, NUMBER, LITERAL, DONE) = range(12)
 # Number states: after "-", "0", other integer digits, ".", fraction digits, "e", "e-", exponent digits.
 _N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_E_SIGN, _N_EXP = range(8)
@@ -92,12 +93,23 @@ class JsonMachine:
         i, n = 0, len(s)
         while i < n:
             st = self.state
-            if st == STRING:
+            if st < STRING:  # between tokens: a structural character, or whitespace
+                c = s[i]
+                if c in _WS:
+                    i = _WS_RUN.match(s, i).end()  # type: ignore[union-attr]  # c starts a run
+                else:
+                    i += 1
+                    self._structural(c)
+            elif st == STRING:
                 m = _STR_FAST.match(s, i)
                 if m is not None:
                     run = m.group()
-                    # scanstring decodes the escapes of a run (in C) up to the quote we add
-                    self._put(_scanstring(run + '"', 0)[0] if "\\" in run else run)
+                    if "\\" in run:  # scanstring decodes its escapes (in C) up to the quote we add
+                        run = _scanstring(run + '"', 0)[0]
+                    if self._high is None:
+                        self._parts.append(run)
+                    else:
+                        self._put(run)
                     i = m.end()
                     continue
                 c = s[i]
@@ -144,17 +156,10 @@ class JsonMachine:
                 self._word_pos += 1
                 if self._word_pos == len(self._word):
                     self._emit(self._word_value)
-            elif st == DONE:
+            else:  # DONE
                 if _NON_WS.search(s, i) is not None:
                     self.trailing = True
                 return
-            else:
-                m = _WS_RUN.match(s, i)
-                if m is not None:
-                    i = m.end()
-                else:
-                    self._structural(s[i])
-                    i += 1
 
     def _structural(self, c: str) -> None:
         st = self.state

@@ -75,19 +75,23 @@ def validate_json_value(
     raw_text: Optional[str] = None,
     *,
     keep_accepted: bool = False,
+    owned: bool = False,
 ) -> Any:
-    """Coerce and validate a copy of ``original`` against ``schema``, as for tool arguments.
+    """Coerce and validate a copy of ``original`` (with ``owned``, ``original`` itself) against
+    ``schema``, as for tool arguments.
 
-    Returns the coerced copy; raises :class:`~piagent.exceptions.ToolArgumentsError` whose
+    Returns the coerced copy (or value); raises :class:`~piagent.exceptions.ToolArgumentsError` whose
     message is the frame above with ``subject`` (``tool "name"``, ``output "Invoice"``) and
     ``received`` (``arguments``, ``output``) in it, and ``raw_text`` (the text ``original``
     was parsed from) in place of the indented JSON when given. With ``keep_accepted`` (a
     structured output), a value that one of its ``anyOf``/``oneOf`` alternatives accepts as it
     is stays as it is (``null`` for ``Optional[str]`` is not made ``""``); tool arguments keep
-    pi's rule, where the first alternative that validates after coercion wins.
+    pi's rule, where the first alternative that validates after coercion wins. ``owned``: the
+    caller's own value, which nothing else holds (JSON it has just parsed), coerced in place
+    instead of a copy; give ``raw_text`` with it, since the frame cannot show the original.
     """
     compiled = _compiled(schema)
-    args = copy.deepcopy(original)
+    args = original if owned else copy.deepcopy(original)
     coerced = _coerce(args, schema, compiled, keep_accepted)
     if coerced is not args:
         if isinstance(coerced, dict) and isinstance(args, dict):

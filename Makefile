@@ -112,5 +112,5 @@ test-urllib3: $(STAMP)
 	  dir=".urllib3/$$(echo "$$spec" | tr '=<>' '___')"; \
 	  echo "== $$spec"; \
 	  $(BIN)/python -m pip install --quiet --upgrade --no-deps --target "$$dir" "$$spec" 2>/dev/null || exit 1; \
-	  PIAGENT_URLLIB3="$$spec" PYTHONPATH="$$dir" $(BIN)/python -m pytest -q -p no:cacheprovider $(URLLIB3_TESTS) || exit 1; \
+	  PIAGENT_URLLIB3="$$spec" PYTHONPATH="$$dir" $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(URLLIB3_TESTS) || exit 1; \
 	done

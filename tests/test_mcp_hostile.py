@@ -243,6 +243,15 @@ def test_a_key_in_an_mcp_url_on_the_command_line_stays_out_of_its_error(faux: An
     assert "secret" not in run["err"] + run["out"]
 
 
+def test_calls_answered_with_json_of_known_length_reuse_one_connection() -> None:
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": json_answer(text_result("ok"))}
+    with MethodServer(routes) as server, http_client(server) as c:
+        for _ in range(5):
+            c.call_tool("echo", {"text": "ok"})
+        calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
+        assert len(calls) == 5 and len(set(calls)) == 1
+
+
 def test_a_same_origin_307_is_followed_with_its_body() -> None:
     redirects = iter([True])
 

@@ -24,7 +24,7 @@ from piagent.mcp import MCPClient, MCPConnectionError, MCPProtocolError, MCPTime
 from piagent.testing import faux_message
 
 from .support.mcp_http_server import INITIALIZE, MethodServer, json_answer
-from .support.waits import WAIT
+from .support.waits import WAIT, wait_until
 from .test_cli import run_cli
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
@@ -250,6 +250,20 @@ def test_calls_answered_with_json_of_known_length_reuse_one_connection() -> None
             c.call_tool("echo", {"text": "ok"})
         calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
         assert len(calls) == 5 and len(set(calls)) == 1
+
+
+def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
+    seen: list[list[str]] = []
+
+    def call(message: dict) -> Any:  # runs in this process: the client's threads are visible
+        seen.append([t.name for t in threading.enumerate() if t.name.startswith("mcp-http")])
+        return json_answer(text_result("ok"))(message)
+
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        wait_until(lambda: not any(t.name == "mcp-http" for t in threading.enumerate()))  # the GET stream got its 405
+        for _ in range(3):
+            c.call_tool("echo", {"text": "ok"})
+    assert seen == [[], [], []]
 
 
 def test_a_same_origin_307_is_followed_with_its_body() -> None:

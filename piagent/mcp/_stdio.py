@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ._connection import MAX_MESSAGE_BYTES
+from ._connection import MAX_MESSAGE_BYTES, wait_until
 from ._errors import MCPConnectionError, MCPError
 
 __all__ = ["StdioTransport"]
@@ -91,7 +91,13 @@ class StdioTransport:
             thread.start()
             self._threads.append(thread)
 
-    def send(self, message: dict, headers: Optional[dict] = None, request_id: Any = None) -> None:
+    def send(
+        self,
+        message: dict,
+        headers: Optional[dict] = None,
+        request_id: Any = None,
+        deadline: Optional[float] = None,
+    ) -> None:
         """Queue ``message`` for the server's stdin; never waits for the server to read it."""
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
         with self._input:
@@ -138,6 +144,9 @@ class StdioTransport:
                 self._pending.clear()
             with contextlib.suppress(OSError):
                 stdin.close()
+
+    def wait(self, done: threading.Event, deadline: Optional[float]) -> bool:
+        return wait_until(done, deadline)
 
     def cancel(self, request_id: Any) -> None:
         """Nothing to close on stdio: the connection sends ``notifications/cancelled``."""

@@ -328,7 +328,8 @@ class MCPClient:
 
         def listen() -> None:
             try:
-                self._rpc("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, timeout=None)
+                params = {"notifications": {"toolsListChanged": True}}
+                self._rpc("subscriptions/listen", params, timeout=None, held_open=True)
             except MCPError as exc:
                 logger.debug("the MCP subscription ended: %s", exc)
 
@@ -360,6 +361,7 @@ class MCPClient:
         timeout: Optional[float],
         signal: Optional[AbortSignal] = None,
         on_progress: Optional[Callable[[dict], None]] = None,
+        held_open: bool = False,
     ) -> dict:
         """One request in the agreed era (``_meta`` and headers when stateless); no retries."""
         connection = self._connection
@@ -381,7 +383,13 @@ class MCPClient:
                     schema = self._input_schemas.get(str(params.get("name")))
                     headers.update(param_headers(schema, _dict(params.get("arguments"))))
         return connection.request(
-            method, params, timeout=timeout, signal=signal, on_progress=on_progress, headers=headers
+            method,
+            params,
+            timeout=timeout,
+            signal=signal,
+            on_progress=on_progress,
+            headers=headers,
+            held_open=held_open,
         )
 
     def request(

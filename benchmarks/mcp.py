@@ -5,8 +5,9 @@
   JSON-RPC client doing the same exchange with the same server (the official Python SDK's):
   on stdio a line written and a line read, on HTTP a ``requests.Session`` POST with the
   headers the revision needs, the answer read as JSON or SSE as the server sends it. Both run
-  side by side in interleaved rounds; the ratio is the median of the per-round ratios. Per era
-  and transport; a local Python tool is shown for scale;
+  side by side in interleaved rounds; the ratio is the median of the per-round ratios (the
+  client's CPU per call, all its threads, beside it). Per era and transport; a local Python
+  tool is shown for scale;
 * connect time per era on stdio: a stateless server (the SDK's) and a handshake-era one
   (``server-everything``), each with ``protocol="auto"`` and with its era forced (the
   difference on the handshake-era server is what the ``server/discover`` probe costs).
@@ -31,7 +32,7 @@ import requests
 from piagent import AbortController, AgentToolResult, TextContent, tool
 from piagent.mcp import MCPClient, MCPRemoteError
 
-from .measure import Report, Row
+from .measure import Report, Rounds, Row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SDK_SERVER = os.path.join(ROOT, "tests_mcp", "sdk_server.py")
@@ -169,11 +170,9 @@ class RawHttp:
         self.http.close()
 
 
-def side_by_side(
-    execute: Callable[..., AgentToolResult], raw: Any, rounds: int, block: int
-) -> tuple[float, float, float]:
-    """Per-call seconds of piagent and of the raw client (medians over rounds), and the median
-    of the per-round ratios; each round times ``block`` calls of each, which goes first alternating."""
+def side_by_side(execute: Callable[..., AgentToolResult], raw: Any, rounds: int, block: int) -> Rounds:
+    """``block`` calls through piagent ("piagent") and through the raw client ("raw"), timed
+    back to back in ``rounds`` rounds (wall and this process's CPU, all threads)."""
     signal = AbortController().signal
 
     def piagent_block() -> None:
@@ -185,16 +184,7 @@ def side_by_side(
         for i in range(block):
             assert raw.call({"a": i, "b": 2})["structuredContent"] == {"total": i + 2}
 
-    piagent_block(), raw_block()  # warm both
-    ours: list[float] = []
-    theirs: list[float] = []
-    for round_ in range(rounds):
-        for run, samples in ((piagent_block, ours), (raw_block, theirs))[:: 1 if round_ % 2 else -1]:
-            started = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - started) / block)
-    ratio = statistics.median(a / b for a, b in zip(ours, theirs))
-    return statistics.median(ours), statistics.median(theirs), ratio
+    return Rounds({"piagent": piagent_block, "raw": raw_block}, repeats=rounds)
 
 
 def per_probe(client: MCPClient, times: int) -> float:
@@ -258,19 +248,30 @@ def run(calls: int = CALLS, connects: int = CONNECTS) -> Report:
                 else:
                     client, raw = MCPClient.http(url, protocol=version), RawHttp(url, version)
                 try:
-                    ours, theirs, ratio = side_by_side(mcp_tool(client).execute, raw, ROUNDS, BLOCK)
+                    timings = side_by_side(mcp_tool(client).execute, raw, ROUNDS, BLOCK)
                 finally:
                     client.close()
                     raw.close()
+                ours, theirs = timings.median("piagent"), timings.median("raw")
+                ratio = timings.ratio("piagent", "raw")
                 report.add(
                     Row(
                         "mcp call",
                         f"{transport}, {version} ({era}): piagent vs a raw JSON-RPC client",
-                        us(ours),
-                        us(theirs),
+                        us(ours.wall / BLOCK),
+                        us(theirs.wall / BLOCK),
                         f"{ratio:.2f}x",
                         f"<= {CALL_TARGET:.2f}x raw",
                         ratio <= CALL_TARGET,
+                    )
+                )
+                report.add(
+                    Row(
+                        "mcp call",
+                        f"{transport}, {era}: the client's CPU per call (all its threads)",
+                        us(ours.cpu / BLOCK),
+                        us(theirs.cpu / BLOCK),
+                        f"{timings.ratio('piagent', 'raw', cpu=True):.2f}x",
                     )
                 )
     finally:

@@ -242,8 +242,7 @@ class StdioTransport:
                         else:
                             self._resume_at = time.monotonic() + READER_IDLE
                 self._in_lead -= 1
-                _drain(wake[0])
-                self._spare_wakes.append(wake)
+                self._spare_wakes.append(wake)  # a wake left in it only makes its next poll return once
                 self._close_fds_if_unused()
         return wait_until(done, deadline) if led is None else led
 

@@ -243,8 +243,14 @@ def test_a_key_in_an_mcp_url_on_the_command_line_stays_out_of_its_error(faux: An
     assert "secret" not in run["err"] + run["out"]
 
 
-def test_calls_answered_with_json_of_known_length_reuse_one_connection() -> None:
-    routes = {"initialize": json_answer(INITIALIZE), "tools/call": json_answer(text_result("ok"))}
+def _sse_answer(message: dict) -> Any:
+    answer = {"jsonrpc": "2.0", "id": message["id"], "result": text_result("ok")}
+    return 200, {"Content-Type": "text/event-stream"}, b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("answer", [json_answer(text_result("ok")), _sse_answer], ids=["json", "sse"])
+def test_calls_whose_answer_ends_its_body_reuse_one_connection(answer: Any) -> None:
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": answer}
     with MethodServer(routes) as server, http_client(server) as c:
         for _ in range(5):
             c.call_tool("echo", {"text": "ok"})

@@ -22,6 +22,7 @@ in use can be shut by ``close()``, which therefore returns at once.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import threading
@@ -67,6 +68,8 @@ MAX_REDIRECTS = 5
 """Same-origin 307/308 redirects followed per request; any other redirect is refused."""
 ERROR_BODY_BYTES = 65_536
 """What is read of an HTTP error answer's body (for its JSON-RPC error)."""
+FINISH_BYTES = 4096
+"""What is read, without waiting, of a stream after its answer to find its end (and reuse its connection)."""
 CLOSE_WAIT = 5.0
 """Seconds ``close()`` waits, in all, for the transport's threads once their connections are shut."""
 
@@ -285,6 +288,7 @@ class HttpTransport:
                     continue  # a priming event: just an id (and maybe retry)
                 self._sink.receive(data)
                 if key is not _LISTEN and self._answered(key):
+                    _finish_if_arrived(response)
                     break
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if not self._closing.is_set():  # a broken connection: resumed if an id came
@@ -425,6 +429,22 @@ def _inflated(response: requests.Response, deadline: Optional[float] = None) -> 
         if not data:
             return
         yield from inflater.feed(data)
+
+
+def _finish_if_arrived(response: requests.Response) -> None:
+    """Read the rest of an answered stream if it has already arrived (the server ends it after
+    the answer): its connection then goes back to the pool instead of being closed. Never waits,
+    and reads at most ``FINISH_BYTES``."""
+    sock = socket_of(response)
+    if sock is None:
+        return
+    sock.settimeout(0.0)
+    read = 0
+    with contextlib.suppress(OSError, requests.RequestException, ValueError, http.client.HTTPException):
+        for piece in read_body(response, FINISH_BYTES):
+            read += len(piece)
+            if read >= FINISH_BYTES:
+                return  # more than an end: not worth keeping the connection for
 
 
 def _read_all(response: requests.Response, limit: int, deadline: Optional[float] = None) -> bytes:

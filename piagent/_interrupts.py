@@ -253,6 +253,7 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
         if not data:
             break
         yield data
+    fp.read()  # http.client marks a body of known length complete only on a read without a size
     release_connection(response)
 
 

@@ -24,7 +24,7 @@ from piagent.mcp import MCPClient, MCPConnectionError, MCPProtocolError, MCPTime
 from piagent.testing import faux_message
 
 from .support.mcp_http_server import INITIALIZE, MethodServer, json_answer
-from .support.waits import WAIT
+from .support.waits import WAIT, wait_until
 from .test_cli import run_cli
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "support", "hostile_mcp_server.py")
@@ -241,6 +241,35 @@ def test_a_key_in_an_mcp_url_on_the_command_line_stays_out_of_its_error(faux: An
     run = run_cli(faux, "--mcp-url", url, "Hi")
     assert run["code"] != 0 and "--mcp-url http://127.0.0.1" in run["err"]
     assert "secret" not in run["err"] + run["out"]
+
+
+def _sse_answer(message: dict) -> Any:
+    answer = {"jsonrpc": "2.0", "id": message["id"], "result": text_result("ok")}
+    return 200, {"Content-Type": "text/event-stream"}, b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("answer", [json_answer(text_result("ok")), _sse_answer], ids=["json", "sse"])
+def test_calls_whose_answer_ends_its_body_reuse_one_connection(answer: Any) -> None:
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": answer}
+    with MethodServer(routes) as server, http_client(server) as c:
+        for _ in range(5):
+            c.call_tool("echo", {"text": "ok"})
+        calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
+        assert len(calls) == 5 and len(set(calls)) == 1
+
+
+def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
+    seen: list[list[str]] = []
+
+    def call(message: dict) -> Any:  # runs in this process: the client's threads are visible
+        seen.append([t.name for t in threading.enumerate() if t.name.startswith("mcp-http")])
+        return json_answer(text_result("ok"))(message)
+
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        wait_until(lambda: not any(t.name == "mcp-http" for t in threading.enumerate()))  # the GET stream got its 405
+        for _ in range(3):
+            c.call_tool("echo", {"text": "ok"})
+    assert seen == [[], [], []]
 
 
 def test_a_same_origin_307_is_followed_with_its_body() -> None:

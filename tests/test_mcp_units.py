@@ -13,7 +13,13 @@ from piagent.ai.providers._sse import SseFields, iter_sse
 from piagent.mcp import MCPToolError
 from piagent.mcp._content import OutputCheck, content_from_result
 from piagent.mcp._errors import MCPProtocolError
-from piagent.mcp._protocol import fill_elicitation_defaults, header_value, param_headers, x_mcp_header_problem
+from piagent.mcp._protocol import (
+    fill_elicitation_defaults,
+    header_params,
+    header_value,
+    param_headers,
+    x_mcp_header_problem,
+)
 
 
 def test_all_is_sorted_and_resolves() -> None:
@@ -94,7 +100,7 @@ def test_param_headers_follow_properties_paths_and_skip_absent_and_null_argument
     }
     assert x_mcp_header_problem(schema) is None
     arguments = {"region": "Zürich", "count": 42.0, "dry": False, "null": None, "where": {"zone": "b"}, "plain": "x"}
-    assert param_headers(schema, arguments) == {
+    assert param_headers(header_params(schema), arguments) == {
         "Mcp-Param-Region": "=?base64?WsO8cmljaA==?=",
         "Mcp-Param-Count": "42",
         "Mcp-Param-Dry": "false",

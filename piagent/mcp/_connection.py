@@ -29,7 +29,17 @@ from ._errors import MCPConnectionError, MCPError, MCPProtocolError, MCPRemoteEr
 from ._protocol import INTERNAL_ERROR, METHOD_NOT_FOUND
 from ._workers import Workers
 
-__all__ = ["ANSWER_THREADS", "MAX_MESSAGE_BYTES", "MAX_SERVER_REQUESTS", "Connection", "RequestHandler"]
+__all__ = [
+    "ANSWER_THREADS",
+    "MAX_MESSAGE_BYTES",
+    "MAX_SERVER_REQUESTS",
+    "Connection",
+    "DeadlinePassed",
+    "RequestHandler",
+    "passed",
+    "time_left",
+    "wait_until",
+]
 
 logger = logging.getLogger("piagent.mcp")
 
@@ -43,6 +53,29 @@ MAX_SERVER_REQUESTS = 64
 RequestId = Union[str, int]
 RequestHandler = Callable[[str, dict], dict]
 """``handler(method, params) -> result``; raise :class:`MCPRemoteError` to answer with an error."""
+
+
+class DeadlinePassed(MCPTimeoutError):
+    """A transport stopped reading for a request whose deadline passed (the connection ends it
+    with its own :class:`MCPTimeoutError`, naming the method)."""
+
+
+def passed(deadline: Optional[float]) -> bool:
+    """Whether the monotonic ``deadline`` (None: none) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def time_left(deadline: Optional[float]) -> Optional[float]:
+    """Seconds until ``deadline`` for a blocking call (None: no bound; never 0, which means "do not block")."""
+    return None if deadline is None else max(0.001, deadline - time.monotonic())
+
+
+def wait_until(done: threading.Event, deadline: Optional[float]) -> bool:
+    """Wait for ``done`` until ``deadline``; whether it is set."""
+    while not done.wait(time_left(deadline)):
+        if passed(deadline):
+            return False
+    return True
 
 
 class _Pending:
@@ -100,8 +133,12 @@ class Connection:
         signal: Optional[AbortSignal] = None,
         on_progress: Optional[Callable[[dict], None]] = None,
         headers: Optional[dict] = None,
+        held_open: bool = False,
     ) -> dict:
-        """Send a request and wait for its result (see the module docstring for how it ends)."""
+        """Send a request and wait for its result (see the module docstring for how it ends).
+
+        ``held_open``: a request the server keeps open (a subscription); on stdio its thread
+        leaves reading the server's output to others (see :meth:`StdioTransport.wait`)."""
         if self._closed is not None:
             raise self._closed
         request_id = next(self._ids)
@@ -118,13 +155,17 @@ class Connection:
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         remove_listener: Callable[[], None] = lambda: None  # noqa: E731 -- a no-op until a signal gives one
         if signal is not None:
-            remove_listener = signal.add_listener(lambda: pending.settle(AbortedError(signal.reason or "aborted")))
+
+            def abort() -> None:
+                pending.settle(AbortedError(signal.reason or "aborted"))
+                self.transport.cancel(request_id)  # whatever reads the answer stops now
+
+            remove_listener = signal.add_listener(abort)
         try:
-            self.transport.send(message, headers=headers, request_id=request_id)
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not pending.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
-                if deadline is not None and time.monotonic() >= deadline:
-                    pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
+            self.transport.send(message, headers=headers, request_id=request_id, deadline=deadline)
+            if not self.transport.wait(pending.done, deadline, lead=not held_open):
+                pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
         except KeyboardInterrupt:  # a Ctrl-C while waiting: the request is abandoned as an abort would
             self._abandon(request_id, "interrupted")
             raise

@@ -1,7 +1,8 @@
 """The Streamable HTTP transport: every message a POST, answered with JSON or an SSE stream.
 
-Each request's POST runs on a thread of its own, which reads the answer (a JSON body or
-an SSE stream) and hands every message to the connection. Handshake-era extras: the
+Each request's POST runs on the thread that sends it, which reads the answer (a JSON body
+or an SSE stream) up to its deadline and hands every message to the connection (no thread is
+started and nothing is handed over per call). Handshake-era extras: the
 ``Mcp-Session-Id`` the server assigns is sent back on every request and ended with DELETE
 at close; a standalone GET stream carries server-initiated messages; a response stream that
 ends before its answer is resumed with GET and ``Last-Event-ID`` after the server's
@@ -21,6 +22,7 @@ in use can be shut by ``close()``, which therefore returns at once.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import threading
@@ -30,12 +32,12 @@ from typing import Any, Optional
 
 import requests
 
-from .._interrupts import Tracker, read_body, session
+from .._interrupts import Tracker, read_body, session, socket_of
 from .._redaction import shown_url
 from .._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
 from ..ai.providers._sse import SseFields, SseTooLargeError, iter_sse
 from ..exceptions import AbortedRequest, ProviderStreamError
-from ._connection import MAX_MESSAGE_BYTES
+from ._connection import MAX_MESSAGE_BYTES, DeadlinePassed, passed, time_left, wait_until
 from ._errors import MCPConnectionError, MCPError, MCPRemoteError
 from ._workers import Workers
 
@@ -66,6 +68,8 @@ MAX_REDIRECTS = 5
 """Same-origin 307/308 redirects followed per request; any other redirect is refused."""
 ERROR_BODY_BYTES = 65_536
 """What is read of an HTTP error answer's body (for its JSON-RPC error)."""
+FINISH_BYTES = 4096
+"""What is read, without waiting, of a stream after its answer to find its end (and reuse its connection)."""
 CLOSE_WAIT = 5.0
 """Seconds ``close()`` waits, in all, for the transport's threads once their connections are shut."""
 
@@ -106,11 +110,19 @@ class HttpTransport:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def send(self, message: dict, headers: Optional[dict] = None, request_id: Any = None) -> None:
+    def send(
+        self,
+        message: dict,
+        headers: Optional[dict] = None,
+        request_id: Any = None,
+        deadline: Optional[float] = None,
+    ) -> None:
+        """A request: POST it and read its answer here, until it is answered, cancelled, fails or
+        ``deadline`` (monotonic) passes. Anything else: queued for a post thread."""
         if self._closing.is_set():
             raise MCPConnectionError("the MCP client is closed")
         if request_id is not None:
-            self._spawn(self._exchange, message, headers or {}, request_id)
+            self._exchange(message, headers or {}, request_id, deadline)
         elif not self._posts.submit(self._post_quietly, message, headers or {}):
             with self._lock:
                 self._dropped += 1
@@ -185,12 +197,16 @@ class HttpTransport:
         except (requests.RequestException, MCPError) as exc:
             logger.warning("could not send to the MCP server: %s", _clean(exc))
 
-    def _exchange(self, message: dict, headers: dict, request_id: Any) -> None:
+    def wait(self, done: threading.Event, deadline: Optional[float], lead: bool = True) -> bool:
+        """Whether ``done`` is set by ``deadline``: :meth:`send` has read the answer already."""
+        return wait_until(done, deadline)
+
+    def _exchange(self, message: dict, headers: dict, request_id: Any, deadline: Optional[float]) -> None:
         try:
             with self._tracked(request_id):
-                self._exchange_tracked(message, headers, request_id)
-        except AbortedRequest:
-            pass  # cancelled: the caller has already stopped waiting
+                self._exchange_tracked(message, headers, request_id, deadline)
+        except (AbortedRequest, DeadlinePassed):
+            pass  # cancelled, or too late: the connection ends the request
         except MCPError as exc:
             self._sink.fail(request_id, exc)
         except Exception as exc:  # a bound, a MemoryError, a bug: the caller must not wait for it
@@ -214,11 +230,13 @@ class HttpTransport:
                 if self._trackers.get(key) is tracker:
                     del self._trackers[key]
 
-    def _exchange_tracked(self, message: dict, headers: dict, request_id: Any) -> None:
+    def _exchange_tracked(self, message: dict, headers: dict, request_id: Any, deadline: Optional[float]) -> None:
         sent_session = self.session_id
         try:
-            response = self._post(message, headers)
+            response = self._post(message, headers, time_left(deadline))
         except requests.RequestException as exc:
+            if passed(deadline):
+                raise DeadlinePassed() from exc
             unreachable = MCPConnectionError(f"cannot reach the MCP server at {self._shown}: {_clean(exc)}")
             self._sink.fail(request_id, unreachable)
             return
@@ -229,21 +247,21 @@ class HttpTransport:
                 self._sink.fail(request_id, SessionExpiredError(f"the MCP session at {self._shown} expired (HTTP 404)"))
                 return
             if response.status_code >= 400 or response.status_code == 202:
-                self._sink.fail(request_id, _http_error(response))
+                self._sink.fail(request_id, _http_error(response, deadline))
                 return
             content_type = response.headers.get("Content-Type", "")
             if content_type.startswith("text/event-stream"):
-                last_id, retry = self._read_stream(response, request_id)
+                last_id, retry = self._read_stream(response, request_id, deadline=deadline)
             else:
-                self._read_json(response, request_id)
+                self._read_json(response, request_id, deadline)
                 return
         if last_id is not None and not self._answered(request_id):
-            self._resume(request_id, last_id, retry)
+            self._resume(request_id, last_id, retry, deadline)
         elif not self._answered(request_id):
             self._sink.fail(request_id, StreamBrokenError("the MCP server closed the response stream before answering"))
 
-    def _read_json(self, response: requests.Response, request_id: Any) -> None:
-        self._sink.receive(_read_all(response, MAX_MESSAGE_BYTES))
+    def _read_json(self, response: requests.Response, request_id: Any, deadline: Optional[float]) -> None:
+        self._sink.receive(_read_all(response, MAX_MESSAGE_BYTES, deadline))
         if not self._answered(request_id):
             self._sink.fail(request_id, StreamBrokenError("the MCP server's JSON answer did not answer the request"))
 
@@ -252,53 +270,63 @@ class HttpTransport:
         return not self._sink.waiting(request_id)
 
     def _read_stream(
-        self, response: requests.Response, key: Any, retry_ms: int = DEFAULT_RETRY_MS
+        self,
+        response: requests.Response,
+        key: Any,
+        retry_ms: int = DEFAULT_RETRY_MS,
+        deadline: Optional[float] = None,
     ) -> tuple[Optional[str], int]:
-        """Deliver the stream's messages until it ends, or its request is answered.
+        """Deliver the stream's messages until it ends, its request is answered or ``deadline`` passes.
 
         Returns the last event id seen and the retry interval (ms) to use before resuming:
         the stream's last ``retry:``, else ``retry_ms`` (what the server asked for before).
         """
         fields = SseFields()
         try:
-            for _, data in iter_sse(_inflated(response), MAX_MESSAGE_BYTES, fields):
+            for _, data in iter_sse(_inflated(response, deadline), MAX_MESSAGE_BYTES, fields):
                 if not data.strip():
                     continue  # a priming event: just an id (and maybe retry)
                 self._sink.receive(data)
                 if key is not _LISTEN and self._answered(key):
+                    _finish_if_arrived(response)
                     break
         except (requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if not self._closing.is_set():  # a broken connection: resumed if an id came
                 logger.debug("MCP response stream broke: %s", _clean(exc))
         return fields.last_id, retry_ms if fields.retry is None else fields.retry
 
-    def _resume(self, request_id: Any, last_id: str, retry: int) -> None:
+    def _resume(self, request_id: Any, last_id: str, retry: int, deadline: Optional[float]) -> None:
         """GET with ``Last-Event-ID`` after ``retry`` ms until the request is answered (SEP-1699)."""
         for _ in range(MAX_RESUMES):
-            if not self._pause(retry, request_id):
+            if not self._pause(retry, request_id, deadline):
                 return
+            headers = self._headers({"Last-Event-ID": last_id}, accept="text/event-stream")
             try:
-                response = self._request("GET", self._headers({"Last-Event-ID": last_id}, accept="text/event-stream"))
+                response = self._request("GET", headers, read_timeout=time_left(deadline))
             except requests.RequestException as exc:
+                if passed(deadline):
+                    raise DeadlinePassed() from exc
                 logger.debug("resuming an MCP stream failed: %s", _clean(exc))
                 continue
             with response:
                 if response.status_code != 200:
-                    self._sink.fail(request_id, _http_error(response))
+                    self._sink.fail(request_id, _http_error(response, deadline))
                     return
-                new_id, retry = self._read_stream(response, request_id, retry)
+                new_id, retry = self._read_stream(response, request_id, retry, deadline)
                 last_id = new_id or last_id
             if self._answered(request_id):
                 return
         self._sink.fail(request_id, StreamBrokenError(f"the MCP response stream broke {MAX_RESUMES + 1} times"))
 
-    def _pause(self, retry_ms: int, request_id: Any) -> bool:
+    def _pause(self, retry_ms: int, request_id: Any, deadline: Optional[float]) -> bool:
         """Wait the server's ``retry`` interval before resuming; False once the request no longer
         needs it (answered, timed out, aborted) or the client closes. The request is looked at
         every ``RESUME_CHECK`` seconds, so a huge interval keeps no thread past its request."""
-        deadline = time.monotonic() + retry_ms / 1000.0
+        resume_at = time.monotonic() + retry_ms / 1000.0
         while not self._answered(request_id):
-            left = deadline - time.monotonic()
+            if passed(deadline):
+                return False
+            left = resume_at - time.monotonic()
             if left <= 0:
                 return True
             if self._closing.wait(min(left, RESUME_CHECK)):
@@ -381,17 +409,48 @@ class HttpTransport:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def _inflated(response: requests.Response) -> Iterator[bytes]:
-    """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once."""
+def _inflated(response: requests.Response, deadline: Optional[float] = None) -> Iterator[bytes]:
+    """The body as it arrives, inflated piece by piece (gzip, deflate), never all at once; no
+    read waits past ``deadline`` (:class:`DeadlinePassed` then)."""
     inflater = Inflater(response.headers.get("Content-Encoding", ""))
-    for data in read_body(response):
+    sock = None if deadline is None else socket_of(response)
+    pieces = read_body(response)
+    while True:
+        if passed(deadline):
+            raise DeadlinePassed()
+        if sock is not None:
+            sock.settimeout(time_left(deadline))
+        try:
+            data = next(pieces, b"")
+        except OSError:
+            if passed(deadline):
+                raise DeadlinePassed() from None
+            raise
+        if not data:
+            return
         yield from inflater.feed(data)
 
 
-def _read_all(response: requests.Response, limit: int) -> bytes:
+def _finish_if_arrived(response: requests.Response) -> None:
+    """Read the rest of an answered stream if it has already arrived (the server ends it after
+    the answer): its connection then goes back to the pool instead of being closed. Never waits,
+    and reads at most ``FINISH_BYTES``."""
+    sock = socket_of(response)
+    if sock is None:
+        return
+    sock.settimeout(0.0)
+    read = 0
+    with contextlib.suppress(OSError, requests.RequestException, ValueError, http.client.HTTPException):
+        for piece in read_body(response, FINISH_BYTES):
+            read += len(piece)
+            if read >= FINISH_BYTES:
+                return  # more than an end: not worth keeping the connection for
+
+
+def _read_all(response: requests.Response, limit: int, deadline: Optional[float] = None) -> bytes:
     """The whole (inflated) body; :class:`MCPConnectionError` once it exceeds ``limit`` bytes."""
     body = bytearray()
-    for piece in _inflated(response):
+    for piece in _inflated(response, deadline):
         body += piece
         if len(body) > limit:
             raise MCPConnectionError(f"the MCP server's answer is larger than {limit:,} bytes")
@@ -407,11 +466,11 @@ def _read_error(url: str, exc: BaseException) -> MCPConnectionError:
     return MCPConnectionError(f"reading the answer of the MCP server at {url} failed: {_clean(exc)}")
 
 
-def _http_error(response: requests.Response) -> MCPRemoteError:
+def _http_error(response: requests.Response, deadline: Optional[float] = None) -> MCPRemoteError:
     """The JSON-RPC error in an HTTP error response, else one that names the status."""
     status = response.status_code
     try:
-        body = json.loads(_read_all(response, ERROR_BODY_BYTES))
+        body = json.loads(_read_all(response, ERROR_BODY_BYTES, deadline))
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and isinstance(error.get("code"), int):
             return MCPRemoteError(error["code"], str(error.get("message", "")), error.get("data"), http_status=status)

@@ -18,6 +18,7 @@ __all__ = [
     "STATELESS_VERSIONS",
     "SUPPORTED_VERSIONS",
     "fill_elicitation_defaults",
+    "header_params",
     "header_value",
     "param_headers",
     "x_mcp_header_problem",
@@ -121,22 +122,30 @@ def x_mcp_header_problem(schema: Any) -> Optional[str]:
     return None
 
 
-def param_headers(schema: Any, arguments: Mapping[str, Any]) -> dict[str, str]:
-    """The ``Mcp-Param-*`` headers of a ``tools/call`` with ``arguments`` (a schema that passed the check).
+HeaderParam = tuple[tuple[str, ...], str, Any]
+"""An ``x-mcp-header`` parameter: its path of ``properties`` keys, its header name, its declared type."""
+
+
+def header_params(schema: Any) -> list[HeaderParam]:
+    """The ``x-mcp-header`` parameters of an ``inputSchema`` that passed the check (found once
+    per listing: walking the schema at every call would cost more than the rest of it)."""
+    return [(path, node[X_MCP_HEADER], node.get("type")) for path, node in _annotations(schema) if path is not None]
+
+
+def param_headers(params: list[HeaderParam], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers of a ``tools/call`` with ``arguments`` (``params``: :func:`header_params`).
 
     Each annotated argument present and not null is mirrored: strings as they are, integers in
     decimal, booleans as ``true``/``false``, each through :func:`header_value`.
     """
     headers: dict[str, str] = {}
-    for path, node in _annotations(schema):
-        if path is None:
-            continue
+    for path, name, declared in params:
         value: Any = arguments
         for key in path:
             value = value.get(key) if isinstance(value, Mapping) else None
-        text = _header_text(value, node.get("type"))
+        text = _header_text(value, declared)
         if text is not None:
-            headers[PARAM_HEADER_PREFIX + node[X_MCP_HEADER]] = header_value(text)
+            headers[PARAM_HEADER_PREFIX + name] = header_value(text)
     return headers
 
 

@@ -52,6 +52,7 @@ from ._protocol import (
     UNSUPPORTED_VERSION,
     at_least,
     fill_elicitation_defaults,
+    header_params,
     header_value,
     param_headers,
     x_mcp_header_problem,
@@ -157,7 +158,7 @@ class MCPClient:
         self._tools_expire: Optional[float] = None  # monotonic time; None: until a list change
         self._tools_stale = False
         self._subscription_id: Any = None
-        self._input_schemas: Optional[dict[str, Any]] = None  # by tool name, from the last listing
+        self._header_params: Optional[dict[str, list]] = None  # by tool name, from the last listing
         self._closed = False
         self._connect_deadline = 0.0  # monotonic; connecting (probe included) must end by then
         self._connect()
@@ -328,7 +329,8 @@ class MCPClient:
 
         def listen() -> None:
             try:
-                self._rpc("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, timeout=None)
+                params = {"notifications": {"toolsListChanged": True}}
+                self._rpc("subscriptions/listen", params, timeout=None, held_open=True)
             except MCPError as exc:
                 logger.debug("the MCP subscription ended: %s", exc)
 
@@ -360,6 +362,7 @@ class MCPClient:
         timeout: Optional[float],
         signal: Optional[AbortSignal] = None,
         on_progress: Optional[Callable[[dict], None]] = None,
+        held_open: bool = False,
     ) -> dict:
         """One request in the agreed era (``_meta`` and headers when stateless); no retries."""
         connection = self._connection
@@ -377,11 +380,17 @@ class MCPClient:
                 name_key = NAMED_METHODS.get(method)
                 if name_key is not None and isinstance(params.get(name_key), str):
                     headers["Mcp-Name"] = header_value(params[name_key])
-                if method == "tools/call" and self._input_schemas is not None:
-                    schema = self._input_schemas.get(str(params.get("name")))
-                    headers.update(param_headers(schema, _dict(params.get("arguments"))))
+                if method == "tools/call" and self._header_params is not None:
+                    mirrored = self._header_params.get(str(params.get("name")), [])
+                    headers.update(param_headers(mirrored, _dict(params.get("arguments"))))
         return connection.request(
-            method, params, timeout=timeout, signal=signal, on_progress=on_progress, headers=headers
+            method,
+            params,
+            timeout=timeout,
+            signal=signal,
+            on_progress=on_progress,
+            headers=headers,
+            held_open=held_open,
         )
 
     def request(
@@ -506,7 +515,7 @@ class MCPClient:
             raise MCPProtocolError(f"tools/list: more than {MAX_LIST_PAGES} pages")
         if self._mirrors_params:
             definitions = [d for d in definitions if _valid_header_annotations(d)]
-            self._input_schemas = {d["name"]: d.get("inputSchema") for d in definitions}
+            self._header_params = {d["name"]: header_params(d.get("inputSchema")) for d in definitions}
         if self.stateless:  # cacheable results: fresh for ttlMs (absent or negative: stale at once)
             ms = ttl if isinstance(ttl, (int, float)) and ttl > 0 else 0
             self._tools_expire = time.monotonic() + ms / 1000.0
@@ -584,7 +593,7 @@ class MCPClient:
         tools are listed first if they never were.
         """
         params = {"name": name, "arguments": dict(arguments or {})}
-        if self._mirrors_params and self._input_schemas is None:
+        if self._mirrors_params and self._header_params is None:
             self.list_tools()  # the schemas say which arguments become headers
         for attempt in range(2):
             try:

@@ -41,6 +41,7 @@ class MethodServer:
         self.routes = routes
         self.methods: list[str] = []
         self.headers: list[dict[str, str]] = []  # of every request, in order
+        self.peers: list[tuple[str, int]] = []  # the client address (a TCP connection) of every request
         self._stop = threading.Event()
         server = self
 
@@ -51,6 +52,7 @@ class MethodServer:
                 method = message.get("method", "(response)") if self.command == "POST" else self.command
                 server.methods.append(method)
                 server.headers.append(dict(self.headers))
+                server.peers.append(self.client_address)
                 route = server.routes.get(method)
                 if route is None:
                     self._send((405, {}, b"") if self.command == "GET" else (202, {}, b""))

@@ -18,7 +18,7 @@ SERVER_STAMP := $(VENV)/.piagent-server-installed
 MCP_STAMP := $(VENV)/.piagent-mcp-installed
 REMOTE_STAMP := $(VENV)/.piagent-remote-installed
 
-.PHONY: test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue currency
+.PHONY: install-e2e test test-local test-urllib3 test-mcp test-remote mcp-servers demo install clean bench catalogue currency
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,9 @@ test-mcp: $(MCP_STAMP) mcp-servers
 
 test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
+
+# Everything the end-to-end targets install, so that they can then run side by side (.ci/run).
+install-e2e: $(SERVER_STAMP) $(REMOTE_STAMP) mcp-servers
 
 test-remote: $(REMOTE_STAMP)
 	$(BIN)/python -m pytest -q tests_remote $(PYTEST_ARGS)

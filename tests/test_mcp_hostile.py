@@ -260,9 +260,10 @@ def test_calls_whose_answer_ends_its_body_reuse_one_connection(answer: Any) -> N
 
 def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
     seen: list[list[str]] = []
+    earlier = set(threading.enumerate())  # other tests' clients may still be ending theirs
 
     def call(message: dict) -> Any:  # runs in this process: the client's threads are visible
-        seen.append([t.name for t in threading.enumerate() if t.name.startswith("mcp-http")])
+        seen.append([t.name for t in threading.enumerate() if t.name.startswith("mcp-http") and t not in earlier])
         return json_answer(text_result("ok"))(message)
 
     with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:

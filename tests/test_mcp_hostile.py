@@ -121,6 +121,32 @@ def test_one_message_larger_than_the_unread_bound_goes_to_a_server_that_reads() 
         assert client.call_tool("stderr_line", {"size": 1, "padding": padding})["content"][0]["text"] == "done"
 
 
+def test_a_progress_callback_that_blocks_delays_no_other_calls_timeout_or_abort() -> None:
+    """Whichever thread reads stdout runs a progress callback: while one blocks, a call made
+    beside it still ends at its timeout and at its abort (it never waits for the callback)."""
+    release, entered = threading.Event(), threading.Event()
+
+    def blocking(params: dict) -> None:
+        entered.set()
+        release.wait()
+
+    with hostile(timeout=30) as client:
+        slow = threading.Thread(target=client.call_tool, args=("progress", {}), kwargs={"on_progress": blocking})
+        slow.start()
+        try:
+            assert entered.wait(WAIT)
+            timed_out = outcome_within(lambda: client.call_tool("echo", {"text": "x"}, timeout=0.5))
+            assert isinstance(timed_out, MCPTimeoutError)
+            controller = AbortController()
+            threading.Timer(0.3, controller.abort).start()
+            aborted = outcome_within(lambda: client.call_tool("echo", {"text": "y"}, signal=controller.signal))
+            assert isinstance(aborted, AbortedError)
+        finally:
+            release.set()
+            slow.join(WAIT)
+        assert client.call_tool("echo", {"text": "after"})["content"][0]["text"] == "after"
+
+
 def test_a_deeply_nested_line_fails_the_call_and_the_connection_keeps_working() -> None:
     with hostile(timeout=None) as client:
         error = outcome_within(lambda: client.call_tool("nested", {"depth": 100_000}))

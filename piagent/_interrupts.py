@@ -258,9 +258,20 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
 
 
 def release_connection(response: requests.Response) -> None:
-    """Give a fully read response's connection back to its pool (a half-read one is left alone)."""
+    """Give a fully read response's connection back to its pool (a half-read one is left alone),
+    its socket's timeout put back to urllib3's own: a read may have set another (a deadline's
+    remainder, 0 for a read that must not wait), and urllib3 1.26 sends the next request on the
+    connection with whatever the socket has."""
     fp = _http_client_response(response)
     if fp is None or fp.isclosed():
+        connection = getattr(response.raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if isinstance(sock, socket.socket):
+            timeout = getattr(connection, "timeout", None)
+            with suppress(OSError):
+                sock.settimeout(
+                    timeout if timeout is None or isinstance(timeout, (int, float)) else socket.getdefaulttimeout()
+                )
         with suppress(Exception):
             response.raw.release_conn()
 

@@ -284,6 +284,17 @@ def test_calls_whose_answer_ends_its_body_reuse_one_connection(answer: Any) -> N
         assert len(calls) == 5 and len(set(calls)) == 1
 
 
+def test_a_connection_reused_after_an_answered_stream_sends_a_large_request_whole() -> None:
+    """The end of an answered stream is read without waiting; the connection then goes back to
+    the pool blocking again, so the next request on it (8 MiB of arguments) is sent whole."""
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": _sse_answer}
+    with MethodServer(routes) as server, http_client(server) as c:
+        c.call_tool("echo", {"text": "ok"})
+        c.call_tool("echo", {"text": "x" * (8 << 20)})
+        calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
+        assert len(calls) == 2 and len(set(calls)) == 1
+
+
 def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
     seen: list[list[str]] = []
 

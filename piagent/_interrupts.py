@@ -242,7 +242,7 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
 
     Each piece is one ``read1`` of http.client's response (chunked framing removed), so a body
     with or without chunked framing streams alike, and nothing is inflated here. At the end
-    of the body the connection goes back to its pool.
+    of the body the connection goes back to its pool (not after a body of known length that ended short).
     """
     fp = _http_client_response(response)
     if fp is None or not hasattr(fp, "read1"):  # not http.client underneath: urllib3's own reads
@@ -253,6 +253,8 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
         if not data:
             break
         yield data
+    if fp.length:  # a body of known length that ended short (a read that must not wait found nothing
+        return  # yet, or the peer closed): the rest may still come, so its connection is never reused
     fp.read()  # http.client marks a body of known length complete only on a read without a size
     release_connection(response)
 

@@ -295,6 +295,23 @@ def test_a_connection_reused_after_an_answered_stream_sends_a_large_request_whol
         assert len(calls) == 2 and len(set(calls)) == 1
 
 
+def test_an_answered_stream_whose_end_has_not_arrived_never_returns_its_connection_half_read() -> None:
+    """The end of an answered stream is read only if it has arrived: when it has not, its
+    connection is closed, never reused with the rest of the old answer still to come."""
+    send_rest = threading.Event()
+
+    def answer_then_hold(message: dict) -> Any:
+        status, headers, event = _sse_answer(message)
+        return status, headers, [event, lambda: send_rest.wait(WAIT), b": the rest of the stream\n\n"]
+
+    calls = iter([answer_then_hold, _sse_answer])
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": lambda message: next(calls)(message)}
+    with MethodServer(routes) as server, http_client(server) as c:
+        assert c.call_tool("echo", {"text": "ok"})["content"][0]["text"] == "ok"
+        threading.Timer(0.2, send_rest.set).start()  # while the next call waits for its answer
+        assert outcome_within(lambda: c.call_tool("echo", {"text": "ok"}))["content"][0]["text"] == "ok"
+
+
 def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
     seen: list[list[str]] = []
 

@@ -116,12 +116,17 @@ class Tracker:
         finally:
             _sending.tracker = None
 
-    def cancel(self) -> None:
+    def forget(self, connection: Any) -> None:
+        """``connection`` goes back to its pool: a later :meth:`cancel` leaves it to its next user."""
         with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+
+    def cancel(self) -> None:
+        with self._lock:  # (held while shutting: a connection forgotten meanwhile is never shut)
             self._cancelled = True
-            connections = list(self._connections)
-        for connection in connections:
-            shut_socket(getattr(connection, "sock", None))
+            for connection in self._connections:
+                shut_socket(getattr(connection, "sock", None))
 
 
 def shut_socket(sock: Any) -> None:
@@ -267,6 +272,9 @@ def release_connection(response: requests.Response) -> None:
     fp = _http_client_response(response)
     if fp is None or fp.isclosed():
         connection = getattr(response.raw, "_connection", None)
+        tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None and connection is not None:
+            tracker.forget(connection)  # its request's cancel must not shut it under the next request
         sock = getattr(connection, "sock", None)
         if isinstance(sock, socket.socket):
             timeout = getattr(connection, "timeout", None)

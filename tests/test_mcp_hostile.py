@@ -312,6 +312,49 @@ def test_an_answered_stream_whose_end_has_not_arrived_never_returns_its_connecti
         assert outcome_within(lambda: c.call_tool("echo", {"text": "ok"}))["content"][0]["text"] == "ok"
 
 
+def test_an_abort_after_its_answer_never_cuts_the_next_call_on_the_same_connection() -> None:
+    """Once a call's answer is read its connection is back in the pool: an abort arriving then
+    (here from a log handler that runs while the rest of the answer is routed) must not shut it
+    under the next call that took it."""
+    second_arrived, hold = threading.Event(), threading.Event()
+    controller = AbortController()
+    outcomes: list[Any] = []
+
+    def call(message: dict) -> Any:
+        if message["params"]["arguments"]["text"] == "second":
+            second_arrived.set()
+            hold.wait(WAIT)
+            return json_answer(text_result("second"))(message)
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": text_result("first")}
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "late"}}
+        return 200, {"Content-Type": "application/json"}, json.dumps([answer, note]).encode()
+
+    class AbortAfterTheNextCallIsSent(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            second = threading.Thread(
+                target=lambda: outcomes.append(outcome_within(lambda: c.call_tool("echo", {"text": "second"})))
+            )
+            second.start()
+            assert second_arrived.wait(WAIT)
+            controller.abort()
+            hold.set()
+            second.join(WAIT)
+
+    handler = AbortAfterTheNextCallIsSent()
+    server_log = logging.getLogger("piagent.mcp.server")
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        server_log.addHandler(handler)
+        level = server_log.level
+        server_log.setLevel(logging.INFO)
+        try:
+            c.call_tool("echo", {"text": "first"}, signal=controller.signal)
+        finally:
+            server_log.setLevel(level)
+            server_log.removeHandler(handler)
+    assert len(outcomes) == 1 and not isinstance(outcomes[0], Exception), outcomes
+    assert outcomes[0]["content"][0]["text"] == "second"
+
+
 def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:
     seen: list[list[str]] = []
 

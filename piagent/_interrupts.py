@@ -116,12 +116,17 @@ class Tracker:
         finally:
             _sending.tracker = None
 
-    def cancel(self) -> None:
+    def forget(self, connection: Any) -> None:
+        """``connection`` goes back to its pool: a later :meth:`cancel` leaves it to its next user."""
         with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+
+    def cancel(self) -> None:
+        with self._lock:  # (held while shutting: a connection forgotten meanwhile is never shut)
             self._cancelled = True
-            connections = list(self._connections)
-        for connection in connections:
-            shut_socket(getattr(connection, "sock", None))
+            for connection in self._connections:
+                shut_socket(getattr(connection, "sock", None))
 
 
 def shut_socket(sock: Any) -> None:
@@ -242,7 +247,7 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
 
     Each piece is one ``read1`` of http.client's response (chunked framing removed), so a body
     with or without chunked framing streams alike, and nothing is inflated here. At the end
-    of the body the connection goes back to its pool.
+    of the body the connection goes back to its pool (not after a body of known length that ended short).
     """
     fp = _http_client_response(response)
     if fp is None or not hasattr(fp, "read1"):  # not http.client underneath: urllib3's own reads
@@ -253,14 +258,30 @@ def read_body(response: requests.Response, size: int = 65_536) -> Iterator[bytes
         if not data:
             break
         yield data
+    if fp.length:  # a body of known length that ended short (a read that must not wait found nothing
+        return  # yet, or the peer closed): the rest may still come, so its connection is never reused
     fp.read()  # http.client marks a body of known length complete only on a read without a size
     release_connection(response)
 
 
 def release_connection(response: requests.Response) -> None:
-    """Give a fully read response's connection back to its pool (a half-read one is left alone)."""
+    """Give a fully read response's connection back to its pool (a half-read one is left alone),
+    its socket's timeout put back to urllib3's own: a read may have set another (a deadline's
+    remainder, 0 for a read that must not wait), and urllib3 1.26 sends the next request on the
+    connection with whatever the socket has."""
     fp = _http_client_response(response)
     if fp is None or fp.isclosed():
+        connection = getattr(response.raw, "_connection", None)
+        tracker: Optional[Tracker] = getattr(_sending, "tracker", None)
+        if tracker is not None and connection is not None:
+            tracker.forget(connection)  # its request's cancel must not shut it under the next request
+        sock = getattr(connection, "sock", None)
+        if isinstance(sock, socket.socket):
+            timeout = getattr(connection, "timeout", None)
+            with suppress(OSError):
+                sock.settimeout(
+                    timeout if timeout is None or isinstance(timeout, (int, float)) else socket.getdefaulttimeout()
+                )
         with suppress(Exception):
             response.raw.release_conn()
 

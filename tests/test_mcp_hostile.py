@@ -121,6 +121,32 @@ def test_one_message_larger_than_the_unread_bound_goes_to_a_server_that_reads() 
         assert client.call_tool("stderr_line", {"size": 1, "padding": padding})["content"][0]["text"] == "done"
 
 
+def test_a_progress_callback_that_blocks_delays_no_other_calls_timeout_or_abort() -> None:
+    """Whichever thread reads stdout runs a progress callback: while one blocks, a call made
+    beside it still ends at its timeout and at its abort (it never waits for the callback)."""
+    release, entered = threading.Event(), threading.Event()
+
+    def blocking(params: dict) -> None:
+        entered.set()
+        release.wait()
+
+    with hostile(timeout=30) as client:
+        slow = threading.Thread(target=client.call_tool, args=("progress", {}), kwargs={"on_progress": blocking})
+        slow.start()
+        try:
+            assert entered.wait(WAIT)
+            timed_out = outcome_within(lambda: client.call_tool("echo", {"text": "x"}, timeout=0.5))
+            assert isinstance(timed_out, MCPTimeoutError)
+            controller = AbortController()
+            threading.Timer(0.3, controller.abort).start()
+            aborted = outcome_within(lambda: client.call_tool("echo", {"text": "y"}, signal=controller.signal))
+            assert isinstance(aborted, AbortedError)
+        finally:
+            release.set()
+            slow.join(WAIT)
+        assert client.call_tool("echo", {"text": "after"})["content"][0]["text"] == "after"
+
+
 def test_a_deeply_nested_line_fails_the_call_and_the_connection_keeps_working() -> None:
     with hostile(timeout=None) as client:
         error = outcome_within(lambda: client.call_tool("nested", {"depth": 100_000}))
@@ -256,6 +282,77 @@ def test_calls_whose_answer_ends_its_body_reuse_one_connection(answer: Any) -> N
             c.call_tool("echo", {"text": "ok"})
         calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
         assert len(calls) == 5 and len(set(calls)) == 1
+
+
+def test_a_connection_reused_after_an_answered_stream_sends_a_large_request_whole() -> None:
+    """The end of an answered stream is read without waiting; the connection then goes back to
+    the pool blocking again, so the next request on it (8 MiB of arguments) is sent whole."""
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": _sse_answer}
+    with MethodServer(routes) as server, http_client(server) as c:
+        c.call_tool("echo", {"text": "ok"})
+        c.call_tool("echo", {"text": "x" * (8 << 20)})
+        calls = [peer for method, peer in zip(server.methods, server.peers) if method == "tools/call"]
+        assert len(calls) == 2 and len(set(calls)) == 1
+
+
+def test_an_answered_stream_whose_end_has_not_arrived_never_returns_its_connection_half_read() -> None:
+    """The end of an answered stream is read only if it has arrived: when it has not, its
+    connection is closed, never reused with the rest of the old answer still to come."""
+    send_rest = threading.Event()
+
+    def answer_then_hold(message: dict) -> Any:
+        status, headers, event = _sse_answer(message)
+        return status, headers, [event, lambda: send_rest.wait(WAIT), b": the rest of the stream\n\n"]
+
+    calls = iter([answer_then_hold, _sse_answer])
+    routes = {"initialize": json_answer(INITIALIZE), "tools/call": lambda message: next(calls)(message)}
+    with MethodServer(routes) as server, http_client(server) as c:
+        assert c.call_tool("echo", {"text": "ok"})["content"][0]["text"] == "ok"
+        threading.Timer(0.2, send_rest.set).start()  # while the next call waits for its answer
+        assert outcome_within(lambda: c.call_tool("echo", {"text": "ok"}))["content"][0]["text"] == "ok"
+
+
+def test_an_abort_after_its_answer_never_cuts_the_next_call_on_the_same_connection() -> None:
+    """Once a call's answer is read its connection is back in the pool: an abort arriving then
+    (here from a log handler that runs while the rest of the answer is routed) must not shut it
+    under the next call that took it."""
+    second_arrived, hold = threading.Event(), threading.Event()
+    controller = AbortController()
+    outcomes: list[Any] = []
+
+    def call(message: dict) -> Any:
+        if message["params"]["arguments"]["text"] == "second":
+            second_arrived.set()
+            hold.wait(WAIT)
+            return json_answer(text_result("second"))(message)
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": text_result("first")}
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "late"}}
+        return 200, {"Content-Type": "application/json"}, json.dumps([answer, note]).encode()
+
+    class AbortAfterTheNextCallIsSent(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            second = threading.Thread(
+                target=lambda: outcomes.append(outcome_within(lambda: c.call_tool("echo", {"text": "second"})))
+            )
+            second.start()
+            assert second_arrived.wait(WAIT)
+            controller.abort()
+            hold.set()
+            second.join(WAIT)
+
+    handler = AbortAfterTheNextCallIsSent()
+    server_log = logging.getLogger("piagent.mcp.server")
+    with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
+        server_log.addHandler(handler)
+        level = server_log.level
+        server_log.setLevel(logging.INFO)
+        try:
+            c.call_tool("echo", {"text": "first"}, signal=controller.signal)
+        finally:
+            server_log.setLevel(level)
+            server_log.removeHandler(handler)
+    assert len(outcomes) == 1 and not isinstance(outcomes[0], Exception), outcomes
+    assert outcomes[0]["content"][0]["text"] == "second"
 
 
 def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_it() -> None:

@@ -87,6 +87,7 @@ class StdioTransport:
         self._end_error: Optional[MCPError] = None
         self._fds_closed = False
         self._read_lock = threading.RLock()  # held while reading stdout and routing what was read
+        self._read_waiters = 0  # threads waiting for _read_lock on _turn (see _take_read)
         self._buffer = bytearray()  # stdout read but not yet routed (part of a line)
         self._scanned = 0  # bytes of _buffer known to hold no newline
 
@@ -227,6 +228,8 @@ class StdioTransport:
                 _wake(self._wake_reader[1])
             elif previous is not None and previous is not me and previous_wake is not None:
                 _wake(previous_wake[1])  # it steps down and waits for its answer (see _lead)
+                if self._read_waiters:
+                    self._turn.notify_all()  # (or in _take_read)
         try:
             led = self._lead(done, deadline, wake[0])
         finally:
@@ -265,7 +268,7 @@ class StdioTransport:
                 return None
             for fd, _ in ready:
                 if fd == self._stdout:
-                    self._read_available()
+                    self._read_available(done, deadline)
                 else:
                     _drain(fd)
         return True
@@ -275,10 +278,17 @@ class StdioTransport:
         with self._turn:
             if self._leader_wake is not None and self._leader is not threading.current_thread():
                 _wake(self._leader_wake[1])
+            if self._read_waiters:  # a leader waiting to read (see _take_read) may be the one aborted
+                self._turn.notify_all()
 
-    def _read_available(self) -> None:
-        """Read what stdout holds now and route every complete line; end reading on EOF or a bound."""
-        with self._read_lock:
+    def _read_available(self, done: Optional[threading.Event] = None, deadline: Optional[float] = None) -> None:
+        """Read what stdout holds now and route every complete line; end reading on EOF or a bound.
+
+        A leader passes its ``done`` and ``deadline``: it never waits past them (or past losing the
+        lead) for another thread that is routing a message (a progress callback may block)."""
+        if not self._read_lock.acquire(blocking=False) and not self._take_read(done, deadline):
+            return
+        try:
             if self._ended:
                 return
             try:
@@ -311,6 +321,28 @@ class StdioTransport:
             self._scanned = len(buffer)
             if len(buffer) > MAX_LINE_BYTES:
                 self._end(MCPConnectionError(f"MCP server sent a line over {MAX_LINE_BYTES} bytes"))
+        finally:
+            self._read_lock.release()
+            if self._read_waiters:
+                with self._turn:
+                    self._turn.notify_all()
+
+    def _take_read(self, done: Optional[threading.Event], deadline: Optional[float]) -> bool:
+        """Wait until ``_read_lock`` is ours (True) or, for a leader, until its ``done``, its
+        ``deadline`` or a take-over (False); the reader thread (no ``done``) waits until stdout ends."""
+        me = threading.current_thread()
+        with self._turn:
+            self._read_waiters += 1
+            try:
+                while not self._read_lock.acquire(blocking=False):
+                    if self._ended:
+                        return False
+                    if done is not None and (done.is_set() or passed(deadline) or self._leader is not me):
+                        return False
+                    self._turn.wait(time_left(deadline))
+                return True
+            finally:
+                self._read_waiters -= 1
 
     def _end(self, error: Optional[MCPError]) -> None:
         """Stdout ended (``error``: why, when not EOF): the reader thread ends the connection."""
@@ -399,6 +431,7 @@ class StdioTransport:
         with self._turn:
             if self._leader_wake is not None:
                 _wake(self._leader_wake[1])
+            self._turn.notify_all()  # a leader in _take_read: its call was ended by the connection
         for stop in (None, process.terminate, process.kill):
             if stop is not None:
                 with contextlib.suppress(OSError):

@@ -11,6 +11,7 @@ nested          answers with a line nested ``depth`` levels deep
 ping_flood      sends ``count`` ping requests, then answers (reading their answers meanwhile)
 sample_flood    sends ``count`` sampling/createMessage requests, then answers at once
 stderr_line     writes one stderr line of ``size`` bytes, then answers
+progress        sends one notifications/progress for the call, then answers
 """
 
 import codecs
@@ -39,7 +40,7 @@ def text(value: str) -> dict:
     return {"content": [{"type": "text", "text": value}]}
 
 
-def call(request_id: object, name: str, arguments: dict) -> None:
+def call(request_id: object, name: str, arguments: dict, meta: dict) -> None:
     if name == "stop_reading":
         answer(request_id, text("I stop reading now"))
         while True:
@@ -55,6 +56,9 @@ def call(request_id: object, name: str, arguments: dict) -> None:
             write({"jsonrpc": "2.0", "id": f"s{n}", "method": method, "params": {}})
         answer(request_id, text("sent"))
         return
+    if name == "progress":
+        params = {"progressToken": meta.get("progressToken"), "progress": 1}
+        write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
     if name == "stderr_line":
         sys.stderr.buffer.write(b"x" * int(arguments["size"]) + b"\n")
         sys.stderr.flush()
@@ -73,6 +77,7 @@ for line in sys.stdin.buffer:
         names = ["echo", *EXTRA_TOOLS]
         answer(message["id"], {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]})
     elif method == "tools/call":
-        call(message["id"], message["params"]["name"], message["params"].get("arguments") or {})
+        params = message["params"]
+        call(message["id"], params["name"], params.get("arguments") or {}, params.get("_meta") or {})
     else:
         write({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}})

@@ -4,7 +4,9 @@
         MCPClient.http(server.url, protocol="2025-11-25")
 
 A route is a function ``message -> (status, headers, body)``, or :data:`SILENT` (read the
-request, never answer until the server stops). Requests with no route get 202 (notifications) or, for a GET, 405.
+request, never answer until the server stops). A body may be a list of pieces: bytes are sent
+(the Content-Length counts them all), a callable is called between them (to hold the rest back).
+Requests with no route get 202 (notifications) or, for a GET, 405.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Callable, Union
 
 from .scripted_server import QuietHandler
 
-Answer = tuple[int, dict, bytes]
+Answer = tuple[int, dict, Union[bytes, list]]
 SILENT = object()
 Route = Callable[[dict], Union[Answer, object]]
 
@@ -69,12 +71,18 @@ class MethodServer:
 
             def _send(self, answer: Answer) -> None:
                 status, headers, body = answer
+                pieces = [body] if isinstance(body, bytes) else body
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(sum(len(p) for p in pieces if isinstance(p, bytes))))
                 self.end_headers()
-                self.wfile.write(body)
+                for piece in pieces:
+                    if isinstance(piece, bytes):
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                    else:
+                        piece()
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

@@ -101,20 +101,6 @@ def test_a_parallel_batch_shares_one_connection_and_reports_progress(protocol: s
         assert len(updates) == 5
 
 
-@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
-def test_a_stdio_call_reads_its_answer_on_the_calling_thread(protocol: str) -> None:
-    """No hand-off: the caller reads stdout itself (its progress too), even beside the stateless
-    era's subscription, which is held open and leaves reading to the calls."""
-    seen: list[str] = []
-    with sdk_stdio(protocol) as client:
-        for _ in range(3):
-            result = client.call_tool(
-                "count", {"steps": 2}, on_progress=lambda p: seen.append(threading.current_thread().name)
-            )
-            assert result["content"][0]["text"] == "counted to 2"
-    assert seen == [threading.current_thread().name] * 6
-
-
 def _cancel_while_waiting(client: MCPClient) -> None:
     """Start wait_forever, prove another call still runs beside it, abort it: it returns at once."""
     controller = AbortController()

@@ -133,12 +133,8 @@ class Connection:
         signal: Optional[AbortSignal] = None,
         on_progress: Optional[Callable[[dict], None]] = None,
         headers: Optional[dict] = None,
-        held_open: bool = False,
     ) -> dict:
-        """Send a request and wait for its result (see the module docstring for how it ends).
-
-        ``held_open``: a request the server keeps open (a subscription); on stdio its thread
-        leaves reading the server's output to others (see :meth:`StdioTransport.wait`)."""
+        """Send a request and wait for its result (see the module docstring for how it ends)."""
         if self._closed is not None:
             raise self._closed
         request_id = next(self._ids)
@@ -164,7 +160,7 @@ class Connection:
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             self.transport.send(message, headers=headers, request_id=request_id, deadline=deadline)
-            if not self.transport.wait(pending.done, deadline, lead=not held_open):
+            if not self.transport.wait(pending.done, deadline):
                 pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
         except KeyboardInterrupt:  # a Ctrl-C while waiting: the request is abandoned as an abort would
             self._abandon(request_id, "interrupted")

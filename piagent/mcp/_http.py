@@ -197,7 +197,7 @@ class HttpTransport:
         except (requests.RequestException, MCPError) as exc:
             logger.warning("could not send to the MCP server: %s", _clean(exc))
 
-    def wait(self, done: threading.Event, deadline: Optional[float], lead: bool = True) -> bool:
+    def wait(self, done: threading.Event, deadline: Optional[float]) -> bool:
         """Whether ``done`` is set by ``deadline``: :meth:`send` has read the answer already."""
         return wait_until(done, deadline)
 

@@ -330,7 +330,7 @@ class MCPClient:
         def listen() -> None:
             try:
                 params = {"notifications": {"toolsListChanged": True}}
-                self._rpc("subscriptions/listen", params, timeout=None, held_open=True)
+                self._rpc("subscriptions/listen", params, timeout=None)
             except MCPError as exc:
                 logger.debug("the MCP subscription ended: %s", exc)
 
@@ -362,7 +362,6 @@ class MCPClient:
         timeout: Optional[float],
         signal: Optional[AbortSignal] = None,
         on_progress: Optional[Callable[[dict], None]] = None,
-        held_open: bool = False,
     ) -> dict:
         """One request in the agreed era (``_meta`` and headers when stateless); no retries."""
         connection = self._connection
@@ -390,7 +389,6 @@ class MCPClient:
             signal=signal,
             on_progress=on_progress,
             headers=headers,
-            held_open=held_open,
         )
 
     def request(

@@ -71,8 +71,9 @@ test-mcp: $(MCP_STAMP) mcp-servers
 test-local: $(STAMP) $(SERVER_STAMP) mcp-servers
 	$(BIN)/python -m pytest -q tests_local $(PYTEST_ARGS)
 
-# Everything the end-to-end targets install, so that they can then run side by side (.ci/run).
-install-e2e: $(SERVER_STAMP) $(REMOTE_STAMP) mcp-servers
+# Everything the end-to-end targets install into the venv, so that they can then run side by side
+# (.ci/run).
+install-e2e: $(SERVER_STAMP) $(REMOTE_STAMP) $(MCP_STAMP) mcp-servers
 
 test-remote: $(REMOTE_STAMP)
 	$(BIN)/python -m pytest -q tests_remote $(PYTEST_ARGS)

@@ -159,16 +159,8 @@ def test_celery_workers_killed_at_random_points_never_repeat_an_effect_and_every
         session, ledger = folder / f"{run_id}.jsonl", folder / f"{run_id}.ledger"
         found = settled("jsonl", session, ledger)
         unfinished += found.final != FINAL
-        effects += sum(found.effects.values())
-        duplicates += sum(count - 1 for count in found.effects.values())
-        for key in found.effects:  # every effect is in the transcript with its result, or reported interrupted
-            result = found.results[key.split(":", 1)[1]]
-            text = result["content"][0]["text"]
-            assert text.startswith("charged ") or (result["isError"] and "was interrupted" in text), (run_id, text)
-            interrupted += result["isError"]
-        for call_id, result in found.results.items():  # a result saying it charged is an effect that happened
-            if result["toolName"] == "charge" and not result["isError"]:
-                assert any(key.endswith(f":{call_id}") for key in found.effects), (run_id, call_id)
+        counted = found.audit(run_id)
+        effects, duplicates, interrupted = effects + counted[0], duplicates + counted[1], interrupted + counted[2]
         assert not JsonlSession(session).messages()[-1].tool_calls
     print(
         f"celery: {RUNS} runs on {lives} worker lives, {len(killed)} SIGKILLs, {sum(died_at.values())} runs killed "

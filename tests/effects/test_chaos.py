@@ -59,16 +59,8 @@ def test_agents_killed_at_random_points_never_repeat_an_effect_and_every_run_fin
             pytest.fail(f"run {run} did not finish")
         found = settled(store, session, ledger)
         assert found.final == FINAL, f"run {run} did not finish: {found.final!r}"
-        effects += sum(found.effects.values())
-        duplicates += sum(count - 1 for count in found.effects.values())
-        for key in found.effects:  # every effect is in the transcript with its result, or reported interrupted
-            result = found.results[key.split(":", 1)[1]]
-            text = result["content"][0]["text"]
-            assert text.startswith("charged ") or (result["isError"] and "was interrupted" in text), (run, text)
-            interrupted += result["isError"]
-        for call_id, result in found.results.items():  # a result saying it charged is an effect that happened
-            if result["toolName"] == "charge" and not result["isError"]:
-                assert any(key.endswith(f":{call_id}") for key in found.effects), (run, call_id)
+        counted = found.audit(run)
+        effects, duplicates, interrupted = effects + counted[0], duplicates + counted[1], interrupted + counted[2]
     print(
         f"\n{store}: {RUNS} runs, {sum(kills.values())} kills at {len(kills)} kinds of point {dict(kills)}, "
         f"{effects} effects, {interrupted} reported interrupted, {duplicates} duplicates"

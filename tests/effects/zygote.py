@@ -56,6 +56,22 @@ class Settled:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> toolResult record
     final: str = ""
 
+    def audit(self, run: Any) -> tuple[int, int, int]:
+        """``(effects, duplicates, reported interrupted)``, after checking the chaos rules: every
+        effect is in the transcript with its result or reported interrupted, and every result
+        saying it charged is an effect that happened."""
+        interrupted = 0
+        for key in self.effects:
+            result = self.results[key.split(":", 1)[1]]
+            text = result["content"][0]["text"]
+            assert text.startswith("charged ") or (result["isError"] and "was interrupted" in text), (run, text)
+            interrupted += result["isError"]
+        for call_id, result in self.results.items():
+            if result["toolName"] == "charge" and not result["isError"]:
+                assert any(key.endswith(f":{call_id}") for key in self.effects), (run, call_id)
+        effects = sum(self.effects.values())
+        return effects, sum(count - 1 for count in self.effects.values()), interrupted
+
 
 def settled(store: str, session: Path, ledger: Path) -> Settled:
     found = Settled()

@@ -34,6 +34,8 @@ from typing import Any, Optional
 
 import requests
 import requests.adapters
+import requests.auth
+import requests.utils
 import urllib3.connection
 import urllib3.connectionpool
 import urllib3.poolmanager
@@ -199,11 +201,22 @@ class _AbortableAdapter(requests.adapters.HTTPAdapter):
         return _use_tracked_pools(super().proxy_manager_for(*args, **kwargs))
 
 
+class _UrlCredentialsOnly(requests.auth.AuthBase):
+    """The session's auth: credentials written in the URL apply, as requests applies them;
+    ``~/.netrc`` does not. requests, trusting the environment (for its proxies and CA bundle),
+    would otherwise send the netrc login for the host in place of the key piagent set."""
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        user, password = requests.utils.get_auth_from_url(request.url or "")
+        return requests.auth.HTTPBasicAuth(user, password)(request) if user or password else request
+
+
 def session() -> requests.Session:
     """The process-wide session: its urllib3 connection pools are thread-safe and keep
     connections alive across calls; nothing else in it (cookies, auth) is used. It keeps no
     cookie: a jar shared by every server would send one server's cookie to another on the
-    same host (cookies ignore the port), e.g. from one MCP server to another or to a model."""
+    same host (cookies ignore the port), e.g. from one MCP server to another or to a model.
+    It reads no ``~/.netrc`` (:class:`_UrlCredentialsOnly`)."""
     global _shared_session
     with _session_lock:
         if _shared_session is None:
@@ -211,7 +224,8 @@ def session() -> requests.Session:
             adapter = _AbortableAdapter(pool_connections=16, pool_maxsize=64, max_retries=0)
             shared.mount("http://", adapter)
             shared.mount("https://", adapter)
-            shared.trust_env = True
+            shared.trust_env = True  # proxies and CA bundle from the environment
+            shared.auth = _UrlCredentialsOnly()  # but no netrc login over the headers piagent sets
             shared.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # no domain: none kept
             _shared_session = shared
         return _shared_session

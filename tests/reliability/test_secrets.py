@@ -17,7 +17,7 @@ import pytest
 
 from piagent import Agent, AgentContext, AgentLoopConfig, UserMessage, run_agent_loop
 from piagent.ai import Context, Model, StreamOptions, complete
-from tests.reliability.wires import Wire
+from tests.reliability.wires import GOOGLE, Wire
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.timeout(20)
@@ -93,6 +93,26 @@ def test_a_key_with_a_trailing_newline_works_and_never_shows(server, wire):
     server.reply(wire.text("ok"))
     message = complete(wire.model(server.url), Context("", [UserMessage("hi")]), StreamOptions(api_key=KEY + "\n"))
     assert message.text == "ok" and server.requests[0].headers[wire.key_header].endswith(KEY)
+
+
+def test_a_netrc_entry_for_the_host_never_replaces_the_key(server, wire, tmp_path, monkeypatch):
+    # requests, trusting the environment, would put ~/.netrc's login for the host over the key
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login alice password netrc-SECRET\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    server.reply(wire.text("ok"))
+    message = complete(wire.model(server.url), Context("", [UserMessage("hi")]), StreamOptions(api_key=KEY))
+    assert message.text == "ok" and server.requests[0].headers[wire.key_header].endswith(KEY)
+    assert "Basic" not in server.requests[0].headers.get("authorization", "")
+
+
+def test_a_user_and_password_in_the_base_url_are_still_sent_as_basic_auth(server):
+    server.reply(GOOGLE.text("ok"))  # Gemini: its key goes in its own header, beside the Basic login
+    model = GOOGLE.model(server.url.replace("http://", "http://alice:pw@"))
+    assert complete(model, Context("", [UserMessage("hi")]), StreamOptions(api_key=KEY)).text == "ok"
+    headers = server.requests[0].headers
+    assert headers["authorization"] == "Basic YWxpY2U6cHc=" and headers[GOOGLE.key_header] == KEY
 
 
 def test_a_malformed_key_in_model_headers_is_redacted_from_the_client_error(wire):

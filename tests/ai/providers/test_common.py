@@ -250,3 +250,21 @@ def test_stream_function_never_raises_even_for_programming_errors():
 
     message = stream_events(MODEL, StreamOptions(), body).result()
     assert message.stop_reason == "error" and "missing" in message.error_message
+
+
+@pytest.mark.parametrize("bad", ["nan", "cycle"])
+def test_a_body_that_is_not_json_fails_before_anything_is_sent(server, bad):
+    from piagent.ai import Context, UserMessage, complete
+
+    def on_payload(payload: dict, model: Model) -> dict:
+        if bad == "nan":
+            payload["temperature"] = float("nan")
+        else:
+            payload["messages"].append(payload)
+        return payload
+
+    model = Model("m", api="openai-completions", provider="openai", base_url=server.url)
+    message = complete(model, Context(messages=[UserMessage("hi")]), StreamOptions(api_key="k", on_payload=on_payload))
+    expected = "not JSON compliant" if bad == "nan" else "recursion depth exceeded while encoding"
+    assert message.stop_reason == "error" and expected in message.error_message
+    assert server.requests == []

@@ -15,13 +15,14 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import subprocess
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ._connection import MAX_MESSAGE_BYTES, wait_until
+from ._connection import MAX_MESSAGE_BYTES
 from ._errors import MCPConnectionError, MCPError
 
 __all__ = ["StdioTransport"]
@@ -56,9 +57,9 @@ class StdioTransport:
         self._threads: list[threading.Thread] = []
         self._stderr_tail: deque[str] = deque(maxlen=5)
         self._closing = False
-        self._input = threading.Condition()
-        self._pending: deque[bytes] = deque()  # written by the stdin thread, in order
-        self._pending_bytes = 0
+        self._input = threading.Lock()  # guards the three below
+        self._queue: queue.SimpleQueue[Optional[bytes]] = queue.SimpleQueue()  # for the stdin thread; None: close
+        self._pending_bytes = 0  # queued and not yet written
         self._input_error: Optional[MCPConnectionError] = None  # set once stdin is gone
 
     def describe(self) -> str:
@@ -110,9 +111,8 @@ class StdioTransport:
                 )
                 self._input_error = unread
             else:
-                self._pending.append(data)
                 self._pending_bytes += len(data)
-                self._input.notify()
+                self._queue.put(data)
                 return
         self._sink.broken(unread)  # the next call starts the server again
         raise unread
@@ -123,12 +123,9 @@ class StdioTransport:
         stdin = self.process.stdin
         try:
             while True:
-                with self._input:
-                    while not self._pending and not self._closing:
-                        self._input.wait()
-                    if not self._pending:
-                        break
-                    data = self._pending.popleft()
+                data = self._queue.get()
+                if data is None:
+                    break
                 view = memoryview(data)
                 while view:  # the raw fd: stdin's buffer (and its lock) is never used
                     view = view[os.write(stdin.fileno(), view) :]
@@ -141,12 +138,11 @@ class StdioTransport:
             with self._input:
                 if self._input_error is None:
                     self._input_error = MCPConnectionError(f"MCP server {self.describe()!r}: its stdin is closed")
-                self._pending.clear()
+                while not self._queue.empty():  # never written: dropped
+                    self._queue.get_nowait()
+                self._pending_bytes = 0
             with contextlib.suppress(OSError):
                 stdin.close()
-
-    def wait(self, done: threading.Event, deadline: Optional[float]) -> bool:
-        return wait_until(done, deadline)
 
     def cancel(self, request_id: Any) -> None:
         """Nothing to close on stdio: the connection sends ``notifications/cancelled``."""
@@ -214,8 +210,8 @@ class StdioTransport:
         if process is None:
             return
         with self._input:
-            self._closing = True  # the stdin thread writes what is queued, then closes stdin
-            self._input.notify()
+            self._closing = True
+            self._queue.put(None)  # the stdin thread writes what is queued, then closes stdin
         for stop in (None, process.terminate, process.kill):
             if stop is not None:
                 with contextlib.suppress(OSError):

@@ -40,6 +40,8 @@ MAX_PENDING_INPUT_BYTES = MAX_MESSAGE_BYTES
 """Bytes queued for a server that does not read its stdin before the connection ends with an error
 (a message sent while nothing waits or is being written is queued whatever its size)."""
 
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # one encoder for every line
+
 
 class StdioTransport:
     def __init__(
@@ -100,7 +102,7 @@ class StdioTransport:
         deadline: Optional[float] = None,
     ) -> None:
         """Queue ``message`` for the server's stdin; never waits for the server to read it."""
-        data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        data = (_compact_json(message) + "\n").encode("utf-8")
         with self._input:
             if self._input_error is not None:
                 raise self._input_error

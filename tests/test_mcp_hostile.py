@@ -386,7 +386,8 @@ def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_i
         return json_answer(text_result("ok"))(message)
 
     with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
-        wait_until(lambda: not any(t.name == "mcp-http" for t in threading.enumerate()))  # the GET stream got its 405
+        # connecting's threads end first: the GET stream's (it got its 405) and the one that posted initialized
+        wait_until(lambda: not any(t.name.startswith("mcp-http") and t not in earlier for t in threading.enumerate()))
         for _ in range(3):
             c.call_tool("echo", {"text": "ok"})
     assert seen == [[], [], []]

@@ -59,7 +59,7 @@ class StdioTransport:
         self._threads: list[threading.Thread] = []
         self._stderr_tail: deque[str] = deque(maxlen=5)
         self._closing = False
-        self._input = threading.Lock()  # guards the three below
+        self._input = threading.Lock()  # guards _pending_bytes and _input_error; messages are queued under it
         self._queue: queue.SimpleQueue[Optional[bytes]] = queue.SimpleQueue()  # for the stdin thread; None: close
         self._pending_bytes = 0  # queued and not yet written
         self._input_error: Optional[MCPConnectionError] = None  # set once stdin is gone

@@ -3,11 +3,12 @@
 * call time: one ``add`` call through its AgentTool's ``execute`` (result checked against the
   tool's ``outputSchema`` and made piagent content) against the floor, a minimal hand-written
   JSON-RPC client doing the same exchange with the same server (the official Python SDK's):
-  on stdio a line written and a line read, on HTTP a ``requests.Session`` POST with the
-  headers the revision needs, the answer read as JSON or SSE as the server sends it. Both run
-  side by side in interleaved rounds; the ratio is the median of the per-round ratios (the
-  client's CPU per call, all its threads, beside it). Per era and transport; a local Python
-  tool is shown for scale;
+  the same request (a ``progressToken`` in its ``_meta``, as piagent asks every call for
+  progress), on stdio a line written and a line read, on HTTP a ``requests.Session`` POST
+  with the headers the revision needs, the answer read as JSON or SSE as the server sends it.
+  Both run side by side in interleaved rounds, every other round in reverse order; the ratio
+  is the median of the per-round ratios (the client's CPU per call, all its threads, beside
+  it). Per era and transport; a local Python tool is shown for scale;
 * connect time per era on stdio: a stateless server (the SDK's) and a handshake-era one
   (``server-everything``), each with ``protocol="auto"`` and with its era forced (the
   difference on the handshake-era server is what the ``server/discover`` probe costs).
@@ -80,6 +81,11 @@ def stateless_meta(version: str) -> Optional[dict]:
     }
 
 
+def call_params(arguments: dict, token: int, meta: Optional[dict]) -> dict:
+    """The ``tools/call`` params piagent sends: the era's ``_meta`` (if any) and a ``progressToken``."""
+    return {"name": "add", "arguments": arguments, "_meta": {**(meta or {}), "progressToken": token}}
+
+
 def initialize_params(version: str) -> dict:
     return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
 
@@ -115,10 +121,7 @@ class RawStdio:
                 return message["result"]
 
     def call(self, arguments: dict) -> dict:
-        params: dict = {"name": "add", "arguments": arguments}
-        if self.meta is not None:
-            params["_meta"] = self.meta
-        return self.rpc("tools/call", params)
+        return self.rpc("tools/call", call_params(arguments, next(self.ids), self.meta))
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -149,12 +152,8 @@ class RawHttp:
         return self.http.post(self.url, data=body, headers={**self.headers, **headers})
 
     def call(self, arguments: dict) -> dict:
-        params: dict = {"name": "add", "arguments": arguments}
-        headers = {}
-        if self.meta is not None:
-            params["_meta"] = self.meta
-            headers = {"Mcp-Method": "tools/call", "Mcp-Name": "add"}
-        response = self.post("tools/call", params, headers)
+        headers = {} if self.meta is None else {"Mcp-Method": "tools/call", "Mcp-Name": "add"}
+        response = self.post("tools/call", call_params(arguments, next(self.ids), self.meta), headers)
         if response.headers["Content-Type"].startswith("text/event-stream"):
             for line in response.text.splitlines():
                 if line.startswith("data:"):
@@ -172,7 +171,7 @@ class RawHttp:
 
 def side_by_side(execute: Callable[..., AgentToolResult], raw: Any, rounds: int, block: int) -> Rounds:
     """``block`` calls through piagent ("piagent") and through the raw client ("raw"), timed
-    back to back in ``rounds`` rounds (wall and this process's CPU, all threads)."""
+    back to back in ``rounds`` rounds, in turn first (wall and this process's CPU, all threads)."""
     signal = AbortController().signal
 
     def piagent_block() -> None:
@@ -184,7 +183,7 @@ def side_by_side(execute: Callable[..., AgentToolResult], raw: Any, rounds: int,
         for i in range(block):
             assert raw.call({"a": i, "b": 2})["structuredContent"] == {"total": i + 2}
 
-    return Rounds({"piagent": piagent_block, "raw": raw_block}, repeats=rounds)
+    return Rounds({"piagent": piagent_block, "raw": raw_block}, repeats=rounds, rotate=True)
 
 
 def per_probe(client: MCPClient, times: int) -> float:

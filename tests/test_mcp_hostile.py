@@ -182,6 +182,25 @@ def test_server_requests_are_answered_on_a_bounded_number_of_threads() -> None:
     assert result["extra"] <= result["answer_threads"]
 
 
+def test_an_output_schema_pattern_that_takes_exponential_time_is_refused_before_it_meets_a_result() -> None:
+    # re holds the GIL while it matches: unrefused, this call would freeze every thread of the process
+    outcome = run_client(
+        """
+        from piagent import AbortController
+        from piagent.mcp import MCPClient, MCPProtocolError
+        with MCPClient.stdio(sys.executable, [HOSTILE, "slow_pattern"], protocol="2025-11-25") as client:
+            tool = next(t for t in client.tools() if t.name == "slow_pattern")
+            try:
+                tool.execute("c", {}, AbortController().signal, lambda update: None)
+                print(json.dumps({"error": None}))
+            except MCPProtocolError as exc:
+                print(json.dumps({"error": str(exc)}))
+        """,
+        timeout=30,
+    )
+    assert "outputSchema is refused" in outcome["error"] and "^(a+)+$" in outcome["error"]
+
+
 def test_a_long_stderr_line_is_logged_cut_to_its_bound(caplog: pytest.LogCaptureFixture) -> None:
     from piagent.mcp._stdio import MAX_STDERR_LINE_BYTES
 
@@ -367,7 +386,8 @@ def test_an_http_call_is_read_on_the_calling_thread_with_no_thread_started_for_i
         return json_answer(text_result("ok"))(message)
 
     with MethodServer({"initialize": json_answer(INITIALIZE), "tools/call": call}) as server, http_client(server) as c:
-        wait_until(lambda: not any(t.name == "mcp-http" for t in threading.enumerate()))  # the GET stream got its 405
+        # connecting's threads end first: the GET stream's (it got its 405) and the one that posted initialized
+        wait_until(lambda: not any(t.name.startswith("mcp-http") and t not in earlier for t in threading.enumerate()))
         for _ in range(3):
             c.call_tool("echo", {"text": "ok"})
     assert seen == [[], [], []]

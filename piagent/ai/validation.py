@@ -37,7 +37,7 @@ from .alternatives import alternatives_problem
 from .patterns import schema_patterns, slow_pattern_problem
 from .types import Tool, ToolCall
 
-__all__ = ["coerce_value", "prepare_validator", "validate_json_value", "validate_tool_arguments"]
+__all__ = ["coerce_value", "prepare_validator", "schema_problem", "validate_json_value", "validate_tool_arguments"]
 
 MAX_REPORTED_ERRORS = 20  # validation stops looking after this many errors
 MAX_ERROR_CHARS = 500  # of one error's message
@@ -157,6 +157,16 @@ def _missing_property(error: Any) -> Optional[str]:
 # --------------------------------------------------------------------------- validators
 
 
+def schema_problem(schema: Any) -> Optional[str]:
+    """Why ``schema`` is refused before any value meets it, or None: a ``pattern`` that can take
+    exponential time (:mod:`.patterns`) or ``anyOf``/``oneOf`` nested into too many paths
+    (:mod:`.alternatives`); either would hold the GIL for minutes."""
+    for problem in (*map(slow_pattern_problem, schema_patterns(schema)), alternatives_problem(schema)):
+        if problem is not None:
+            return problem
+    return None
+
+
 class _Compiled:
     """A schema's validator, plus validators for its sub-schemas sharing its ``$ref`` root."""
 
@@ -167,9 +177,9 @@ class _Compiled:
         from jsonschema import Draft202012Validator
         from jsonschema.validators import validator_for
 
-        for problem in (*map(slow_pattern_problem, schema_patterns(schema)), alternatives_problem(schema)):
-            if problem is not None:
-                raise ToolArgumentsError(f"The tool's parameter schema is refused: {problem}. Fix the schema.")
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ToolArgumentsError(f"The tool's parameter schema is refused: {problem}. Fix the schema.")
         self.schema = schema
         self.validator = validator_for(schema, default=Draft202012Validator)(schema)
         self._subs: dict[int, tuple[Any, Any]] = {}

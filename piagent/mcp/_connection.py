@@ -38,7 +38,6 @@ __all__ = [
     "RequestHandler",
     "passed",
     "time_left",
-    "wait_until",
 ]
 
 logger = logging.getLogger("piagent.mcp")
@@ -70,26 +69,41 @@ def time_left(deadline: Optional[float]) -> Optional[float]:
     return None if deadline is None else max(0.001, deadline - time.monotonic())
 
 
-def wait_until(done: threading.Event, deadline: Optional[float]) -> bool:
-    """Wait for ``done`` until ``deadline``; whether it is set."""
-    while not done.wait(time_left(deadline)):
-        if passed(deadline):
-            return False
-    return True
-
-
 class _Pending:
-    __slots__ = ("done", "outcome", "on_progress")
+    """One request's outcome, settled once (the first outcome wins) and waited for by its caller.
+
+    Two plain locks rather than a ``threading.Event``: settling wakes the caller with one lock
+    release, where an Event's condition also hands its own lock over between the two threads.
+    """
+
+    __slots__ = ("_claimed", "_unanswered", "outcome", "on_progress")
 
     def __init__(self, on_progress: Optional[Callable[[dict], None]]) -> None:
-        self.done = threading.Event()
+        self._claimed = threading.Lock()  # taken by the first settle()
+        self._unanswered = threading.Lock()  # held until that settle() has stored its outcome
+        self._unanswered.acquire()
         self.outcome: Any = None  # the result dict, or the exception to raise
         self.on_progress = on_progress
 
+    @property
+    def settled(self) -> bool:
+        return self._claimed.locked()
+
     def settle(self, outcome: Any) -> None:
-        if not self.done.is_set():
+        if self._claimed.acquire(blocking=False):
             self.outcome = outcome
-            self.done.set()
+            self._unanswered.release()
+
+    def wait(self, deadline: Optional[float]) -> bool:
+        """Whether it is settled by the monotonic ``deadline`` (None: no bound)."""
+        while True:
+            left = time_left(deadline)
+            if self._unanswered.acquire(timeout=-1 if left is None else left):
+                break
+            if passed(deadline):
+                return False
+        self._unanswered.release()  # settled for good: a later wait returns at once
+        return True
 
 
 class Connection:
@@ -160,7 +174,7 @@ class Connection:
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             self.transport.send(message, headers=headers, request_id=request_id, deadline=deadline)
-            if not self.transport.wait(pending.done, deadline):
+            if not pending.wait(deadline):
                 pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
         except KeyboardInterrupt:  # a Ctrl-C while waiting: the request is abandoned as an abort would
             self._abandon(request_id, "interrupted")
@@ -250,7 +264,7 @@ class Connection:
         """Whether a caller still waits for the answer to ``request_id``."""
         with self._lock:
             pending = self._pending.get(request_id)
-        return pending is not None and not pending.done.is_set()
+        return pending is not None and not pending.settled
 
     def fail(self, request_id: RequestId, error: BaseException) -> None:
         """End one request with ``error`` (a transport-level failure of its exchange)."""

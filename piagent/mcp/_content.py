@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..ai.types import ImageContent, TextContent
+from ..ai.validation import schema_problem
 from ..types import AgentTool
 from ._errors import MCPProtocolError, MCPToolError
 
@@ -94,7 +95,9 @@ class OutputCheck:
     """A tool's ``outputSchema``, checked and compiled into a validator once, on first use.
 
     One per tool, kept for all its calls: building a validator (the schema checked against
-    its metaschema) costs far more than validating one result with it.
+    its metaschema) costs far more than validating one result with it. A schema that could
+    hold the GIL for minutes on a result (:func:`~piagent.ai.validation.schema_problem`) is
+    refused, as tool parameters are.
     """
 
     def __init__(self, schema: dict) -> None:
@@ -107,6 +110,9 @@ class OutputCheck:
         if self._validator is None:
             import jsonschema  # on first use, as piagent's other validators: keeps imports fast
 
+            problem = schema_problem(self.schema)
+            if problem is not None:
+                raise MCPProtocolError(f"the tool's outputSchema is refused: {problem}")
             cls = jsonschema.validators.validator_for(self.schema)
             try:
                 cls.check_schema(self.schema)

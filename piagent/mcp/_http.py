@@ -37,7 +37,7 @@ from .._redaction import shown_url
 from .._untrusted_http import ACCEPT_ENCODING, Inflater, redirect_target
 from ..ai.providers._sse import SseFields, SseTooLargeError, iter_sse
 from ..exceptions import AbortedRequest, ProviderStreamError
-from ._connection import MAX_MESSAGE_BYTES, DeadlinePassed, passed, time_left, wait_until
+from ._connection import MAX_MESSAGE_BYTES, DeadlinePassed, passed, time_left
 from ._errors import MCPConnectionError, MCPError, MCPRemoteError
 from ._workers import Workers
 
@@ -196,10 +196,6 @@ class HttpTransport:
             pass  # the client closed
         except (requests.RequestException, MCPError) as exc:
             logger.warning("could not send to the MCP server: %s", _clean(exc))
-
-    def wait(self, done: threading.Event, deadline: Optional[float]) -> bool:
-        """Whether ``done`` is set by ``deadline``: :meth:`send` has read the answer already."""
-        return wait_until(done, deadline)
 
     def _exchange(self, message: dict, headers: dict, request_id: Any, deadline: Optional[float]) -> None:
         try:

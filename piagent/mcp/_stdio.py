@@ -15,13 +15,14 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import subprocess
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ._connection import MAX_MESSAGE_BYTES, wait_until
+from ._connection import MAX_MESSAGE_BYTES
 from ._errors import MCPConnectionError, MCPError
 
 __all__ = ["StdioTransport"]
@@ -38,6 +39,8 @@ MAX_STDERR_LINE_BYTES = 8192
 MAX_PENDING_INPUT_BYTES = MAX_MESSAGE_BYTES
 """Bytes queued for a server that does not read its stdin before the connection ends with an error
 (a message sent while nothing waits or is being written is queued whatever its size)."""
+
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # one encoder for every line
 
 
 class StdioTransport:
@@ -56,9 +59,9 @@ class StdioTransport:
         self._threads: list[threading.Thread] = []
         self._stderr_tail: deque[str] = deque(maxlen=5)
         self._closing = False
-        self._input = threading.Condition()
-        self._pending: deque[bytes] = deque()  # written by the stdin thread, in order
-        self._pending_bytes = 0
+        self._input = threading.Lock()  # guards _pending_bytes and _input_error; messages are queued under it
+        self._queue: queue.SimpleQueue[Optional[bytes]] = queue.SimpleQueue()  # for the stdin thread; None: close
+        self._pending_bytes = 0  # queued and not yet written
         self._input_error: Optional[MCPConnectionError] = None  # set once stdin is gone
 
     def describe(self) -> str:
@@ -99,7 +102,7 @@ class StdioTransport:
         deadline: Optional[float] = None,
     ) -> None:
         """Queue ``message`` for the server's stdin; never waits for the server to read it."""
-        data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        data = (_compact_json(message) + "\n").encode("utf-8")
         with self._input:
             if self._input_error is not None:
                 raise self._input_error
@@ -110,9 +113,8 @@ class StdioTransport:
                 )
                 self._input_error = unread
             else:
-                self._pending.append(data)
                 self._pending_bytes += len(data)
-                self._input.notify()
+                self._queue.put(data)
                 return
         self._sink.broken(unread)  # the next call starts the server again
         raise unread
@@ -123,12 +125,9 @@ class StdioTransport:
         stdin = self.process.stdin
         try:
             while True:
-                with self._input:
-                    while not self._pending and not self._closing:
-                        self._input.wait()
-                    if not self._pending:
-                        break
-                    data = self._pending.popleft()
+                data = self._queue.get()
+                if data is None:
+                    break
                 view = memoryview(data)
                 while view:  # the raw fd: stdin's buffer (and its lock) is never used
                     view = view[os.write(stdin.fileno(), view) :]
@@ -141,12 +140,11 @@ class StdioTransport:
             with self._input:
                 if self._input_error is None:
                     self._input_error = MCPConnectionError(f"MCP server {self.describe()!r}: its stdin is closed")
-                self._pending.clear()
+                while not self._queue.empty():  # never written: dropped
+                    self._queue.get_nowait()
+                self._pending_bytes = 0
             with contextlib.suppress(OSError):
                 stdin.close()
-
-    def wait(self, done: threading.Event, deadline: Optional[float]) -> bool:
-        return wait_until(done, deadline)
 
     def cancel(self, request_id: Any) -> None:
         """Nothing to close on stdio: the connection sends ``notifications/cancelled``."""
@@ -214,8 +212,8 @@ class StdioTransport:
         if process is None:
             return
         with self._input:
-            self._closing = True  # the stdin thread writes what is queued, then closes stdin
-            self._input.notify()
+            self._closing = True
+            self._queue.put(None)  # the stdin thread writes what is queued, then closes stdin
         for stop in (None, process.terminate, process.kill):
             if stop is not None:
                 with contextlib.suppress(OSError):

@@ -12,6 +12,8 @@ ping_flood      sends ``count`` ping requests, then answers (reading their answe
 sample_flood    sends ``count`` sampling/createMessage requests, then answers at once
 stderr_line     writes one stderr line of ``size`` bytes, then answers
 progress        sends one notifications/progress for the call, then answers
+slow_pattern    answers with structuredContent that its outputSchema's pattern ``^(a+)+$`` takes
+                exponential time to refuse (listed with that outputSchema)
 """
 
 import codecs
@@ -59,6 +61,9 @@ def call(request_id: object, name: str, arguments: dict, meta: dict) -> None:
     if name == "progress":
         params = {"progressToken": meta.get("progressToken"), "progress": 1}
         write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+    if name == "slow_pattern":
+        answer(request_id, {"content": [], "structuredContent": {"word": "a" * 40 + "!"}})
+        return
     if name == "stderr_line":
         sys.stderr.buffer.write(b"x" * int(arguments["size"]) + b"\n")
         sys.stderr.flush()
@@ -74,8 +79,12 @@ for line in sys.stdin.buffer:
         info = {"name": "hostile", "version": "0"}
         answer(message["id"], {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info})
     elif method == "tools/list":
-        names = ["echo", *EXTRA_TOOLS]
-        answer(message["id"], {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]})
+        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ["echo", *EXTRA_TOOLS]]
+        for tool in tools:
+            if tool["name"] == "slow_pattern":
+                word = {"type": "string", "pattern": "^(a+)+$"}
+                tool["outputSchema"] = {"type": "object", "properties": {"word": word}}
+        answer(message["id"], {"tools": tools})
     elif method == "tools/call":
         params = message["params"]
         call(message["id"], params["name"], params.get("arguments") or {}, params.get("_meta") or {})

@@ -183,7 +183,7 @@ def side_by_side(execute: Callable[..., AgentToolResult], raw: Any, rounds: int,
         for i in range(block):
             assert raw.call({"a": i, "b": 2})["structuredContent"] == {"total": i + 2}
 
-    return Rounds({"piagent": piagent_block, "raw": raw_block}, repeats=rounds, rotate=True)
+    return Rounds({"piagent": piagent_block, "raw": raw_block}, repeats=rounds)
 
 
 def per_probe(client: MCPClient, times: int) -> float:

@@ -29,20 +29,20 @@ class Rounds:
     """Timings of several variants run in rounds: each round runs every variant once, back to back.
 
     A ratio is the median over rounds of the per-round ratio, so load that comes and goes on
-    the machine (it is shared) hits both sides of each ratio alike. With ``rotate``, each round
-    starts one variant further on (with two: every other round in reverse order), so that what
-    a place in a round costs hits each variant alike too (the first of two MCP clients with the
-    same code measured a few per cent slower than the second, round after round).
+    the machine (it is shared) hits both sides of each ratio alike. Each round starts one variant
+    further on (with two: every other round in reverse order), so that what a place in a round
+    costs hits each variant alike too (the first of two MCP clients with the same code measured
+    a few per cent slower than the second, round after round).
     """
 
-    def __init__(self, runs: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1, rotate: bool = False) -> None:
+    def __init__(self, runs: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> None:
         for _ in range(warmup):
             for run in runs.values():
                 run()
         self.timings: dict[str, list[Timing]] = {name: [] for name in runs}
         order = list(runs.items())
         for index in range(repeats):
-            start = index % len(order) if rotate else 0
+            start = index % len(order)
             for name, run in order[start:] + order[:start]:
                 self.timings[name].append(timed(run)[0])
 

@@ -66,9 +66,9 @@ def test_the_table_renders_every_row(report):
         assert row.measure in table
 
 
-def test_rotating_rounds_start_each_round_one_variant_further_on():
+def test_each_round_starts_one_variant_further_on():
     from benchmarks.measure import Rounds
 
     ran: list[str] = []
-    Rounds({name: (lambda name=name: ran.append(name)) for name in "abc"}, repeats=4, warmup=0, rotate=True)
+    Rounds({name: (lambda name=name: ran.append(name)) for name in "abc"}, repeats=4, warmup=0)
     assert "".join(ran) == "abc" + "bca" + "cab" + "abc"

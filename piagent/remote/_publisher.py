@@ -1,9 +1,9 @@
 """A run's event publisher: events go to Redis from one thread, in order, many per round trip.
 
 The run thread only serialises an event and queues it; the publisher thread writes everything
-queued since its last write in one ``MULTI``: one script appending the events (an entry each),
-then the control-stream bookkeeping that rides with them. A failed write stops the publisher and
-is reported once through ``on_failure``.
+queued since its last write in one ``MULTI``: one script appending the events as one stream
+entry (docs/remote.md#the-events-stream), then the control-stream bookkeeping that rides with
+them. A failed write stops the publisher and is reported once through ``on_failure``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,35 @@ logger = logging.getLogger("piagent.remote")
 
 EVENTS_TTL_MS = 24 * 3600 * 1000  # the events stream expires a day after its last event
 MAX_BATCH = 1000  # events per round trip at most
-_ENCODER = json.JSONEncoder(default=str)  # json.dumps(event, default=str), without building an encoder per event
 CLOSE_TIMEOUT = 10.0  # seconds close() waits for Redis
 
 Extra = Callable[[Any], None]  # adds commands to the batch's pipeline
+
+
+class _Encoder:
+    """``json.dumps(value, default=str)`` (ASCII: no raw newline), for one thread at a time.
+
+    ``json.dumps`` builds CPython's C encoder afresh for every call, which is half the cost of a
+    small event: this builds it once. Its circular-reference markers are shared, so callers hold
+    a lock; an error (a circular value) leaves stale markers, which are cleared. Where there is
+    no C encoder, ``json.JSONEncoder`` does the same.
+    """
+
+    def __init__(self) -> None:
+        self._markers: dict[int, Any] = {}
+        make = getattr(json.encoder, "c_make_encoder", None)
+        ascii_string = json.encoder.encode_basestring_ascii
+        self._c_encode = make and make(self._markers, str, ascii_string, None, ": ", ", ", False, False, True)
+        self._encoder = json.JSONEncoder(default=str)
+
+    def __call__(self, value: Any) -> str:
+        if not self._c_encode:
+            return self._encoder.encode(value)
+        try:
+            return "".join(self._c_encode(value, 0))
+        except BaseException:
+            self._markers.clear()
+            raise
 
 
 class Publisher:
@@ -38,7 +63,9 @@ class Publisher:
         self._keys = keys
         self._max_events = max_events
         self._on_failure = on_failure
-        self._changed = threading.Condition()
+        self._encode = _Encoder()
+        self._lock = threading.Lock()  # entered directly on the hot path (a Condition's `with` is Python code)
+        self._changed = threading.Condition(self._lock)
         self._queue: list[tuple[str, Optional[Extra]]] = []
         self._failed: Optional[BaseException] = None
         self._closing = False
@@ -47,11 +74,10 @@ class Publisher:
 
     def publish(self, event: dict[str, Any], extra: Optional[Extra] = None) -> None:
         """Queue ``event`` (and ``extra`` commands for the same transaction)."""
-        data = _ENCODER.encode(event)
-        with self._changed:
+        with self._lock:
             if self._failed is not None or self._closing:
                 return  # dropped: the run is ending (failure) or detached
-            self._queue.append((data, extra))
+            self._queue.append((self._encode(event), extra))  # under the lock: see _Encoder
             if len(self._queue) == 1:  # else the publisher has been woken already and not taken it yet
                 self._changed.notify_all()
 
@@ -82,7 +108,7 @@ class Publisher:
         pipe = self._redis.pipeline(transaction=True)
         # EVAL with the body (not EVALSHA): a Redis restarted without the script still runs it
         events = "\n".join(data for data, _ in batch)  # no event's JSON has a raw newline (ensure_ascii)
-        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, events)
+        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, events, len(batch))
         for _, extra in batch:
             if extra is not None:
                 extra(pipe)

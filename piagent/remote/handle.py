@@ -113,8 +113,7 @@ class RunHandle:
         otherwise: stop at the ``agent_end`` you are waiting for.
         """
         last = "0-0" if since is None else since
-        if since is not None:
-            stream_id(since)  # a clear ValueError for something that is not an entry id
+        seen = stream_id(last)  # a clear ValueError for something that is not an entry id
         idle_since = time.monotonic()
         while True:
             block = READ_SLICE_MS
@@ -127,12 +126,32 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                event = _json_object((fields or {}).get("event") or "{}", "event", entry_id, self.run_id, typed=True)
-                if event is None:
-                    continue
-                event["eventId"] = entry_id
-                yield event
-                idle_since = time.monotonic()
+                for event in self._events_in(entry_id, fields or {}, seen):
+                    yield event
+                    idle_since = time.monotonic()
+
+    def _events_in(self, entry_id: str, fields: dict[str, str], seen: tuple[int, int]) -> list[dict[str, Any]]:
+        """The events of an events entry newer than the id ``seen``, each with its ``eventId``.
+
+        An ``events`` entry holds a batch, one JSON a line, numbered up to the entry's id (those
+        up to ``seen`` are left out: a resume inside the batch); an ``event`` entry (written by an
+        older worker) holds one event, whose id is the entry's. A bad event is skipped.
+        """
+        batch = fields.get("events")
+        texts = [fields.get("event") or "{}"] if batch is None else batch.split("\n")
+        ms, last = stream_id(entry_id)
+        first = last - len(texts) + 1
+        if first < 0:
+            logger.warning("skipped events entry %s of run %r: its id numbers fewer events", entry_id, self.run_id)
+            return []
+        events = []
+        for i in range(seen[1] - first + 1 if ms == seen[0] and seen[1] >= first else 0, len(texts)):
+            event_id = f"{ms}-{first + i}"
+            event = _json_object(texts[i], "event", event_id, self.run_id, typed=True)
+            if event is not None:
+                event["eventId"] = event_id
+                events.append(event)
+        return events
 
     # -- plumbing ---------------------------------------------------------------------------
 

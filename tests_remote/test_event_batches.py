@@ -15,7 +15,7 @@ import redis
 from piagent import Agent
 from piagent.remote import RunHandle, attach, run_pending
 from piagent.remote._keys import RunKeys, stream_id
-from piagent.remote._publisher import _Encoder
+from piagent.remote._publisher import encode
 from piagent.testing import faux_message, register_faux_provider
 
 from .redis_server import RedisServer
@@ -108,22 +108,27 @@ def test_a_deleted_or_unnumberable_newest_entry_does_not_stop_the_next_runs_even
 
 
 def test_events_are_encoded_as_json_dumps_with_default_str_encodes_them() -> None:
-    encode = _Encoder()
     values: list[Any] = [
         {
             "type": "x",
             "text": "line\nbreak \u00e9 \U0001f600",
             "n": [1, 2.5, None, True],
-            "when": datetime.date(2026, 1, 2),
+            "at": datetime.date(2026, 1, 2),
         },
         {"nested": {"deep": [[{"a": float("inf")}]]}, 1: "int key"},
         "a string",
     ]
     for value in values:
         assert encode(value) == json.dumps(value, default=str) and "\n" not in encode(value)
+
+
+def test_a_circular_or_too_deep_event_is_refused_with_a_value_error() -> None:
     circular: dict[str, Any] = {}
     circular["self"] = circular
-    for _ in range(2):
-        with pytest.raises(ValueError, match="Circular"):
-            encode(circular)
-    assert encode({"after": [{}]}) == '{"after": [{}]}'  # the failed call left no stale markers
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    for value in (circular, deep):
+        with pytest.raises(ValueError, match="circular or nested too deeply"):
+            encode(value)
+    assert encode({"after": [{}]}) == '{"after": [{}]}'

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 import redis
 
+from ..exceptions import InvalidValueError
 from ._keys import RunKeys
 from ._scripts import PUBLISH
 
@@ -29,30 +30,28 @@ CLOSE_TIMEOUT = 10.0  # seconds close() waits for Redis
 Extra = Callable[[Any], None]  # adds commands to the batch's pipeline
 
 
-class _Encoder:
-    """``json.dumps(value, default=str)`` (ASCII: no raw newline), for one thread at a time.
+def _c_encoder() -> Optional[Callable[[Any, int], Any]]:
+    make = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder, None elsewhere
+    return make and make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
 
-    ``json.dumps`` builds CPython's C encoder afresh for every call, which is half the cost of a
-    small event: this builds it once. Its circular-reference markers are shared, so callers hold
-    a lock; an error (a circular value) leaves stale markers, which are cleared. Where there is
-    no C encoder, ``json.JSONEncoder`` does the same.
+
+_C_ENCODE = _c_encoder()
+_ENCODER = json.JSONEncoder(default=str, check_circular=False)
+
+
+def encode(value: Any) -> str:
+    """``json.dumps(value, default=str)`` (ASCII: no raw newline), a third cheaper for an event.
+
+    ``json.dumps`` builds CPython's C encoder afresh for every call and tracks the containers it
+    is in to refuse a circular value: here the encoder is built once, without that tracking (it
+    is state shared by the threads that publish), and a circular value is refused by Python's
+    recursion limit instead, as ``json.dumps`` refuses a value nested that deeply: InvalidValueError
+    (a ValueError).
     """
-
-    def __init__(self) -> None:
-        self._markers: dict[int, Any] = {}
-        make = getattr(json.encoder, "c_make_encoder", None)
-        ascii_string = json.encoder.encode_basestring_ascii
-        self._c_encode = make and make(self._markers, str, ascii_string, None, ": ", ", ", False, False, True)
-        self._encoder = json.JSONEncoder(default=str)
-
-    def __call__(self, value: Any) -> str:
-        if not self._c_encode:
-            return self._encoder.encode(value)
-        try:
-            return "".join(self._c_encode(value, 0))
-        except BaseException:
-            self._markers.clear()
-            raise
+    try:
+        return "".join(_C_ENCODE(value, 0)) if _C_ENCODE else _ENCODER.encode(value)
+    except RecursionError:
+        raise InvalidValueError("an event that is circular or nested too deeply cannot be published") from None
 
 
 class Publisher:
@@ -63,7 +62,6 @@ class Publisher:
         self._keys = keys
         self._max_events = max_events
         self._on_failure = on_failure
-        self._encode = _Encoder()
         self._lock = threading.Lock()  # entered directly on the hot path (a Condition's `with` is Python code)
         self._changed = threading.Condition(self._lock)
         self._queue: list[tuple[str, Optional[Extra]]] = []
@@ -74,10 +72,11 @@ class Publisher:
 
     def publish(self, event: dict[str, Any], extra: Optional[Extra] = None) -> None:
         """Queue ``event`` (and ``extra`` commands for the same transaction)."""
+        data = encode(event)
         with self._lock:
             if self._failed is not None or self._closing:
                 return  # dropped: the run is ending (failure) or detached
-            self._queue.append((self._encode(event), extra))  # under the lock: see _Encoder
+            self._queue.append((data, extra))
             if len(self._queue) == 1:  # else the publisher has been woken already and not taken it yet
                 self._changed.notify_all()
 

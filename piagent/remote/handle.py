@@ -126,8 +126,9 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                for event in self._events_in(entry_id, fields or {}, seen):
-                    yield event
+                events = self._events_in(entry_id, fields or {}, seen)
+                yield from events
+                if events:
                     idle_since = time.monotonic()
 
     def _events_in(self, entry_id: str, fields: dict[str, str], seen: tuple[int, int]) -> list[dict[str, Any]]:

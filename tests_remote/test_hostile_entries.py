@@ -62,6 +62,21 @@ def test_a_bad_events_entry_is_skipped_and_events_go_on_even_resuming_before_it(
     assert caplog.text.count("skipped event") == 6
 
 
+def test_a_bad_event_in_a_batch_is_skipped_and_the_rest_of_the_batch_is_read(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys, handle = RunKeys("hostile-batch"), RunHandle(redis_server.url, "hostile-batch")
+    raw(redis_server).xadd(keys.events, {"events": '{"type": "a"}\nnot json\n{"type": 7}\n{"type": "b"}'}, id="5-3")
+    raw(redis_server).xadd(keys.events, {"events": '{"type": "c"}\n{"type": "d"}'}, id="6-0")  # 2 events up to 6-0
+    raw(redis_server).xadd(keys.events, {"events": '{"type": "e"}'}, id="6-1")
+    with caplog.at_level(logging.WARNING, logger="piagent.remote"):
+        events = list(handle.events(timeout=0.2))
+        assert [(e["type"], e["eventId"]) for e in events] == [("a", "5-0"), ("b", "5-3"), ("e", "6-1")]
+        assert [e["type"] for e in handle.events(since="5-0", timeout=0.2)] == ["b", "e"]
+    assert caplog.text.count("skipped event 5-1") == caplog.text.count("skipped event 5-2") == 2  # once a read
+    assert "skipped events entry 6-0" in caplog.text
+
+
 def test_pending_approvals_skips_a_bad_entry(redis_server: RedisServer) -> None:
     keys, handle = RunKeys("hostile-pending"), RunHandle(redis_server.url, "hostile-pending")
     raw(redis_server).hset(keys.approvals, mapping={"call_ok": '{"toolName": "delete"}', "call_bad": "{nope", "n": "7"})

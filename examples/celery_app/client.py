@@ -28,19 +28,25 @@ def latest_run(run_id: str) -> str:
     """The event id to follow the latest run from: the one before the ``agent_start`` of a run in
     progress, or the last event when the last run has ended (then ``events`` waits for the next).
 
-    The events stream is ``piagent:{run_id}:events`` (docs/remote.md#keys), read newest first.
+    The events stream is ``piagent:{run_id}:events``, read newest first: each entry a batch of
+    events, one JSON a line, numbered up to the entry's id (docs/remote.md#the-events-stream).
     """
     client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
     try:
         entries = client.xrevrange(f"piagent:{{{run_id}}}:events")
     finally:
         client.close()
-    for position, (entry_id, fields) in enumerate(entries):
-        kind = json.loads(fields.get("event") or "{}").get("type")
+    newest_first = []  # (event id, type)
+    for entry_id, fields in entries:
+        ms, last = entry_id.split("-")
+        lines = (fields.get("events") or fields.get("event") or "{}").split("\n")  # "event": an older worker's
+        for back, line in enumerate(reversed(lines)):
+            newest_first.append((f"{ms}-{int(last) - back}", json.loads(line).get("type")))
+    for position, (event_id, kind) in enumerate(newest_first):
         if kind == "agent_end":
-            return str(entry_id)
+            return event_id
         if kind == "agent_start":
-            return str(entries[position + 1][0]) if position + 1 < len(entries) else "0-0"
+            return newest_first[position + 1][0] if position + 1 < len(newest_first) else "0-0"
     return "0-0"
 
 

@@ -56,22 +56,39 @@ end
 return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
 """
 
-# KEYS: events. ARGV: max events, ttl ms, the events' JSON joined by newlines, oldest first
-# (JSON as json.dumps writes it has no raw newline). Appends every event of a batch to the capped
-# stream, one entry each, and renews the stream's expiry: a batch is one command and one argument.
+# KEYS: events. ARGV: max events, ttl ms, the batch's events (JSON as json.dumps writes it, one a
+# line: it has no raw newline), how many. Appends the batch as one entry whose id is its last
+# event's id (docs/remote.md#the-events-stream): events are numbered on from the newest entry's id
+# ("<ms>-<seq>": seq + 1, seq + 2, ...), or from the server's clock for a new (or emptied) stream,
+# so every event has an id of its own, above every id the stream has had. Once this numbering
+# has passed max events, entries whose ids fall below the newest id minus max events go (MINID ~:
+# whole nodes). Renews the stream's expiry. Returns the entry id.
 PUBLISH = """
-local data, start, count = ARGV[3], 1, 0
-while true do
-  local stop = string.find(data, '\\n', start, true)
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', string.sub(data, start, (stop or 0) - 1))
-  count = count + 1
-  if not stop then
-    break
+local count = tonumber(ARGV[4])
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local base, last
+if newest then
+  base, last = string.match(newest[1], '^(%d+)-(%d+)$')
+  last = tonumber(last)
+end
+local function append()
+  local id, oldest = base .. '-' .. string.format('%d', last + count), last + count - tonumber(ARGV[1]) + 1
+  if oldest > 0 then
+    return redis.pcall('XADD', KEYS[1], 'MINID', '~', base .. '-' .. string.format('%d', oldest), id, 'events', ARGV[3])
   end
-  start = stop + 1
+  return redis.pcall('XADD', KEYS[1], id, 'events', ARGV[3])
+end
+local id = newest and append()
+if not newest or type(id) == 'table' and id.err then
+  local now = redis.call('TIME')  -- a new stream, or ids we cannot number on (an entry deleted, a huge seq)
+  base, last = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000)), -1
+  id = append()
+  if type(id) == 'table' and id.err then
+    return redis.error_reply(id.err)
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return count
+return id
 """
 
 # KEYS: approvals, decision list. ARGV: tool call id, decision JSON, ttl ms.

@@ -10,7 +10,7 @@ from typing import Any, Optional, Union
 
 import redis
 
-from ..ai.nesting import MAX_RECORD_DEPTH, loads
+from ..ai.nesting import MAX_RECORD_DEPTH, loads, loads_each
 from ..exceptions import InvalidTypeError, InvalidValueError
 from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
 from ._scripts import ABORT, DECIDE
@@ -89,7 +89,7 @@ class RunHandle:
             raw = self._redis.hgetall(self.keys.approvals)
         pending = {}
         for call_id, request in raw.items():
-            parsed = _json_object(request, "approval request", repr(call_id), self.run_id)
+            parsed = _json_object(_loaded(request, "approval request"), "approval request", repr(call_id), self.run_id)
             if parsed is not None:
                 pending[str(call_id)] = parsed
         return pending
@@ -113,8 +113,7 @@ class RunHandle:
         otherwise: stop at the ``agent_end`` you are waiting for.
         """
         last = "0-0" if since is None else since
-        if since is not None:
-            stream_id(since)  # a clear ValueError for something that is not an entry id
+        seen = stream_id(last)  # a clear ValueError for something that is not an entry id
         idle_since = time.monotonic()
         while True:
             block = READ_SLICE_MS
@@ -127,12 +126,34 @@ class RunHandle:
                 reply = self._redis.xread({self.keys.events: last}, count=READ_COUNT, block=block)
             for entry_id, fields in entries_of(reply):
                 last = entry_id
-                event = _json_object((fields or {}).get("event") or "{}", "event", entry_id, self.run_id, typed=True)
-                if event is None:
-                    continue
-                event["eventId"] = entry_id
-                yield event
-                idle_since = time.monotonic()
+                events = self._events_in(entry_id, fields or {}, seen)
+                yield from events
+                if events:
+                    idle_since = time.monotonic()
+
+    def _events_in(self, entry_id: str, fields: dict[str, str], seen: tuple[int, int]) -> list[dict[str, Any]]:
+        """The events of an events entry newer than the id ``seen``, each with its ``eventId``.
+
+        An ``events`` entry holds a batch, one JSON a line, numbered up to the entry's id (those
+        up to ``seen`` are left out: a resume inside the batch); an ``event`` entry (written by an
+        older worker) holds one event, whose id is the entry's. A bad event is skipped.
+        """
+        batch = fields.get("events")
+        texts = [fields.get("event") or "{}"] if batch is None else batch.split("\n")
+        ms, last = stream_id(entry_id)
+        first = last - len(texts) + 1
+        if first < 0:
+            logger.warning("skipped events entry %s of run %r: its id numbers fewer events", entry_id, self.run_id)
+            return []
+        start = seen[1] - first + 1 if ms == seen[0] and seen[1] >= first else 0
+        events, run_id = [], self.run_id
+        for i, value in enumerate(loads_each(texts[start:], "event", MAX_RECORD_DEPTH), first + start):
+            event_id = f"{ms}-{i}"
+            event = _json_object(value, "event", event_id, run_id, typed=True)
+            if event is not None:
+                event["eventId"] = event_id
+                events.append(event)
+        return events
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -152,16 +173,24 @@ class RunHandle:
         return f"<RunHandle run_id={self.run_id!r}>"
 
 
-def _json_object(text: Any, what: str, key: str, run_id: str, typed: bool = False) -> Optional[dict[str, Any]]:
-    """``text`` (the ``what`` named ``key`` of run ``run_id``) as a JSON object (with a string
-    ``type`` if ``typed``), or None with a warning (anyone who can write the run's keys can write
-    anything there: one bad entry is skipped, never the end of the reader)."""
+def _loaded(text: Any, what: str) -> Any:
+    """The JSON value of ``text``, or the ValueError that refuses it (as ``loads_each`` gives)."""
     try:
-        value = loads(str(text), what, MAX_RECORD_DEPTH)
-        if isinstance(value, dict) and (not typed or isinstance(value.get("type"), str)):
-            return value
-        problem = "it has no type" if isinstance(value, dict) else "not a JSON object"
+        return loads(str(text), what, MAX_RECORD_DEPTH)
     except ValueError as exc:
-        problem = f"not JSON ({str(exc)[:200]})"
+        return exc
+
+
+def _json_object(value: Any, what: str, key: str, run_id: str, typed: bool = False) -> Optional[dict[str, Any]]:
+    """``value`` (the ``what`` named ``key`` of run ``run_id``, read as :func:`_loaded` does) if a
+    JSON object (with a string ``type`` if ``typed``), or None with a warning (anyone who can
+    write the run's keys can write anything there: one bad entry is skipped, never the end of
+    the reader)."""
+    if isinstance(value, dict) and (not typed or isinstance(value.get("type"), str)):
+        return value
+    if isinstance(value, ValueError):
+        problem = f"not JSON ({str(value)[:200]})"
+    else:
+        problem = "it has no type" if isinstance(value, dict) else "not a JSON object"
     logger.warning("skipped %s %s of run %r: %s", what, key, run_id, problem)
     return None

@@ -44,7 +44,7 @@ LEASE = 5.0  # seconds a dead worker keeps the run; a live one renews it every R
 CLAIM_TIMEOUT = 15.0  # seconds attach() waits for another worker's lease before RunBusyError
 READ_SLICE_MS = 1000  # the reader's blocking read, at most; it never blocks past the next renewal
 RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim; a third of a shorter lease
-MAX_EVENTS = 10_000  # events kept per run (XADD MAXLEN ~, so possibly a few more)
+MAX_EVENTS = 10_000  # events kept per run (XADD MINID ~: a few more, and always the newest batch)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 READ_COUNT = 500  # control entries per read
 

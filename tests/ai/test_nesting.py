@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from piagent.ai.nesting import loads
+from piagent.ai.nesting import loads, loads_each
 from piagent.exceptions import InvalidValueError
 
 TEXTS = [
@@ -37,6 +37,19 @@ def test_loads_returns_what_json_loads_returns_and_raises_what_it_raises(text: s
     else:
         assert loads(text, "a value", 200) == expected
         assert loads(text.encode(), "a value", 200) == expected  # bytes too
+
+
+def test_loads_each_gives_what_loads_gives_for_each_text_and_its_error_in_its_place() -> None:
+    texts = [*TEXTS, "[" * 201 + "]" * 201, "[" * 5000 + "]" * 5000, '{"deep": ' * 150 + "1" + "}" * 150]
+    values = loads_each(texts, "an event", 200)
+    assert len(values) == len(texts)
+    for text, value in zip(texts, values):
+        try:
+            expected = loads(text, "an event", 200)
+        except ValueError as exc:
+            assert type(value) is type(exc) and str(value) == str(exc), text[:20]
+        else:
+            assert value == expected, text[:20]
 
 
 def test_loads_refuses_a_value_nested_deeper_than_its_bound() -> None:

@@ -122,6 +122,17 @@ def test_events_are_encoded_as_json_dumps_with_default_str_encodes_them() -> Non
         assert encode(value) == json.dumps(value, default=str) and "\n" not in encode(value)
 
 
+@pytest.mark.parametrize("constructor", [None, lambda *args: 1 / 0, lambda *args: lambda value, level: ["{}"]])
+def test_without_a_c_encoder_that_writes_what_json_writes_events_use_json_s_encoder(
+    constructor: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from piagent.remote import _publisher
+
+    assert _publisher._c_encoder() is not None  # this CPython's: built once, used for every event
+    monkeypatch.setattr(json.encoder, "c_make_encoder", constructor)  # absent, another signature, wrong output
+    assert _publisher._c_encoder() is None
+
+
 def test_a_circular_or_too_deep_event_is_refused_with_a_value_error() -> None:
     circular: dict[str, Any] = {}
     circular["self"] = circular

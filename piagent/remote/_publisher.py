@@ -8,6 +8,7 @@ them. A failed write stops the publisher and is reported once through ``on_failu
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import threading
@@ -30,13 +31,23 @@ CLOSE_TIMEOUT = 10.0  # seconds close() waits for Redis
 Extra = Callable[[Any], None]  # adds commands to the batch's pipeline
 
 
+_ENCODER = json.JSONEncoder(default=str, check_circular=False)
+_PROBE = ({"text": 'é\n"', "n": [1, -2.5], "flags": [True, False, None], "day": datetime.date(2026, 1, 2)},)
+_PROBE_JSON = '[{"text": "\\u00e9\\n\\"", "n": [1, -2.5], "flags": [true, false, null], "day": "2026-01-02"}]'
+
+
 def _c_encoder() -> Optional[Callable[[Any, int], Any]]:
-    make = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder, None elsewhere
-    return make and make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    """CPython's C encoder built once (a private constructor: None where it is missing, or does
+    not write what ``json.dumps(value, default=str)`` writes)."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        encode = make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+        return encode if "".join(encode(_PROBE, 0)) == _PROBE_JSON else None
+    except Exception:  # None, or another signature
+        return None
 
 
 _C_ENCODE = _c_encoder()
-_ENCODER = json.JSONEncoder(default=str, check_circular=False)
 
 
 def encode(value: Any) -> str:

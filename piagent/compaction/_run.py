@@ -220,11 +220,12 @@ def install(
     signal: AbortSignal,
     emit: Emit,
     set_transcript: SetTranscript,
-) -> Optional[RunCompaction]:
-    """The run's compaction (None when ``settings`` is None): its hook goes in ``config.prepare_request``
-    (calling the agent's own after it); the run's stream function must become its ``stream``."""
+) -> tuple[Optional[RunCompaction], AgentLoopConfig]:
+    """The run's compaction (None when ``settings`` is None) and the config the run must use, with
+    its hook in ``prepare_request`` (calling the agent's own after it); the run's stream function
+    must become its ``stream``. ``config`` is left as it was: the compaction's summarizer reads it,
+    so no reference cycle runs through the hook."""
     if settings is None:
-        return None
+        return None, config
     compaction = RunCompaction(settings, config, stream_fn, signal, emit, set_transcript)
-    config.prepare_request = compaction.prepare_request
-    return compaction
+    return compaction, dataclasses.replace(config, prepare_request=compaction.prepare_request)

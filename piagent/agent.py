@@ -160,7 +160,10 @@ class _Run:
     def signal(self) -> AbortSignal:
         return self.controller.signal
 
-    def take(self, queue: MessageQueue, mode: QueueMode) -> list[AgentMessage]:
+    def take(self, queue: Optional[MessageQueue], mode: QueueMode) -> list[AgentMessage]:
+        """Drain ``queue`` (None: a queue not made yet, empty), noting what is now in flight."""
+        if queue is None:
+            return []
         items = queue.drain(mode)
         self.in_flight.extend((queue, item) for item in items)
         return items
@@ -221,14 +224,15 @@ class Agent(AgentOptions[OutputT]):
 
     def __post_init__(self) -> None:
         self._state = AgentState(self)
-        self._steering_queue = MessageQueue()
-        self._follow_up_queue = MessageQueue()
-        # guards _run and _listeners; never held while user code runs, but for the session's begin_run(): the
-        # claim and the transcript it brings up to date belong to the run being claimed (_with_session)
+        # made at their first use, under the lock: most agents never queue a message (docs/architecture.md#memory)
+        self._steering_queue: Optional[MessageQueue] = None
+        self._follow_up_queue: Optional[MessageQueue] = None
+        # guards _run, _idle, _listeners and the making of the queues; never held while user code runs, but for
+        # the session's begin_run(): the claim and the transcript it brings up to date belong to the run being
+        # claimed (_with_session)
         self._lock = threading.Lock()
         self._run: Optional[_Run] = None
-        self._idle = threading.Event()
-        self._idle.set()
+        self._idle: Optional[threading.Event] = None  # made by a wait_for_idle() during a run, set as it settles
         self._listeners: tuple[tuple[Callable[..., object], bool], ...] = ()  # (listener, takes the event only)
         self._usage = UsageMeter()  # every run's, for usage_limits of scope "agent"
         if self.session is not None:  # duck-typed: the core never imports piagent.sessions
@@ -426,11 +430,11 @@ class Agent(AgentOptions[OutputT]):
         if messages[-1].role != "assistant":
             return self._claim(release_session, output=output), None
         queue, mode = self._steering_queue, self.steering_mode
-        prompts = queue.drain(mode)
+        prompts = queue.drain(mode) if queue is not None else []
         if not prompts:
             queue, mode = self._follow_up_queue, self.follow_up_mode
-            prompts = queue.drain(mode)
-        if prompts:
+            prompts = queue.drain(mode) if queue is not None else []
+        if queue is not None and prompts:
             # drained steering is delivered now: the loop's initial steering poll is skipped
             wiring = self._claim(release_session, skip_initial_steering=queue is self._steering_queue, output=output)
             wiring.run.in_flight.extend((queue, message) for message in prompts)
@@ -494,7 +498,6 @@ class Agent(AgentOptions[OutputT]):
         if wiring.compaction is not None:
             wiring.stream_fn = wiring.compaction.stream
         self._run = run
-        self._idle.clear()
         self._state._begin_run()
         return wiring
 
@@ -709,46 +712,66 @@ class Agent(AgentOptions[OutputT]):
             with self._lock:
                 self._state._end_run()
                 self._run = None
-            self._idle.set()
+                idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
 
     # -- queues -----------------------------------------------------------------------------
 
     @property
     def steering_queue(self) -> MessageQueue:
         """Messages injected before the next model call; ``put()`` from any thread."""
-        return self._steering_queue
+        queue = self._steering_queue
+        return queue if queue is not None else self._make_queue("_steering_queue")
 
     @property
     def follow_up_queue(self) -> MessageQueue:
         """Messages run when the agent would otherwise stop; ``put()`` from any thread."""
-        return self._follow_up_queue
+        queue = self._follow_up_queue
+        return queue if queue is not None else self._make_queue("_follow_up_queue")
+
+    def _make_queue(self, name: str) -> MessageQueue:
+        """The queue named ``name``, made now unless another thread just made it."""
+        with self._lock:
+            queue: Optional[MessageQueue] = getattr(self, name)
+            if queue is None:
+                queue = MessageQueue()
+                setattr(self, name, queue)
+            return queue
+
+    def _made_queues(self) -> list[MessageQueue]:
+        """The queues made so far, steering first (a queue not made yet is empty)."""
+        return [queue for queue in (self._steering_queue, self._follow_up_queue) if queue is not None]
 
     def steer(self, message: Union[str, AgentMessage]) -> None:
         """Queue a message to inject after the current turn (a str becomes a user message)."""
-        self._steering_queue.put(message)
+        self.steering_queue.put(message)
 
     def follow_up(self, message: Union[str, AgentMessage]) -> None:
         """Queue a message to run once the agent has nothing left to do."""
-        self._follow_up_queue.put(message)
+        self.follow_up_queue.put(message)
 
     def clear_steering_queue(self) -> None:
-        self._steering_queue.clear()
+        if self._steering_queue is not None:
+            self._steering_queue.clear()
 
     def clear_follow_up_queue(self) -> None:
-        self._follow_up_queue.clear()
+        if self._follow_up_queue is not None:
+            self._follow_up_queue.clear()
 
     def clear_all_queues(self) -> None:
-        self._steering_queue.clear()
-        self._follow_up_queue.clear()
+        for queue in self._made_queues():
+            queue.clear()
 
     def has_queued_messages(self) -> bool:
-        return not (self._steering_queue.empty() and self._follow_up_queue.empty())
+        return not all(queue.empty() for queue in self._made_queues())
 
     def peek_queued_messages(self) -> list[AgentMessage]:
         """The messages the next poll would take, without taking them (pi 1.6): the steering
         queue's (by ``steering_mode``), else the follow-up queue's (by ``follow_up_mode``)."""
-        steering = self._steering_queue.peek(self.steering_mode)
-        return steering if steering else self._follow_up_queue.peek(self.follow_up_mode)
+        steering, follow_up = self._steering_queue, self._follow_up_queue
+        peeked = steering.peek(self.steering_mode) if steering is not None else []
+        return peeked if peeked or follow_up is None else follow_up.peek(self.follow_up_mode)
 
     # -- control ----------------------------------------------------------------------------
 
@@ -775,7 +798,13 @@ class Agent(AgentOptions[OutputT]):
             raise InvalidStateError(
                 "wait_for_idle() called on the run thread (from a listener or hook): it would wait for itself"
             )
-        return self._idle.wait(timeout)
+        with self._lock:  # the run settles under the lock: an Event made here is the one it sets
+            if self._run is None:
+                return True
+            if self._idle is None:
+                self._idle = threading.Event()
+            idle = self._idle
+        return idle.wait(timeout)
 
     def reset(self) -> None:
         """Forget the transcript, runtime fields and both queues; keep model, tools and options.

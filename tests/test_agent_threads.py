@@ -4,6 +4,7 @@ re-entrant listeners, Ctrl-C, asyncio."""
 from __future__ import annotations
 
 import asyncio
+import queue
 import signal as signals
 import threading
 from collections import defaultdict
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import piagent.agent as agent_module
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, AgentToolResult, AssistantMessage, TextContent
 from piagent.testing import faux_message, faux_tool_call
 from tests.support.agent_support import WAIT, echo_tool, roles, text_of
@@ -299,3 +301,27 @@ def test_ctrl_c_while_the_run_thread_starts_never_leaves_a_running_run_looking_i
     assert release.wait(WAIT) and agent.wait_for_idle(WAIT)
     faux.set_responses([faux_message("usable again")])
     assert agent.prompt("next").text == "usable again"
+
+
+def test_two_threads_making_the_steering_queue_at_once_share_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queues are made at their first use (docs/architecture.md#memory): a second thread
+    steering while the first one is making the queue waits for it and puts on the same queue."""
+    agent = Agent()
+    real_queue = agent_module.MessageQueue
+    second = threading.Thread(target=agent.steer, args=("second",))
+    made: list[object] = []
+
+    class QueueMadeWhileAnotherSteers(real_queue):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            made.append(self)
+            if len(made) == 1:
+                second.start()
+                second.join(0.2)  # an agent that makes its queue under its lock holds the second steer back
+            super().__init__()
+
+    monkeypatch.setattr(agent_module, "MessageQueue", QueueMadeWhileAnotherSteers)
+    agent.steer("first")
+    second.join(WAIT)
+    assert [text_of(m) for m in agent.steering_queue.drain()] in (["first", "second"], ["second", "first"])
+    assert len(made) == 1 and agent.steering_queue is made[0]
+    assert isinstance(agent.follow_up_queue, queue.Queue) and agent.follow_up_queue is agent.follow_up_queue

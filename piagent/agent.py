@@ -492,9 +492,9 @@ class Agent(AgentOptions[OutputT]):
         if options.fallback_models:
             wiring.stream_fn = self._with_fallbacks(wiring)
         emit = functools.partial(self._dispatch, run)
-        wiring.compaction, wiring.config = install(
-            options.compaction, config, wiring.stream_fn, run.signal, emit, self._set_transcript
-        )
+        wiring.config = config
+        settings = options.compaction
+        wiring.compaction = install(settings, config, wiring.stream_fn, run.signal, emit, self._set_transcript)
         if wiring.compaction is not None:
             wiring.stream_fn = wiring.compaction.stream
         self._run = run
@@ -624,7 +624,10 @@ class Agent(AgentOptions[OutputT]):
         run, signal, stream_fn, compaction = wiring.run, wiring.signal, wiring.stream_fn, wiring.compaction
         run.thread_id = threading.get_ident()
         emit: Emit = functools.partial(self._dispatch, run)
-        config, counted = wiring.guard.install(wiring.config, emit)  # a failure message is no request: not counted
+        # the run's copy of its config: the compaction's hook and the usage checks (a failure message is no
+        # request: not counted)
+        hooks = {"prepare_request": compaction.prepare_request} if compaction is not None else {}
+        config, counted = wiring.guard.install(wiring.config, emit, **hooks)
         try:
             try:
                 if prompts is None:

@@ -220,12 +220,11 @@ def install(
     signal: AbortSignal,
     emit: Emit,
     set_transcript: SetTranscript,
-) -> tuple[Optional[RunCompaction], AgentLoopConfig]:
-    """The run's compaction (None when ``settings`` is None) and the config the run must use, with
-    its hook in ``prepare_request`` (calling the agent's own after it); the run's stream function
-    must become its ``stream``. ``config`` is left as it was: the compaction's summarizer reads it,
-    so no reference cycle runs through the hook."""
+) -> Optional[RunCompaction]:
+    """The run's compaction (None when ``settings`` is None). Its ``prepare_request`` (which calls
+    ``config``'s after it) must be the ``prepare_request`` of the config the run uses, a copy of
+    ``config``: the compaction's summarizer reads ``config``, and a hook in it would make a
+    reference cycle. The run's stream function must become its ``stream``."""
     if settings is None:
-        return None, config
-    compaction = RunCompaction(settings, config, stream_fn, signal, emit, set_transcript)
-    return compaction, dataclasses.replace(config, prepare_request=compaction.prepare_request)
+        return None
+    return RunCompaction(settings, config, stream_fn, signal, emit, set_transcript)

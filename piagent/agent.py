@@ -187,18 +187,19 @@ class _Run:
 
 
 class _Wiring:
-    """What a run executes with: the options at its start, its context, loop config, stream
-    function, usage guard and compaction (whose hooks hold the :class:`_Run` they report to)."""
+    """What a run executes with: the options at its start, its context, loop config (the usage
+    checks and the compaction's hook in it), counting emit, stream function and compaction
+    (whose hooks hold the :class:`_Run` they report to)."""
 
-    __slots__ = ("run", "options", "context", "config", "stream_fn", "guard", "compaction")
+    __slots__ = ("run", "options", "context", "config", "counted", "stream_fn", "compaction")
 
     def __init__(self, run: _Run, options: AgentOptions) -> None:
         self.run = run
         self.options = options  # the values at run start
         self.context = AgentContext(options.system_prompt, options.messages, options.tools)
         self.config: AgentLoopConfig
+        self.counted: Emit  # counts each event's usage (docs/limits.md), then emits it
         self.stream_fn: StreamFunction = options.stream_fn or get_default_stream_fn()
-        self.guard: UsageGuard  # counts the run's usage, enforces its limits (docs/limits.md)
         self.compaction: Optional[RunCompaction] = None  # docs/compaction.md
 
     @property
@@ -486,17 +487,20 @@ class Agent(AgentOptions[OutputT]):
         wiring = _Wiring(run, options)
         config = self._loop_config(wiring, skip_initial_steering)
         config.output = output
-        wiring.guard = UsageGuard(
+        guard = UsageGuard(
             options.usage_limits, lifetime=self._usage, on_limit=options.on_limit, on_raise=self._raise_limits
         )
         if options.fallback_models:
             wiring.stream_fn = self._with_fallbacks(wiring)
         emit = functools.partial(self._dispatch, run)
-        wiring.config = config
-        settings = options.compaction
-        wiring.compaction = install(settings, config, wiring.stream_fn, run.signal, emit, self._set_transcript)
-        if wiring.compaction is not None:
-            wiring.stream_fn = wiring.compaction.stream
+        compaction = install(options.compaction, config, wiring.stream_fn, run.signal, emit, self._set_transcript)
+        if compaction is not None:
+            wiring.stream_fn = compaction.stream
+        wiring.compaction = compaction
+        # the config the run executes with: a copy with the compaction's hook and the usage checks (the
+        # compaction keeps nothing of the config it read: one config per run, no cycle)
+        hooks = {"prepare_request": compaction.prepare_request} if compaction is not None else {}
+        wiring.config, wiring.counted = guard.install(config, emit, **hooks)
         self._run = run
         self._state._begin_run()
         return wiring
@@ -622,12 +626,9 @@ class Agent(AgentOptions[OutputT]):
         ``prompts`` None is a plain continue from the transcript.
         """
         run, signal, stream_fn, compaction = wiring.run, wiring.signal, wiring.stream_fn, wiring.compaction
+        config, counted = wiring.config, wiring.counted
         run.thread_id = threading.get_ident()
-        emit: Emit = functools.partial(self._dispatch, run)
-        # the run's copy of its config: the compaction's hook and the usage checks (a failure message is no
-        # request: not counted)
-        hooks = {"prepare_request": compaction.prepare_request} if compaction is not None else {}
-        config, counted = wiring.guard.install(wiring.config, emit, **hooks)
+        emit: Emit = functools.partial(self._dispatch, run)  # a failure message is no request: not counted
         try:
             try:
                 if prompts is None:

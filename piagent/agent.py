@@ -187,15 +187,17 @@ class _Run:
 
 
 class _Wiring:
-    """What a run executes with: the options at its start, its context, loop config (the usage
-    checks and the compaction's hook in it), counting emit, stream function and compaction
-    (whose hooks hold the :class:`_Run` they report to)."""
+    """What a run executes with, made from the options at its start (not kept: the config has
+    what the loop reads): its model, context, loop config (the usage checks and the compaction's
+    hook in it), counting emit, stream function and compaction (whose hooks hold the
+    :class:`_Run` they report to)."""
 
-    __slots__ = ("run", "options", "context", "config", "counted", "stream_fn", "compaction")
+    __slots__ = ("run", "model", "compaction_settings", "context", "config", "counted", "stream_fn", "compaction")
 
     def __init__(self, run: _Run, options: AgentOptions) -> None:
         self.run = run
-        self.options = options  # the values at run start
+        self.model = options.model
+        self.compaction_settings = options.compaction
         self.context = AgentContext(options.system_prompt, options.messages, options.tools)
         self.config: AgentLoopConfig
         self.counted: Emit  # counts each event's usage (docs/limits.md), then emits it
@@ -205,10 +207,6 @@ class _Wiring:
     @property
     def signal(self) -> AbortSignal:
         return self.run.controller.signal
-
-    @property
-    def model(self) -> Model:
-        return self.options.model
 
 
 class Agent(AgentOptions[OutputT]):
@@ -485,13 +483,13 @@ class Agent(AgentOptions[OutputT]):
         _check_tool_choice(options.tool_choice, options.tools)
         run = _Run(release_session)
         wiring = _Wiring(run, options)
-        config = self._loop_config(wiring, skip_initial_steering)
+        config = self._loop_config(options, run, skip_initial_steering)
         config.output = output
         guard = UsageGuard(
             options.usage_limits, lifetime=self._usage, on_limit=options.on_limit, on_raise=self._raise_limits
         )
         if options.fallback_models:
-            wiring.stream_fn = self._with_fallbacks(wiring)
+            wiring.stream_fn = self._with_fallbacks(options, wiring)
         emit = functools.partial(self._dispatch, run)
         compaction = install(options.compaction, config, wiring.stream_fn, run.signal, emit, self._set_transcript)
         if compaction is not None:
@@ -505,9 +503,8 @@ class Agent(AgentOptions[OutputT]):
         self._state._begin_run()
         return wiring
 
-    def _loop_config(self, wiring: _Wiring, skip_initial_steering: bool) -> AgentLoopConfig:
+    def _loop_config(self, options: AgentOptions, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
         """The run's loop config: every option named like a config field, then the agent's own wiring."""
-        options, run = wiring.options, wiring.run
         values = {name: getattr(options, name) for name in type(self).options() if name in _LOOP_FIELDS}
         skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
 
@@ -539,15 +536,15 @@ class Agent(AgentOptions[OutputT]):
         if new.scope == "agent":
             self.usage_limits = tuple(new if item.scope == "agent" else item for item in self.usage_limits)
 
-    def _with_fallbacks(self, wiring: _Wiring) -> StreamFunction:
+    def _with_fallbacks(self, options: AgentOptions, wiring: _Wiring) -> StreamFunction:
         """The run's stream function asking ``fallback_models`` in turn (docs/limits.md#fallback-models)."""
-        options, emit = wiring.options, functools.partial(self._dispatch, wiring.run)
+        emit, get_api_key = functools.partial(self._dispatch, wiring.run), options.get_api_key
 
         def on_fallback(failed: AssistantMessage, model: Model, next_model: Model, reason: str) -> None:
             emit(ModelFallbackEvent(model, next_model, reason, failed.error_message or ""))
 
         def api_key(model: Model) -> Optional[str]:
-            return options.get_api_key(model.provider) if options.get_api_key is not None else None
+            return get_api_key(model.provider) if get_api_key is not None else None
 
         return with_fallbacks(
             wiring.stream_fn,
@@ -688,7 +685,7 @@ class Agent(AgentOptions[OutputT]):
             wiring = self._with_session(lambda release: self._claim(release))
         wiring.run.thread_id = threading.get_ident()
         try:
-            settings = wiring.options.compaction or Compaction()
+            settings = wiring.compaction_settings or Compaction()
             summarizer = summarizer_for(wiring.config, wiring.stream_fn, wiring.signal)
             emit: Emit = functools.partial(self._dispatch, wiring.run)
             messages = list(self._state.messages)

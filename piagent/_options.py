@@ -74,7 +74,11 @@ class Option(Generic[T, A]):
         return value
 
     def __set__(self, obj: object, value: A) -> None:
-        obj.__dict__[self.name] = self.check(self.name, value)
+        self.store(obj.__dict__, value)
+
+    def store(self, values: dict[str, Any], value: A) -> None:
+        """Check ``value`` and put what the check returns in ``values`` (an object's ``__dict__``)."""
+        values[self.name] = self.check(self.name, value)
 
 
 @dataclass_transform(kw_only_default=True, eq_default=False)

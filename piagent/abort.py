@@ -1,8 +1,10 @@
 """Cooperative cancellation: :class:`AbortController` and the :class:`AbortSignal` it hands out.
 
-A signal is a ``threading.Event`` with a reason and listeners. ``abort()`` is idempotent and
+A signal is a flag with a reason, listeners and ``wait()``. ``abort()`` is idempotent and
 thread-safe; listeners run once, synchronously, on the aborting thread (a listener that raises
 is logged and skipped). Nothing is ever killed: work that receives the signal decides how to stop.
+The ``threading.Event`` that ``wait()`` blocks on is made by the first ``wait()``: a run makes a
+signal per tool call, and few are ever waited on (docs/architecture.md#memory).
 """
 
 from __future__ import annotations
@@ -26,17 +28,18 @@ class AbortedError(PiAgentError):
 class AbortSignal:
     """Read side of an abort: ``aborted``, ``reason``, ``wait()``, listeners."""
 
-    __slots__ = ("_event", "_lock", "_listeners", "_reason")
+    __slots__ = ("_aborted", "_event", "_lock", "_listeners", "_reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._aborted = False
+        self._event: Optional[threading.Event] = None  # made by the first wait() before the abort
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], Any]] = []
         self._reason: object = None
 
     @property
     def aborted(self) -> bool:
-        return self._event.is_set()
+        return self._aborted
 
     @property
     def reason(self) -> Any:
@@ -44,17 +47,23 @@ class AbortSignal:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until aborted or ``timeout`` seconds passed; True if aborted."""
-        return self._event.wait(timeout)
+        with self._lock:  # the abort sets the Event it finds under this lock: made here, it is found
+            if self._aborted:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def throw_if_aborted(self) -> None:
-        if self._event.is_set():
+        if self._aborted:
             reason = self._reason
             raise reason if isinstance(reason, BaseException) else AbortedError(reason or "Operation aborted")
 
     def add_listener(self, listener: Callable[[], Any]) -> Callable[[], None]:
         """Call ``listener()`` once on abort (at once if already aborted); returns a remover."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._aborted:
                 self._listeners.append(listener)
                 return lambda: self._remove(listener)
         _call_listener(listener)
@@ -66,10 +75,12 @@ class AbortSignal:
 
     def _abort(self, reason: object) -> None:
         with self._lock:
-            if self._event.is_set():
+            if self._aborted:
                 return
             self._reason = reason
-            self._event.set()
+            self._aborted = True
+            if self._event is not None:
+                self._event.set()
             listeners, self._listeners = self._listeners, []
         for listener in listeners:
             _call_listener(listener)

@@ -139,47 +139,31 @@ def get_default_stream_fn() -> StreamFunction:
 
 
 class _Run:
-    """One claimed run: its abort controller, snapshot and bookkeeping."""
+    """One claimed run as the agent tracks it: its abort controller, thread and messages.
 
-    __slots__ = (
-        "controller",
-        "options",
-        "context",
-        "config",
-        "stream_fn",
-        "thread_id",
-        "messages",
-        "in_flight",
-        "output",
-        "release_session",
-        "guard",
-        "compaction",
-    )
+    It holds none of the run's wiring (:class:`_Wiring`): the wiring's hooks point at the run,
+    never the reverse, so a settled run is freed by reference counting (docs/architecture.md#memory).
+    """
 
-    def __init__(self, options: AgentOptions) -> None:
+    __slots__ = ("controller", "thread_id", "messages", "in_flight", "output", "release_session")
+
+    def __init__(self, release_session: Optional[Callable[[], None]]) -> None:
         self.controller = AbortController()
-        self.options = options  # the values at run start
-        self.context = AgentContext(options.system_prompt, options.messages, options.tools)
-        self.config: AgentLoopConfig
-        self.stream_fn: StreamFunction = options.stream_fn or get_default_stream_fn()
         self.thread_id: Optional[int] = None
         self.messages: list[AgentMessage] = []  # every message_end of the run, in order
         # messages taken from a queue and not yet delivered (message_end); put back if the run ends first
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
-        self.release_session: Optional[Callable[[], None]] = None  # the session's claim (Session.begin_run)
-        self.guard: UsageGuard  # counts the run's usage, enforces its limits (docs/limits.md)
-        self.compaction: Optional[RunCompaction] = None  # docs/compaction.md
+        self.release_session = release_session  # the session's claim (Session.begin_run)
 
     @property
     def signal(self) -> AbortSignal:
         return self.controller.signal
 
-    @property
-    def model(self) -> Model:
-        return self.options.model
-
-    def take(self, queue: MessageQueue, mode: QueueMode) -> list[AgentMessage]:
+    def take(self, queue: Optional[MessageQueue], mode: QueueMode) -> list[AgentMessage]:
+        """Drain ``queue`` (None: a queue not made yet, empty), noting what is now in flight."""
+        if queue is None:
+            return []
         items = queue.drain(mode)
         self.in_flight.extend((queue, item) for item in items)
         return items
@@ -202,6 +186,29 @@ class _Run:
         self.in_flight = []
 
 
+class _Wiring:
+    """What a run executes with, made from the options at its start (not kept: the config has
+    what the loop reads): its model, context, loop config (the usage checks and the compaction's
+    hook in it), counting emit, stream function and compaction (whose hooks hold the
+    :class:`_Run` they report to)."""
+
+    __slots__ = ("run", "model", "compaction_settings", "context", "config", "counted", "stream_fn", "compaction")
+
+    def __init__(self, run: _Run, options: AgentOptions) -> None:
+        self.run = run
+        self.model = options.model
+        self.compaction_settings = options.compaction
+        self.context = AgentContext(options.system_prompt, options.messages, options.tools)
+        self.config: AgentLoopConfig
+        self.counted: Emit  # counts each event's usage (docs/limits.md), then emits it
+        self.stream_fn: StreamFunction = options.stream_fn or get_default_stream_fn()
+        self.compaction: Optional[RunCompaction] = None  # docs/compaction.md
+
+    @property
+    def signal(self) -> AbortSignal:
+        return self.run.controller.signal
+
+
 class Agent(AgentOptions[OutputT]):
     """A stateful agent: ``prompt()`` it, ``steer()`` it from anywhere, ``subscribe()`` to its events.
 
@@ -211,16 +218,20 @@ class Agent(AgentOptions[OutputT]):
     ``Agent[Invoice]``: its runs return ``RunResult[Invoice]`` (``Agent[Any]`` without one).
     """
 
+    # the state reads the options' __dict__: kept out of it, it makes no reference cycle with it
+    __slots__ = ("_state",)
+
     def __post_init__(self) -> None:
         self._state = AgentState(self)
-        self._steering_queue = MessageQueue()
-        self._follow_up_queue = MessageQueue()
-        # guards _run and _listeners; never held while user code runs, but for the session's begin_run(): the
-        # claim and the transcript it brings up to date belong to the run being claimed (_with_session)
+        # made at their first use, under the lock: most agents never queue a message (docs/architecture.md#memory)
+        self._steering_queue: Optional[MessageQueue] = None
+        self._follow_up_queue: Optional[MessageQueue] = None
+        # guards _run, _idle, _listeners and the making of the queues; never held while user code runs, but for
+        # the session's begin_run(): the claim and the transcript it brings up to date belong to the run being
+        # claimed (_with_session)
         self._lock = threading.Lock()
         self._run: Optional[_Run] = None
-        self._idle = threading.Event()
-        self._idle.set()
+        self._idle: Optional[threading.Event] = None  # made by a wait_for_idle() during a run, set as it settles
         self._listeners: tuple[tuple[Callable[..., object], bool], ...] = ()  # (listener, takes the event only)
         self._usage = UsageMeter()  # every run's, for usage_limits of scope "agent"
         if self.session is not None:  # duck-typed: the core never imports piagent.sessions
@@ -381,8 +392,8 @@ class Agent(AgentOptions[OutputT]):
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_PROMPT)
-            run = self._with_session(lambda release: self._claim(release, output=output))
-        return self._launch(run, messages, wait)
+            wiring = self._with_session(lambda release: self._claim(release, output=output))
+        return self._launch(wiring, messages, wait)
 
     @overload
     def continue_(self, *, wait: Literal[True] = True) -> RunResult[OutputT]: ...
@@ -405,12 +416,12 @@ class Agent(AgentOptions[OutputT]):
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_CONTINUE)
-            run, prompts = self._with_session(lambda release: self._claim_continue(release, output))
-        return self._launch(run, prompts, wait)
+            wiring, prompts = self._with_session(lambda release: self._claim_continue(release, output))
+        return self._launch(wiring, prompts, wait)
 
     def _claim_continue(
         self, release_session: Optional[Callable[[], None]], output: Optional[OutputSpec]
-    ) -> tuple[_Run, Optional[list[AgentMessage]]]:
+    ) -> tuple[_Wiring, Optional[list[AgentMessage]]]:
         """The run of :meth:`continue_` and its prompts (None: from the transcript as it is); caller holds the lock."""
         messages = self._state.messages
         if all(is_system_message(m) for m in messages):  # none, or only the prompt
@@ -418,15 +429,15 @@ class Agent(AgentOptions[OutputT]):
         if messages[-1].role != "assistant":
             return self._claim(release_session, output=output), None
         queue, mode = self._steering_queue, self.steering_mode
-        prompts = queue.drain(mode)
+        prompts = queue.drain(mode) if queue is not None else []
         if not prompts:
             queue, mode = self._follow_up_queue, self.follow_up_mode
-            prompts = queue.drain(mode)
-        if prompts:
+            prompts = queue.drain(mode) if queue is not None else []
+        if queue is not None and prompts:
             # drained steering is delivered now: the loop's initial steering poll is skipped
-            run = self._claim(release_session, skip_initial_steering=queue is self._steering_queue, output=output)
-            run.in_flight.extend((queue, message) for message in prompts)
-            return run, prompts
+            wiring = self._claim(release_session, skip_initial_steering=queue is self._steering_queue, output=output)
+            wiring.run.in_flight.extend((queue, message) for message in prompts)
+            return wiring, prompts
         if can_continue_from(messages[-1]):
             # a retry of the failed call (docs/loop.md#rule-26), or a tool batch cut short
             return self._claim(release_session, output=output), None
@@ -462,7 +473,7 @@ class Agent(AgentOptions[OutputT]):
         release_session: Optional[Callable[[], None]],
         skip_initial_steering: bool = False,
         output: Optional[OutputSpec] = None,
-    ) -> _Run:
+    ) -> _Wiring:
         """Start a run (caller holds the lock): snapshot options and context, flip the state.
 
         ``release_session``: the session's claim (:meth:`_with_session`), released when the run
@@ -470,27 +481,30 @@ class Agent(AgentOptions[OutputT]):
         """
         options = self.snapshot()
         _check_tool_choice(options.tool_choice, options.tools)
-        run = _Run(options)
-        run.release_session = release_session
-        run.config = self._loop_config(run, skip_initial_steering)
-        run.config.output = output
-        run.guard = UsageGuard(
+        run = _Run(release_session)
+        wiring = _Wiring(run, options)
+        config = self._loop_config(options, run, skip_initial_steering)
+        config.output = output
+        guard = UsageGuard(
             options.usage_limits, lifetime=self._usage, on_limit=options.on_limit, on_raise=self._raise_limits
         )
         if options.fallback_models:
-            run.stream_fn = self._with_fallbacks(run)
+            wiring.stream_fn = self._with_fallbacks(options, wiring)
         emit = functools.partial(self._dispatch, run)
-        run.compaction = install(options.compaction, run.config, run.stream_fn, run.signal, emit, self._set_transcript)
-        if run.compaction is not None:
-            run.stream_fn = run.compaction.stream
+        compaction = install(options.compaction, config, wiring.stream_fn, run.signal, emit, self._set_transcript)
+        if compaction is not None:
+            wiring.stream_fn = compaction.stream
+        wiring.compaction = compaction
+        # the config the run executes with: a copy with the compaction's hook and the usage checks (the
+        # compaction keeps nothing of the config it read: one config per run, no cycle)
+        hooks = {"prepare_request": compaction.prepare_request} if compaction is not None else {}
+        wiring.config, wiring.counted = guard.install(config, emit, **hooks)
         self._run = run
-        self._idle.clear()
         self._state._begin_run()
-        return run
+        return wiring
 
-    def _loop_config(self, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
+    def _loop_config(self, options: AgentOptions, run: _Run, skip_initial_steering: bool) -> AgentLoopConfig:
         """The run's loop config: every option named like a config field, then the agent's own wiring."""
-        options = run.options
         values = {name: getattr(options, name) for name in type(self).options() if name in _LOOP_FIELDS}
         skip_next_steering_poll = [skip_initial_steering]  # one-shot (continue_ from an assistant tail)
 
@@ -522,18 +536,18 @@ class Agent(AgentOptions[OutputT]):
         if new.scope == "agent":
             self.usage_limits = tuple(new if item.scope == "agent" else item for item in self.usage_limits)
 
-    def _with_fallbacks(self, run: _Run) -> StreamFunction:
+    def _with_fallbacks(self, options: AgentOptions, wiring: _Wiring) -> StreamFunction:
         """The run's stream function asking ``fallback_models`` in turn (docs/limits.md#fallback-models)."""
-        options, emit = run.options, functools.partial(self._dispatch, run)
+        emit, get_api_key = functools.partial(self._dispatch, wiring.run), options.get_api_key
 
         def on_fallback(failed: AssistantMessage, model: Model, next_model: Model, reason: str) -> None:
             emit(ModelFallbackEvent(model, next_model, reason, failed.error_message or ""))
 
         def api_key(model: Model) -> Optional[str]:
-            return options.get_api_key(model.provider) if options.get_api_key is not None else None
+            return get_api_key(model.provider) if get_api_key is not None else None
 
         return with_fallbacks(
-            run.stream_fn,
+            wiring.stream_fn,
             options.fallback_models,
             sticky=options.fallback_sticky,
             on_fallback=on_fallback,
@@ -577,16 +591,16 @@ class Agent(AgentOptions[OutputT]):
         return should_stop_after_turn
 
     def _launch(
-        self, run: _Run, prompts: Optional[list[AgentMessage]], wait: bool
+        self, wiring: _Wiring, prompts: Optional[list[AgentMessage]], wait: bool
     ) -> Union[RunResult, Future[RunResult]]:
         if wait:
-            return self._execute(run, prompts)
+            return self._execute(wiring, prompts)
         future: Future[RunResult] = Future()
         future.set_running_or_notify_cancel()
 
         def target() -> None:
             try:
-                future.set_result(self._execute(run, prompts))
+                future.set_result(self._execute(wiring, prompts))
             except BaseException as exc:  # delivered through the future, never lost
                 future.set_exception(exc)
 
@@ -598,42 +612,43 @@ class Agent(AgentOptions[OutputT]):
             thread.start()
         except BaseException:  # not started: no Ctrl-C can interrupt start() once it did
             _release_sigint(held)
-            self._settle(run)
+            self._settle(wiring.run)
             raise
         _release_sigint(held)  # a Ctrl-C meanwhile is raised here, the run going: abort() reaches it
         return future
 
-    def _execute(self, run: _Run, prompts: Optional[list[AgentMessage]]) -> RunResult:
+    def _execute(self, wiring: _Wiring, prompts: Optional[list[AgentMessage]]) -> RunResult:
         """Run the loop on this thread (the run thread) and settle the run, whatever happens.
 
         ``prompts`` None is a plain continue from the transcript.
         """
+        run, signal, stream_fn, compaction = wiring.run, wiring.signal, wiring.stream_fn, wiring.compaction
+        config, counted = wiring.config, wiring.counted
         run.thread_id = threading.get_ident()
-        emit: Emit = functools.partial(self._dispatch, run)
-        config, counted = run.guard.install(run.config, emit)  # a failure message is no request: not counted
+        emit: Emit = functools.partial(self._dispatch, run)  # a failure message is no request: not counted
         try:
             try:
                 if prompts is None:
-                    run_agent_loop_continue(run.context, config, counted, run.signal, run.stream_fn)
+                    run_agent_loop_continue(wiring.context, config, counted, signal, stream_fn)
                 else:
-                    run_agent_loop(prompts, run.context, config, counted, run.signal, run.stream_fn)
-                while run.compaction is not None and run.compaction.recover(self._state.messages):
+                    run_agent_loop(prompts, wiring.context, config, counted, signal, stream_fn)
+                while compaction is not None and compaction.recover(self._state.messages):
                     # the request overflowed: compacted, it is sent again once (docs/compaction.md#overflow)
-                    context = AgentContext(run.context.system_prompt, self._state.messages, run.context.tools)
-                    run_agent_loop_continue(context, config, counted, run.signal, run.stream_fn)
+                    context = AgentContext(wiring.context.system_prompt, self._state.messages, wiring.context.tools)
+                    run_agent_loop_continue(context, config, counted, signal, stream_fn)
             except Exception as exc:
-                self._fail(run, emit, exc)
-            return RunResult.from_messages(run.messages, run.output, run.config.output is not None)
+                self._fail(wiring, emit, exc)
+            return RunResult.from_messages(run.messages, run.output, config.output is not None)
         except BaseException as exc:  # KeyboardInterrupt, or the failure's own dispatch raised
             run.controller.abort(f"Run ended by {type(exc).__name__}")
             raise
         finally:
             self._settle(run)
 
-    def _fail(self, run: _Run, emit: Emit, exc: Exception) -> None:
+    def _fail(self, wiring: _Wiring, emit: Emit, exc: Exception) -> None:
         """Turn an exception out of the loop into the failure lifecycle (docs/loop.md#rule-22)."""
-        error = str(exc) or type(exc).__name__
-        if isinstance(exc, ProviderNotFoundError) and run.model.api == PLACEHOLDER_API:
+        error, model = str(exc) or type(exc).__name__, wiring.model
+        if isinstance(exc, ProviderNotFoundError) and model.api == PLACEHOLDER_API:
             error = NO_MODEL
         if isinstance(exc, UsageLimitExceeded):  # a budget doing its job: no traceback
             logger.info("agent run stopped: %s", error)
@@ -641,10 +656,10 @@ class Agent(AgentOptions[OutputT]):
             logger.warning("agent run failed: %s", error, exc_info=exc)
         failure = AssistantMessage(
             content=[TextContent("")],
-            api=run.model.api,
-            provider=run.model.provider,
-            model=run.model.id,
-            stop_reason="aborted" if run.signal.aborted else "error",
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted" if wiring.signal.aborted else "error",
             error_message=error,
         )
         emit(MessageStartEvent(failure))
@@ -667,17 +682,17 @@ class Agent(AgentOptions[OutputT]):
         with self._lock:
             if self._run is not None:
                 raise AgentBusyError(BUSY_COMPACT)
-            run = self._with_session(lambda release: self._claim(release))
-        run.thread_id = threading.get_ident()
+            wiring = self._with_session(lambda release: self._claim(release))
+        wiring.run.thread_id = threading.get_ident()
         try:
-            settings = run.options.compaction or Compaction()
-            summarizer = summarizer_for(run.config, run.stream_fn, run.signal)
-            emit: Emit = functools.partial(self._dispatch, run)
+            settings = wiring.compaction_settings or Compaction()
+            summarizer = summarizer_for(wiring.config, wiring.stream_fn, wiring.signal)
+            emit: Emit = functools.partial(self._dispatch, wiring.run)
             messages = list(self._state.messages)
             result = compact_transcript(
                 messages,
                 settings,
-                run.model,
+                wiring.model,
                 summarizer,
                 emit,
                 self._set_transcript,
@@ -686,7 +701,7 @@ class Agent(AgentOptions[OutputT]):
             )
             return cast(CompactionResult, result)  # a manual compaction raises rather than giving None
         finally:
-            self._settle(run)
+            self._settle(wiring.run)
 
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""
@@ -698,46 +713,66 @@ class Agent(AgentOptions[OutputT]):
             with self._lock:
                 self._state._end_run()
                 self._run = None
-            self._idle.set()
+                idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
 
     # -- queues -----------------------------------------------------------------------------
 
     @property
     def steering_queue(self) -> MessageQueue:
         """Messages injected before the next model call; ``put()`` from any thread."""
-        return self._steering_queue
+        queue = self._steering_queue
+        return queue if queue is not None else self._make_queue("_steering_queue")
 
     @property
     def follow_up_queue(self) -> MessageQueue:
         """Messages run when the agent would otherwise stop; ``put()`` from any thread."""
-        return self._follow_up_queue
+        queue = self._follow_up_queue
+        return queue if queue is not None else self._make_queue("_follow_up_queue")
+
+    def _make_queue(self, name: str) -> MessageQueue:
+        """The queue named ``name``, made now unless another thread just made it."""
+        with self._lock:
+            queue: Optional[MessageQueue] = getattr(self, name)
+            if queue is None:
+                queue = MessageQueue()
+                setattr(self, name, queue)
+            return queue
+
+    def _made_queues(self) -> list[MessageQueue]:
+        """The queues made so far, steering first (a queue not made yet is empty)."""
+        return [queue for queue in (self._steering_queue, self._follow_up_queue) if queue is not None]
 
     def steer(self, message: Union[str, AgentMessage]) -> None:
         """Queue a message to inject after the current turn (a str becomes a user message)."""
-        self._steering_queue.put(message)
+        self.steering_queue.put(message)
 
     def follow_up(self, message: Union[str, AgentMessage]) -> None:
         """Queue a message to run once the agent has nothing left to do."""
-        self._follow_up_queue.put(message)
+        self.follow_up_queue.put(message)
 
     def clear_steering_queue(self) -> None:
-        self._steering_queue.clear()
+        if self._steering_queue is not None:
+            self._steering_queue.clear()
 
     def clear_follow_up_queue(self) -> None:
-        self._follow_up_queue.clear()
+        if self._follow_up_queue is not None:
+            self._follow_up_queue.clear()
 
     def clear_all_queues(self) -> None:
-        self._steering_queue.clear()
-        self._follow_up_queue.clear()
+        for queue in self._made_queues():
+            queue.clear()
 
     def has_queued_messages(self) -> bool:
-        return not (self._steering_queue.empty() and self._follow_up_queue.empty())
+        return not all(queue.empty() for queue in self._made_queues())
 
     def peek_queued_messages(self) -> list[AgentMessage]:
         """The messages the next poll would take, without taking them (pi 1.6): the steering
         queue's (by ``steering_mode``), else the follow-up queue's (by ``follow_up_mode``)."""
-        steering = self._steering_queue.peek(self.steering_mode)
-        return steering if steering else self._follow_up_queue.peek(self.follow_up_mode)
+        steering, follow_up = self._steering_queue, self._follow_up_queue
+        peeked = steering.peek(self.steering_mode) if steering is not None else []
+        return peeked if peeked or follow_up is None else follow_up.peek(self.follow_up_mode)
 
     # -- control ----------------------------------------------------------------------------
 
@@ -764,7 +799,13 @@ class Agent(AgentOptions[OutputT]):
             raise InvalidStateError(
                 "wait_for_idle() called on the run thread (from a listener or hook): it would wait for itself"
             )
-        return self._idle.wait(timeout)
+        with self._lock:  # the run settles under the lock: an Event made here is the one it sets
+            if self._run is None:
+                return True
+            if self._idle is None:
+                self._idle = threading.Event()
+            idle = self._idle
+        return idle.wait(timeout)
 
     def reset(self) -> None:
         """Forget the transcript, runtime fields and both queues; keep model, tools and options.

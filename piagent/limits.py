@@ -33,7 +33,15 @@ from .abort import AbortSignal
 from .ai.types import Usage
 from .events import UsageLimitEvent
 from .exceptions import InvalidTypeError, InvalidValueError, UsageLimitExceeded
-from .types import AgentLoopConfig, BeforeToolCallContext, BeforeToolCallResult, PrepareRequestContext, RequestUpdate
+from .types import (
+    AgentLoopConfig,
+    BeforeToolCall,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    PrepareRequest,
+    PrepareRequestContext,
+    RequestUpdate,
+)
 
 __all__ = [
     "LIMIT_REACHED",
@@ -230,10 +238,11 @@ class UsageGuard:
         self._stopped: Optional[LimitReached] = None
         self._emit: Optional[Emit] = None
 
-    def install(self, config: AgentLoopConfig, emit: Emit) -> tuple[AgentLoopConfig, Emit]:
-        """The config with the checks wrapped around its ``prepare_request`` and
-        ``before_tool_call`` (which run first; ``before_tool_call`` also counts the calls allowed
-        to run), and an ``emit`` that counts each event before passing it on."""
+    def install(self, config: AgentLoopConfig, emit: Emit, **changes: Any) -> tuple[AgentLoopConfig, Emit]:
+        """A copy of the config with ``changes`` (more fields set in the same copy) and the checks
+        wrapped around its ``prepare_request`` and ``before_tool_call`` (which run first;
+        ``before_tool_call`` also counts the calls allowed to run), and an ``emit`` that counts
+        each event before passing it on."""
         self._emit = emit
         run, lifetime = self.run, self.lifetime
 
@@ -243,7 +252,8 @@ class UsageGuard:
                 lifetime.observe(event)
             emit(event)
 
-        user_prepare, user_before = config.prepare_request, config.before_tool_call
+        user_prepare: Optional[PrepareRequest] = changes.get("prepare_request", config.prepare_request)
+        user_before: Optional[BeforeToolCall] = changes.get("before_tool_call", config.before_tool_call)
 
         def prepare_request(request: PrepareRequestContext, signal: AbortSignal) -> Optional[RequestUpdate]:
             change = user_prepare(request, signal) if user_prepare is not None else None
@@ -264,7 +274,7 @@ class UsageGuard:
             return verdict
 
         # tool calls are counted when allowed to run, limits or not; requests need no hook without limits
-        changes: dict[str, Any] = {"before_tool_call": before_tool_call}
+        changes["before_tool_call"] = before_tool_call
         if self.limits:
             changes["prepare_request"] = prepare_request
         return dataclasses.replace(config, **changes), counting_emit

@@ -116,7 +116,11 @@ class AgentState:
     """The agent's transcript, configuration and runtime flags (see the module docstring)."""
 
     def __init__(self, options: AgentOptions) -> None:
-        self._options = options
+        # the options' values and class, not the options object: an agent holds its state, and a
+        # state holding the agent back would make a reference cycle, which only Python's cycle
+        # collector frees (docs/architecture.md#memory)
+        self._values: dict[str, Any] = vars(options)
+        self._options_type = type(options)
         self._is_streaming = False
         self._streaming_message: Optional[AgentMessage] = None
         self._pending_tool_calls: frozenset[str] = _NO_IDS
@@ -128,52 +132,56 @@ class AgentState:
     def system_prompt(self) -> str:
         """The system prompt: replayed from the transcript's system messages when it has some
         (pi 1.6), else the agent's ``system_prompt`` option."""
-        messages = self._options.messages
+        messages = self._values["messages"]
         if has_system_messages(messages):
             return current_system_prompt(messages)
-        return self._options.system_prompt
+        return self._values["system_prompt"]
 
     @system_prompt.setter
     def system_prompt(self, value: Optional[str]) -> None:
         """Set the option; refused when the transcript carries the prompt (system messages)."""
-        if has_system_messages(self._options.messages):
+        if has_system_messages(self._values["messages"]):
             raise InvalidStateError(
                 "the transcript carries the system prompt (it has system messages): append a SystemMessage "
                 "with content or sections to change it"
             )
-        self._options.system_prompt = value
+        self._set("system_prompt", value)
 
     @property
     def model(self) -> Model:
-        return self._options.model
+        return self._values["model"]
 
     @model.setter
     def model(self, value: ModelSpec) -> None:
-        self._options.model = value
+        self._set("model", value)
 
     @property
     def thinking_level(self) -> ThinkingLevel:
-        return self._options.thinking_level
+        return self._values["thinking_level"]
 
     @thinking_level.setter
     def thinking_level(self, value: ThinkingLevel) -> None:
-        self._options.thinking_level = value
+        self._set("thinking_level", value)
 
     @property
     def tools(self) -> list[AgentTool]:
-        return self._options.tools
+        return self._values["tools"]
 
     @tools.setter
     def tools(self, value: Iterable[AgentTool]) -> None:
-        self._options.tools = value
+        self._set("tools", value)
 
     @property
     def messages(self) -> list[AgentMessage]:
-        return self._options.messages
+        return self._values["messages"]
 
     @messages.setter
     def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._options.messages = value
+        self._set("messages", value)
+
+    def _set(self, name: str, value: Any) -> None:
+        """Set an option through its check (a bad value raises and changes nothing)."""
+        getattr(self._options_type, name).store(self._values, value)
 
     # -- runtime (read-only) -------------------------------------------------------------
 
@@ -208,8 +216,8 @@ class AgentState:
     def _clear(self) -> None:
         """``reset()``: forget the transcript and the runtime fields, keep the configuration; a
         transcript with system messages keeps them replayed into one (pi 1.6)."""
-        head = current_system_message(self._options.messages)
-        self._options.messages = [head] if head is not None else []
+        head = current_system_message(self._values["messages"])
+        self._set("messages", [head] if head is not None else [])
         self._end_run()
         self._error_message = None
 
@@ -219,7 +227,7 @@ class AgentState:
             self._streaming_message = event.message
         elif event.type == "message_end":
             self._streaming_message = None
-            self._options.messages.append(event.message)
+            self._values["messages"].append(event.message)
         elif event.type == "tool_execution_start":
             self._pending_tool_calls = self._pending_tool_calls | {event.tool_call_id}
         elif event.type == "tool_execution_end":

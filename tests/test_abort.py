@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import piagent.abort as abort_module
 from piagent import AbortController, AbortedError
 from tests.support.loop import WAIT
 
@@ -118,6 +119,26 @@ def test_wait_returns_true_when_another_thread_aborts() -> None:
     thread.join(WAIT)
     assert result == [True]
     assert controller.signal.wait(0) is True
+
+
+def test_an_abort_while_the_first_wait_makes_its_event_still_wakes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The abort comes while the first wait() is making its Event (it is tried there, and may only
+    go through once the Event is made): the wait returns True, not after its timeout."""
+    controller, real_event = AbortController(), threading.Event
+    aborter = threading.Thread(target=controller.abort)
+    calls: list[None] = []
+
+    def event_while_aborting() -> threading.Event:
+        calls.append(None)
+        if len(calls) == 1:  # the wait's Event (the aborter's start() makes another)
+            aborter.start()
+            aborter.join(0.2)  # a signal that makes its Event under its lock holds the abort back
+        return real_event()
+
+    monkeypatch.setattr(abort_module.threading, "Event", event_while_aborting)
+    assert controller.signal.wait(WAIT) is True
+    assert controller.signal.aborted and calls
+    aborter.join(WAIT)
 
 
 def test_throw_if_aborted_raises_aborted_error_with_the_reason() -> None:

@@ -4,16 +4,20 @@ re-entrant listeners, Ctrl-C, asyncio."""
 from __future__ import annotations
 
 import asyncio
+import queue
 import signal as signals
 import threading
 from collections import defaultdict
+from concurrent import futures
 from typing import Any
 
 import pytest
 
+import piagent.agent as agent_module
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, AgentToolResult, AssistantMessage, TextContent
 from piagent.testing import faux_message, faux_tool_call
-from tests.support.agent_support import WAIT, echo_tool, roles, text_of
+from tests.support.agent_support import WAIT, GatedStream, echo_tool, roles, text_of
+from tests.support.loop import MODEL
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
@@ -299,3 +303,49 @@ def test_ctrl_c_while_the_run_thread_starts_never_leaves_a_running_run_looking_i
     assert release.wait(WAIT) and agent.wait_for_idle(WAIT)
     faux.set_responses([faux_message("usable again")])
     assert agent.prompt("next").text == "usable again"
+
+
+def test_two_threads_making_the_steering_queue_at_once_share_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queues are made at their first use (docs/architecture.md#memory): a second thread
+    steering while the first one is making the queue waits for it and puts on the same queue."""
+    agent = Agent()
+    real_queue = agent_module.MessageQueue
+    second = threading.Thread(target=agent.steer, args=("second",))
+    made: list[object] = []
+
+    class QueueMadeWhileAnotherSteers(real_queue):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            made.append(self)
+            if len(made) == 1:
+                second.start()
+                second.join(0.2)  # an agent that makes its queue under its lock holds the second steer back
+            super().__init__()
+
+    monkeypatch.setattr(agent_module, "MessageQueue", QueueMadeWhileAnotherSteers)
+    agent.steer("first")
+    second.join(WAIT)
+    assert [text_of(m) for m in agent.steering_queue.drain()] in (["first", "second"], ["second", "first"])
+    assert len(made) == 1 and agent.steering_queue is made[0]
+    assert isinstance(agent.follow_up_queue, queue.Queue) and agent.follow_up_queue is agent.follow_up_queue
+
+
+def test_a_run_settling_while_wait_for_idle_makes_its_event_wakes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """wait_for_idle() makes its Event only during a run (docs/architecture.md#memory): a run that
+    settles while the Event is being made (it is let go there) still wakes the waiter."""
+    stream = GatedStream()
+    agent = Agent(model=MODEL, stream_fn=stream)
+    future = agent.prompt("hi", wait=False)
+    assert stream.started.wait(WAIT)
+    waiter, real_event = threading.current_thread(), threading.Event
+    calls: list[None] = []
+
+    def event_while_settling() -> threading.Event:
+        if threading.current_thread() is waiter and not calls:
+            calls.append(None)
+            stream.release.set()
+            futures.wait([future], 0.2)  # an agent that makes the Event under its lock holds the settling back
+        return real_event()
+
+    monkeypatch.setattr(agent_module.threading, "Event", event_while_settling)
+    assert agent.wait_for_idle(WAIT) is True
+    assert calls and future.result(WAIT).text == "released"

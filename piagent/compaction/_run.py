@@ -42,16 +42,18 @@ SetTranscript = Callable[[list[Any]], None]
 
 def summarizer_for(config: AgentLoopConfig, stream_fn: StreamFunction, signal: AbortSignal) -> Summarizer:
     """One summary request: the run's stream function, options and key (the key given to the
-    agent only for a model of the agent's provider), no thinking, no tools, the run's signal."""
+    agent only for a model of the agent's provider), no thinking, no tools, the run's signal.
+
+    ``config`` (a run's, which does not change) is read now and not kept: a run's config holds
+    the compaction's hook, and keeping it here would make a reference cycle."""
+    get_api_key, agent_model, agent_key = config.get_api_key, config.model, config.api_key
+    options = StreamOptions.from_object(config, signal=signal, reasoning=None, tool_choice=None, output_format=None)
 
     def summarizer(model: Model, context: Context) -> AssistantMessage:
-        key = config.get_api_key(model.provider) if config.get_api_key is not None else None
-        if not key and config.model is not None and model.provider == config.model.provider:
-            key = config.api_key
-        options = StreamOptions.from_object(
-            config, api_key=key, signal=signal, reasoning=None, tool_choice=None, output_format=None
-        )
-        events = stream_fn(model, context, options)
+        key = get_api_key(model.provider) if get_api_key is not None else None
+        if not key and agent_model is not None and model.provider == agent_model.provider:
+            key = agent_key
+        events = stream_fn(model, context, dataclasses.replace(options, api_key=key))
         for _ in events:
             pass
         return events.result()
@@ -221,10 +223,9 @@ def install(
     emit: Emit,
     set_transcript: SetTranscript,
 ) -> Optional[RunCompaction]:
-    """The run's compaction (None when ``settings`` is None): its hook goes in ``config.prepare_request``
-    (calling the agent's own after it); the run's stream function must become its ``stream``."""
+    """The run's compaction (None when ``settings`` is None). Its ``prepare_request`` (which calls
+    ``config``'s after it) must become the ``prepare_request`` of the config the run uses, and
+    the run's stream function its ``stream``. It keeps nothing of ``config`` itself."""
     if settings is None:
         return None
-    compaction = RunCompaction(settings, config, stream_fn, signal, emit, set_transcript)
-    config.prepare_request = compaction.prepare_request
-    return compaction
+    return RunCompaction(settings, config, stream_fn, signal, emit, set_transcript)

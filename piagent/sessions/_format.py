@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
@@ -77,11 +77,11 @@ def new_session_id() -> str:
     return str(uuid.UUID(int=value))
 
 
-def new_entry_id(taken: Any) -> str:
-    """Eight hex digits not in ``taken`` (anything supporting ``in``), like pi's entry ids."""
+def new_entry_id(*taken: Container[str]) -> str:
+    """Eight hex digits in none of ``taken``, like pi's entry ids."""
     for _ in range(100):
         candidate = uuid.uuid4().hex[:8]
-        if candidate not in taken:
+        if all(candidate not in ids for ids in taken):
             return candidate
     return str(uuid.uuid4())
 

@@ -198,11 +198,11 @@ class Session:
         """Append ``records`` (their type and fields) as a chain from the leaf, in one durable store append."""
         with self._lock:
             entries: list[Record] = []
-            taken = set(self._by_id)
+            given: set[str] = set()  # by this append, not indexed yet (the session's ids are not copied: O(1))
             parent = self._leaf
             for record in records:
-                entry_id = new_entry_id(taken)
-                taken.add(entry_id)
+                entry_id = new_entry_id(self._by_id, given)
+                given.add(entry_id)
                 entries.append({"type": record["type"], "id": entry_id, "parentId": parent, "timestamp": now_iso()})
                 entries[-1].update(record)  # its type again, then its fields: pi's key order
                 parent = entry_id

@@ -277,3 +277,18 @@ def test_labels_are_set_cleared_and_survive_a_reload(tmp_path: Path) -> None:
     reloaded = JsonlSession(path)
     assert reloaded.labels() == {a: "start"} and reloaded.name == "My chat"
     assert "label" not in reloaded.entries()[-2]  # a cleared label is written as pi writes it
+
+
+def test_new_entry_ids_avoid_the_sessions_ids_and_those_given_in_the_same_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    session = JsonlSession(write_lines(tmp_path / "s.jsonl", header(), message_entry("aaaaaaaa", None)))
+    drawn = iter(["aaaaaaaa", "bbbbbbbb", "bbbbbbbb", "cccccccc"])  # an id of the session's, then one twice
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(next(drawn) * 4))
+    from piagent._effects import ToolIntent
+
+    intents = [ToolIntent(call_id, "noop", {}, 1.0, "host:1", call_id) for call_id in ("one", "two")]
+    session.record_intents(intents)  # one append of two entries
+    assert [entry["id"] for entry in session.entries()] == ["aaaaaaaa", "bbbbbbbb", "cccccccc"]

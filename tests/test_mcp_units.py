@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from typing import Any
 
 import pytest
 
@@ -159,3 +161,34 @@ def test_an_event_id_in_its_own_chunk_counts_when_the_next_chunk_ends_the_event(
     fields = SseFields()
     events = iter_sse([b"id: 5\n", b'data: {"a": 1}\n\n'], fields=fields)
     assert next(events) == (None, b'{"a": 1}') and fields.last_id == "5"
+
+
+def test_a_timeout_that_loses_to_an_answer_being_stored_returns_that_answer() -> None:
+    from piagent.mcp._connection import Connection
+
+    class HalfAnswering:
+        """Claims each request's outcome as an answer's settle() does, and stores it only when told
+        (a reader thread can be switched out between the two)."""
+
+        def open(self, sink: Any) -> None:
+            self.sink = sink
+
+        def send(self, message: dict, **options: Any) -> None:
+            if "id" in message:
+                self.pending = self.sink._pending[message["id"]]
+                assert self.pending._claimed.acquire(blocking=False)
+
+        def cancel(self, request_id: Any) -> None:
+            pass
+
+    transport = HalfAnswering()
+    connection = Connection(transport, lambda method, params: None, lambda method, params: {})
+    returned: list[Any] = []
+    caller = threading.Thread(target=lambda: returned.append(connection.request("tools/call", {}, timeout=0.01)))
+    caller.start()
+    caller.join(0.5)
+    assert caller.is_alive() and not returned  # timed out, lost the claim: waits for the answer being stored
+    transport.pending.outcome = {"content": []}
+    transport.pending._unanswered.release()
+    caller.join(5)
+    assert returned == [{"content": []}]

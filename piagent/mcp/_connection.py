@@ -87,6 +87,7 @@ class _Pending:
 
     @property
     def settled(self) -> bool:
+        """Whether an outcome claimed it (it may be stored a moment later: :meth:`wait` for it)."""
         return self._claimed.locked()
 
     def settle(self, outcome: Any) -> None:
@@ -176,6 +177,7 @@ class Connection:
             self.transport.send(message, headers=headers, request_id=request_id, deadline=deadline)
             if not pending.wait(deadline):
                 pending.settle(MCPTimeoutError(f"{method}: no answer within {timeout:g} s"))
+                pending.wait(None)  # an answer that claimed it first is stored a moment later
         except KeyboardInterrupt:  # a Ctrl-C while waiting: the request is abandoned as an abort would
             self._abandon(request_id, "interrupted")
             raise

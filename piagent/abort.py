@@ -47,11 +47,14 @@ class AbortSignal:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until aborted or ``timeout`` seconds passed; True if aborted."""
-        with self._lock:  # the abort sets the Event it finds under this lock: made here, it is found
+        if self._aborted:
+            return True
+        made = self._event or threading.Event()  # made outside the lock (a SIGINT handler may abort meanwhile)
+        with self._lock:  # the abort sets the Event it finds under this lock: installed here, it is found
             if self._aborted:
                 return True
             if self._event is None:
-                self._event = threading.Event()
+                self._event = made
             event = self._event
         return event.wait(timeout)
 

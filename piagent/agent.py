@@ -96,6 +96,8 @@ PromptInput = Union[str, AgentMessage, Sequence[AgentMessage]]
 
 T = TypeVar("T")
 
+_QUEUES_LOCK = threading.Lock()
+"""Guards the making of any agent's steering and follow-up queues (rare: once per queue)."""
 _LOOP_FIELDS = frozenset(field.name for field in dataclasses.fields(AgentLoopConfig))
 
 
@@ -223,10 +225,10 @@ class Agent(AgentOptions[OutputT]):
 
     def __post_init__(self) -> None:
         self._state = AgentState(self)
-        # made at their first use, under the lock: most agents never queue a message (docs/architecture.md#memory)
+        # made at their first use (_make_queue): most agents never queue a message (docs/architecture.md#memory)
         self._steering_queue: Optional[MessageQueue] = None
         self._follow_up_queue: Optional[MessageQueue] = None
-        # guards _run, _idle, _listeners and the making of the queues; never held while user code runs, but for
+        # guards _run, _idle and _listeners; never held while user code runs, but for
         # the session's begin_run(): the claim and the transcript it brings up to date belong to the run being
         # claimed (_with_session)
         self._lock = threading.Lock()
@@ -732,8 +734,9 @@ class Agent(AgentOptions[OutputT]):
         return queue if queue is not None else self._make_queue("_follow_up_queue")
 
     def _make_queue(self, name: str) -> MessageQueue:
-        """The queue named ``name``, made now unless another thread just made it."""
-        with self._lock:
+        """The queue named ``name``, made now unless another thread just made it (under a lock of
+        their own: a session's ``begin_run()``, called under ``_lock``, may reach the queues)."""
+        with _QUEUES_LOCK:
             queue: Optional[MessageQueue] = getattr(self, name)
             if queue is None:
                 queue = MessageQueue()

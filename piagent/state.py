@@ -25,6 +25,7 @@ transcript from other threads only while the agent is idle.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from collections.abc import Iterable as IterableABC
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -121,6 +122,7 @@ class AgentState:
         # collector frees (docs/architecture.md#memory)
         self._values: dict[str, Any] = vars(options)
         self._options_type = type(options)
+        self._agent = weakref.ref(options)  # to set an option as the agent would, overrides included
         self._is_streaming = False
         self._streaming_message: Optional[AgentMessage] = None
         self._pending_tool_calls: frozenset[str] = _NO_IDS
@@ -180,8 +182,13 @@ class AgentState:
         self._set("messages", value)
 
     def _set(self, name: str, value: Any) -> None:
-        """Set an option through its check (a bad value raises and changes nothing)."""
-        getattr(self._options_type, name).store(self._values, value)
+        """Set an option as ``agent.<name> = value`` does (a bad value raises and changes nothing);
+        once the agent is gone, through the option's own check."""
+        agent = self._agent()
+        if agent is not None:
+            setattr(agent, name, value)
+        else:
+            self._options_type._options[name].store(self._values, value)
 
     # -- runtime (read-only) -------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -169,3 +170,24 @@ def test_repr_shows_the_state() -> None:
     assert "aborted=False" in repr(controller.signal)
     controller.abort()
     assert "aborted=True" in repr(controller.signal)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
+def test_a_sigint_handler_that_aborts_while_wait_makes_its_event_does_not_deadlock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import signal
+
+    controller = AbortController()
+    previous = signal.signal(signal.SIGINT, lambda *_: controller.abort("Ctrl-C"))
+    real_event = threading.Event
+
+    def event_interrupted_by_a_sigint() -> threading.Event:
+        signal.raise_signal(signal.SIGINT)  # the handler runs on this thread, within wait()
+        return real_event()
+
+    monkeypatch.setattr(abort_module, "threading", SimpleNamespace(Event=event_interrupted_by_a_sigint))
+    try:
+        assert controller.signal.wait(WAIT) and controller.signal.reason == "Ctrl-C"
+    finally:
+        signal.signal(signal.SIGINT, previous)

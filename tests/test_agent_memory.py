@@ -100,3 +100,24 @@ def test_the_state_outlives_its_agent(no_cycle_collection: None) -> None:
         with pytest.raises(ValueError, match="thinking_level"):
             state.thinking_level = "very"  # type: ignore[assignment]
         assert state.thinking_level == "high" and not state.is_streaming
+
+
+def test_an_option_set_through_the_state_goes_through_the_agents_own_attribute(no_cycle_collection: None) -> None:
+    seen: list[Any] = []
+
+    class ModelLogged(Agent):  # a subclass that overrides an option with a property, as users do
+        @property
+        def model(self) -> Any:
+            return self.__dict__["model"]
+
+        @model.setter
+        def model(self, value: Any) -> None:
+            seen.append(value)
+            Agent.model.__set__(self, value)  # type: ignore[attr-defined]
+
+    agent = ModelLogged(model=Model("m", api="openai-completions", provider="p", base_url="http://127.0.0.1:9"))
+    agent.state.model = Model("n", api="openai-completions", provider="p", base_url="http://127.0.0.1:9")
+    assert agent.model.id == "n" and [model.id for model in seen] == ["m", "n"]
+    with pytest.raises(TypeError):
+        agent.state.model = 42  # type: ignore[assignment]  # the option's own check, as before
+    assert agent.model.id == "n"

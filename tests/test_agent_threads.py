@@ -349,3 +349,21 @@ def test_a_run_settling_while_wait_for_idle_makes_its_event_wakes_it(monkeypatch
     monkeypatch.setattr(agent_module.threading, "Event", event_while_settling)
     assert agent.wait_for_idle(WAIT) is True
     assert calls and future.result(WAIT).text == "released"
+
+
+def test_a_session_whose_begin_run_reaches_the_queues_does_not_hang_the_run() -> None:
+    """A session's begin_run() runs under the agent's lock; the queues it may make there have a lock of their own."""
+
+    class QueueingSession:  # duck-typed: what an agent asks of a session, and a begin_run() that queues
+        def attach(self, agent: Agent, **given: Any) -> None:
+            self.agent = agent
+
+        def begin_run(self) -> Any:
+            self.agent.follow_up("left by another writer")
+            return lambda: None
+
+    stream = GatedStream()
+    stream.release.set()
+    agent = Agent(model=MODEL, stream_fn=stream, session=QueueingSession())
+    future = agent.prompt("hi", wait=False)
+    assert [text_of(m) for m in future.result(WAIT).messages if m.role == "user"][:1] == ["hi"]

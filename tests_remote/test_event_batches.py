@@ -107,6 +107,25 @@ def test_a_deleted_or_unnumberable_newest_entry_does_not_stop_the_next_runs_even
     assert [e["type"] for e in everything].index("unnumberable") < len(everything) - 5
 
 
+def test_a_client_resuming_from_a_deleted_entrys_id_misses_none_of_the_events_after_it(
+    redis_server: RedisServer,
+) -> None:
+    """Ids go on from the last id given, not from the newest entry left: an entry deleted (XDEL)
+    after a client read it leaves no id to be given twice."""
+    run_id = "batches-after-a-deletion"
+    keys, client, handle = RunKeys(run_id), raw(redis_server), RunHandle(redis_server.url, run_id)
+    run_answer(redis_server, run_id, "first run")
+    read = client.xrevrange(keys.events, count=1)[0][0]  # the last entry a client read, then deleted
+    client.xdel(keys.events, read)
+    run_answer(redis_server, run_id, "second run")
+    everything = [event for event in handle.events(timeout=0.2)]
+    resumed = list(handle.events(since=read, timeout=0.2))
+    starts = [index for index, event in enumerate(everything) if event["type"] == "agent_start"]
+    second_run = everything[starts[-1] :]
+    assert resumed == second_run and resumed[0]["type"] == "agent_start"
+    assert resumed[-1]["messages"][-1]["content"][0]["text"] == "second run"
+
+
 def test_events_are_encoded_as_json_dumps_with_default_str_encodes_them() -> None:
     values: list[Any] = [
         {

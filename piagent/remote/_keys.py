@@ -35,13 +35,14 @@ def check_run_id(run_id: Any) -> str:
 class RunKeys:
     """The Redis keys of one run."""
 
-    __slots__ = ("approvals", "control", "delivering", "events", "intents", "owner", "prefix", "run_id")
+    __slots__ = ("approvals", "control", "delivering", "events", "events_top", "intents", "owner", "prefix", "run_id")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = check_run_id(run_id)
         self.prefix = f"piagent:{{{run_id}}}:"
         self.control = self.prefix + "control"  # stream: steer, follow_up, abort (consumer group)
         self.events = self.prefix + "events"  # capped stream: every agent event, as JSON
+        self.events_top = self.prefix + "events:top"  # the last event id given (PX as the stream)
         self.owner = self.prefix + "owner"  # the attached worker's lease token (PX)
         self.delivering = self.prefix + "delivering"  # hash: control entry id -> transcript index
         self.approvals = self.prefix + "approvals"  # hash: tool call id -> pending request (JSON)

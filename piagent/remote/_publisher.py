@@ -118,7 +118,8 @@ class Publisher:
         pipe = self._redis.pipeline(transaction=True)
         # EVAL with the body (not EVALSHA): a Redis restarted without the script still runs it
         events = "\n".join(data for data, _ in batch)  # no event's JSON has a raw newline (ensure_ascii)
-        pipe.eval(PUBLISH, 1, self._keys.events, self._max_events, EVENTS_TTL_MS, events, len(batch))
+        keys = self._keys
+        pipe.eval(PUBLISH, 2, keys.events, keys.events_top, self._max_events, EVENTS_TTL_MS, events, len(batch))
         for _, extra in batch:
             if extra is not None:
                 extra(pipe)

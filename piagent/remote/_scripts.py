@@ -56,20 +56,26 @@ end
 return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
 """
 
-# KEYS: events. ARGV: max events, ttl ms, the batch's events (JSON as json.dumps writes it, one a
-# line: it has no raw newline), how many. Appends the batch as one entry whose id is its last
-# event's id (docs/remote.md#the-events-stream): events are numbered on from the newest entry's id
-# ("<ms>-<seq>": seq + 1, seq + 2, ...), or from the server's clock for a new (or emptied) stream,
-# so every event has an id of its own, above every id the stream has had. Once this numbering
+# KEYS: events, the last event id given. ARGV: max events, ttl ms, the batch's events (JSON as
+# json.dumps writes it, one a line: it has no raw newline), how many. Appends the batch as one
+# entry whose id is its last event's id (docs/remote.md#the-events-stream): events are numbered on
+# ("<ms>-<seq>": seq + 1, seq + 2, ...) from the higher of the newest entry's id and the last id
+# given (an entry deleted since leaves the latter above), or from the server's clock for a new
+# stream, so every event has an id of its own, above every id the stream has had. Once this numbering
 # has passed max events, entries whose ids fall below the newest id minus max events go (MINID ~:
 # whole nodes). Renews the stream's expiry. Returns the entry id.
 PUBLISH = """
 local count = tonumber(ARGV[4])
+local function parsed(id)
+  local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
+  return ms, tonumber(seq)
+end
 local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
-local base, last
-if newest then
-  base, last = string.match(newest[1], '^(%d+)-(%d+)$')
-  last = tonumber(last)
+local base, last = parsed(newest and newest[1])
+local top_base, top_last = parsed(redis.call('GET', KEYS[2]))
+if top_base and (not base or #top_base > #base or #top_base == #base and top_base > base
+    or top_base == base and top_last > last) then
+  base, last = top_base, top_last
 end
 local function append()
   local id, oldest = base .. '-' .. string.format('%d', last + count), last + count - tonumber(ARGV[1]) + 1
@@ -78,8 +84,8 @@ local function append()
   end
   return redis.pcall('XADD', KEYS[1], id, 'events', ARGV[3])
 end
-local id = newest and append()
-if not newest or type(id) == 'table' and id.err then
+local id = base and append()
+if not base or type(id) == 'table' and id.err then
   local now = redis.call('TIME')  -- a new stream, or ids we cannot number on (an entry deleted, a huge seq)
   base, last = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000)), -1
   id = append()
@@ -88,6 +94,7 @@ if not newest or type(id) == 'table' and id.err then
   end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], id, 'PX', ARGV[2])
 return id
 """
 

@@ -166,17 +166,33 @@ def test_an_event_id_in_its_own_chunk_counts_when_the_next_chunk_ends_the_event(
 def test_a_timeout_that_loses_to_an_answer_being_stored_returns_that_answer() -> None:
     from piagent.mcp._connection import Connection
 
+    class WatchedLock:
+        """The request's "unanswered" lock, telling when its caller waits on it without a bound."""
+
+        def __init__(self, lock: Any) -> None:
+            self.lock, self.waited_for_good = lock, threading.Event()
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            if timeout == -1:
+                self.waited_for_good.set()
+            return bool(self.lock.acquire(blocking, timeout))
+
+        def release(self) -> None:
+            self.lock.release()
+
     class HalfAnswering:
         """Claims each request's outcome as an answer's settle() does, and stores it only when told
         (a reader thread can be switched out between the two)."""
 
         def open(self, sink: Any) -> None:
-            self.sink = sink
+            self.sink, self.sent = sink, threading.Event()
 
         def send(self, message: dict, **options: Any) -> None:
             if "id" in message:
                 self.pending = self.sink._pending[message["id"]]
+                self.unanswered = self.pending._unanswered = WatchedLock(self.pending._unanswered)
                 assert self.pending._claimed.acquire(blocking=False)
+                self.sent.set()
 
         def cancel(self, request_id: Any) -> None:
             pass
@@ -186,9 +202,9 @@ def test_a_timeout_that_loses_to_an_answer_being_stored_returns_that_answer() ->
     returned: list[Any] = []
     caller = threading.Thread(target=lambda: returned.append(connection.request("tools/call", {}, timeout=0.01)))
     caller.start()
-    caller.join(0.5)
-    assert caller.is_alive() and not returned  # timed out, lost the claim: waits for the answer being stored
+    # timed out, its own settle() refused (the claim is taken): it waits for the answer being stored
+    assert transport.sent.wait(5) and transport.unanswered.waited_for_good.wait(5) and not returned
     transport.pending.outcome = {"content": []}
-    transport.pending._unanswered.release()
+    transport.unanswered.release()
     caller.join(5)
     assert returned == [{"content": []}]

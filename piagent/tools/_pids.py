@@ -84,7 +84,13 @@ class PidsCgroup:
             return []
 
     def kill(self) -> None:
-        """SIGKILL every process of the cgroup, until none is left (a bounded number of rounds)."""
+        """SIGKILL every process of the cgroup, until none is left (a bounded number of rounds).
+
+        The bound drops to 0 first, so no fork succeeds meanwhile: otherwise each killed
+        process frees a place that a process not yet killed (a shell retrying its fork, one
+        whose fork had failed and that went on) takes with a new one."""
+        with contextlib.suppress(OSError):
+            _write(os.path.join(self.path, "pids.max"), "0")
         for _ in range(100):
             members = self.members()
             if not members:

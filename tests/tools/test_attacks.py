@@ -4,10 +4,12 @@ freeze the process, block forever, escape the root or leak a key."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import resource
 import shlex
 import signal as signals
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -182,13 +184,37 @@ def processes_in_piagent_cgroups() -> list[int]:
 @needs_pids_cgroup
 def test_with_a_pids_cgroup_the_kernel_holds_a_fork_bomb_to_the_thread_bound(tmp_path: Path) -> None:
     """Counting every 50 ms let a bomb start hundreds of shells first; the kernel refuses the
-    fork past max_processes x THREADS_PER_PROCESS tasks, so never more start at once."""
-    started = tmp_path / "started"
-    bomb = f"b() {{ echo x >> {started}; if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; sleep 5; }}; b 9 & wait"
+    fork past max_processes x THREADS_PER_PROCESS tasks, so never more run at once.
+
+    Each shell writes + when it starts and - when it exits (dash exits when a fork fails,
+    freeing its place for another), so the log's running sum is a lower bound of the shells
+    alive at that moment: the SIGKILLed ones never write their -."""
+    log = tmp_path / "log"
+    bomb = (
+        f"b() {{ trap 'echo - >> {log}' EXIT; echo + >> {log}; "
+        f"if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; sleep 5; }}; b 9 & wait"
+    )
     with pytest.raises(RuntimeError, match=r"more than 4 processes at once \(max_processes\)"):
         call(run_command(tmp_path, max_processes=4), command=bomb)
-    assert len(started.read_text().splitlines()) <= 4 * THREADS_PER_PROCESS  # 1,023 shells unbounded
+    alive = list(itertools.accumulate(1 if mark == "+" else -1 for mark in log.read_text().split()))
+    assert max(alive) <= 4 * THREADS_PER_PROCESS  # 1,023 shells unbounded
     assert processes_in_piagent_cgroups() == []  # every process killed
+
+
+@needs_pids_cgroup
+def test_a_cgroup_being_killed_refuses_every_fork() -> None:
+    """Killing frees places: a shell whose fork had failed and that went on, or one retrying
+    its fork, took each freed place with a new process, so more started than the bound."""
+    cgroup = PidsCgroup.create(8)
+    assert cgroup is not None
+    try:
+        cgroup.kill()
+        late = subprocess.run(cgroup.wrap("/bin/true; echo forked"), capture_output=True, text=True, timeout=10)
+    finally:
+        cgroup.kill()
+        cgroup.remove()
+    assert "forked" not in late.stdout
+    assert "fork" in late.stderr.lower()
 
 
 @needs_pids_cgroup

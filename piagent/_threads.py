@@ -46,10 +46,13 @@ class _CachedThreads:
                 self._jobs.put((fn, args))
                 return
         name = f"{self._name}-{next(self._numbers)}"
-        threading.Thread(target=self._work, args=((fn, args),), name=name, daemon=True).start()
+        # the job is handed over in a list the thread empties: a Thread keeps its args until
+        # it ends, and with them whatever the first job held (a response, a tool's result)
+        threading.Thread(target=self._work, args=([(fn, args)],), name=name, daemon=True).start()
 
-    def _work(self, job: Job) -> None:
+    def _work(self, first: list[Job]) -> None:
         me = threading.current_thread()
+        job = first.pop()
         while True:
             fn, args = job
             try:

@@ -6,6 +6,8 @@ next full collection)."""
 from __future__ import annotations
 
 import gc
+import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 from piagent import Agent, UsageLimits
+from piagent._threads import _CachedThreads
 from piagent.ai import Model
 from tests.ai.providers.helpers import add_tool
 from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta, usage
@@ -121,3 +124,24 @@ def test_an_option_set_through_the_state_goes_through_the_agents_own_attribute(n
     with pytest.raises(TypeError):
         agent.state.model = 42  # type: ignore[assignment]  # the option's own check, as before
     assert agent.model.id == "n"
+
+
+def test_a_worker_thread_keeps_nothing_of_a_job_it_finished() -> None:
+    """A Thread keeps its start arguments until it ends: a worker, idle for up to 30 s, held
+    its first job (the model's response, a tool's result) all that time."""
+
+    class Payload:
+        pass
+
+    workers = _CachedThreads("piagent-test-worker")
+    payload = Payload()
+    payload_freed = weakref.ref(payload)
+    ran = threading.Event()
+    workers.submit(lambda held: ran.set(), payload)
+    del payload
+    assert ran.wait(10)
+    deadline = time.monotonic() + 10
+    while not workers.idle_threads() and time.monotonic() < deadline:  # the job's end, then idle
+        time.sleep(0.001)
+    assert workers.idle_threads()
+    assert payload_freed() is None

@@ -8,7 +8,6 @@ import queue
 import signal as signals
 import threading
 from collections import defaultdict
-from concurrent import futures
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import piagent.agent as agent_module
 from piagent import AbortSignal, Agent, AgentBusyError, AgentTool, AgentToolResult, AssistantMessage, TextContent
 from piagent.testing import faux_message, faux_tool_call
-from tests.support.agent_support import WAIT, GatedStream, echo_tool, roles, text_of
+from tests.support.agent_support import WAIT, ContendedLock, GatedStream, echo_tool, roles, text_of
 from tests.support.loop import MODEL
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
@@ -310,7 +309,13 @@ def test_two_threads_making_the_steering_queue_at_once_share_one(monkeypatch: py
     steering while the first one is making the queue waits for it and puts on the same queue."""
     agent = Agent()
     real_queue = agent_module.MessageQueue
-    second = threading.Thread(target=agent.steer, args=("second",))
+    lock = ContendedLock(agent_module._QUEUES_LOCK, lambda: threading.current_thread() is second)
+
+    def second_steer() -> None:
+        agent.steer("second")
+        lock.contended.set()  # done without waiting for the lock
+
+    second = threading.Thread(target=second_steer)
     made: list[object] = []
 
     class QueueMadeWhileAnotherSteers(real_queue):  # type: ignore[misc, valid-type]
@@ -318,10 +323,13 @@ def test_two_threads_making_the_steering_queue_at_once_share_one(monkeypatch: py
             made.append(self)
             if len(made) == 1:
                 second.start()
-                second.join(0.2)  # an agent that makes its queue under its lock holds the second steer back
+                # an agent that makes its queue under its lock holds the second steer back there;
+                # one that does not lets it make a queue of its own
+                assert lock.contended.wait(WAIT)
             super().__init__()
 
     monkeypatch.setattr(agent_module, "MessageQueue", QueueMadeWhileAnotherSteers)
+    monkeypatch.setattr(agent_module, "_QUEUES_LOCK", lock)
     agent.steer("first")
     second.join(WAIT)
     assert [text_of(m) for m in agent.steering_queue.drain()] in (["first", "second"], ["second", "first"])
@@ -337,15 +345,20 @@ def test_a_run_settling_while_wait_for_idle_makes_its_event_wakes_it(monkeypatch
     future = agent.prompt("hi", wait=False)
     assert stream.started.wait(WAIT)
     waiter, real_event = threading.current_thread(), threading.Event
+    lock = ContendedLock(agent._lock, lambda: threading.current_thread() is not waiter)
+    future.add_done_callback(lambda _: lock.contended.set())
     calls: list[None] = []
 
     def event_while_settling() -> threading.Event:
         if threading.current_thread() is waiter and not calls:
             calls.append(None)
             stream.release.set()
-            futures.wait([future], 0.2)  # an agent that makes the Event under its lock holds the settling back
+            # an agent that makes the Event under its lock holds the run back there; one that
+            # does not lets it settle first, and the Event made afterwards is never set
+            assert lock.contended.wait(WAIT)
         return real_event()
 
+    monkeypatch.setattr(agent, "_lock", lock)
     monkeypatch.setattr(agent_module.threading, "Event", event_while_settling)
     assert agent.wait_for_idle(WAIT) is True
     assert calls and future.result(WAIT).text == "released"

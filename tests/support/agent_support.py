@@ -4,6 +4,7 @@
 * ``Recorder``: a listener recording every event (and, optionally, running a hook per event).
 * ``GatedStream``: a stream function that sends ``start`` and then waits until released or
   aborted, for tests that need a run to stay in progress.
+* ``ContendedLock``: a lock that tells when a given thread finds it held, for race tests.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from piagent.ai.types import Context
 from tests.support.loop import echo_tool, kinds, of_type, roles, user
 from tests.support.waits import WAIT
 
-__all__ = ["WAIT", "GatedStream", "Recorder", "echo_tool", "roles", "text_of", "user"]
+__all__ = ["WAIT", "ContendedLock", "GatedStream", "Recorder", "echo_tool", "roles", "text_of", "user"]
 
 
 def text_of(message: Any) -> str:
@@ -83,3 +84,30 @@ class GatedStream:
             yield builder.done("stop")
 
         return AssistantMessageEventStream(events())
+
+
+class ContendedLock:
+    """Stands for a lock, telling when a thread that ``watched`` picks finds it held: ``contended``
+    is set then, before that thread waits for the lock as usual. A race test waits for it (or
+    for the other thread to be done) instead of giving the other thread a moment."""
+
+    def __init__(self, lock: Any, watched: Callable[[], bool]) -> None:
+        self._lock = lock
+        self._watched = watched
+        self.contended = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if self._watched():
+            self.contended.set()
+        return bool(self._lock.acquire(blocking, timeout)) if blocking else False
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import requests
 import requests.adapters
@@ -105,8 +105,11 @@ def call(
     return reply
 
 
-def run_tools(session: requests.Session, base_url: str, prompt: str, tools: Any) -> list[FloorReply]:
-    """The agent loop, bare: post, parse, "run" each (no-op) tool, post again until no tool call."""
+def run_tools(
+    session: requests.Session, base_url: str, prompt: str, tools: Any, tool: Optional[Callable[[str], None]] = None
+) -> list[FloorReply]:
+    """The agent loop, bare: post, parse, "run" each (no-op) tool, post again until no tool call;
+    ``tool``, if given, is called with each call's id where the tool would run."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     replies: list[FloorReply] = []
     while True:
@@ -123,4 +126,6 @@ def run_tools(session: requests.Session, base_url: str, prompt: str, tools: Any)
             return replies
         for c in reply.tool_calls:
             json.loads(c["arguments"])  # the arguments a tool would receive
+            if tool is not None:
+                tool(c["id"])
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": "ok"})

@@ -161,3 +161,7 @@ def times(value: float) -> str:
 
 def mib(nbytes: float) -> str:
     return f"{nbytes / 2**20:,.1f} MiB"
+
+
+def kib(nbytes: float) -> str:
+    return f"{nbytes / 2**10:,.1f} KiB"

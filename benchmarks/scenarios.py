@@ -15,12 +15,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from . import floor, wire
 from .compaction import bench_compaction
 from .effects import bench_effects
-from .measure import Report, Rounds, Row, median_timing, mib, ms, peak_memory, rate, timed, times
+from .measure import Report, Rounds, Row, kib, median_timing, mib, ms, peak_memory, rate, timed, times
 from .remote import bench_remote
 from .server import BenchServer
 from .sessions import bench_sessions
@@ -562,9 +562,12 @@ def bench_fanout(server: BenchServer, sizes: Sizes, report: Report) -> None:
 # --------------------------------------------------------------------------- 6. concurrent runs
 
 
-def concurrent_runs(base: str, runs: int, turns: int) -> dict[str, Callable[[], list[bool]]]:
+def concurrent_runs(
+    base: str, runs: int, turns: int, tool: Optional[Callable[[str], None]] = None
+) -> dict[str, Callable[[], list[bool]]]:
     """``runs`` runs of ``turns`` tool turns started at once, a thread each, by piagent (an Agent
-    per run) and by the floor (a bare tool loop per run); each returns which runs came out right."""
+    per run) and by the floor (a bare tool loop per run); each returns which runs came out right.
+    ``tool``, if given, is called with the call's id in each side's tool."""
     model = http_model(base)
     # room for a kept connection per thread; piagent's pool keeps 64 per host (the runs held ~20 at once here)
     session = floor.new_session(pool_maxsize=runs)
@@ -572,6 +575,8 @@ def concurrent_runs(base: str, runs: int, turns: int) -> dict[str, Callable[[], 
     expected_ids = [f"call_turn_{t}" for t in range(turns)]
 
     def noop(tool_call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+        if tool is not None:
+            tool(tool_call_id)
         return ok_result()
 
     def agent_run() -> bool:
@@ -581,7 +586,7 @@ def concurrent_runs(base: str, runs: int, turns: int) -> dict[str, Callable[[], 
         return [m.tool_call_id for m in tool_results(result)] == expected_ids and result.text == wire.final_text()
 
     def floor_run() -> bool:
-        replies = floor.run_tools(session, base, "go", tools)
+        replies = floor.run_tools(session, base, "go", tools, tool)
         return len(replies) == turns + 1 and replies[-1].text == wire.final_text()
 
     def at_once(fn: Callable[[], bool]) -> Callable[[], list[bool]]:
@@ -652,16 +657,20 @@ def bench_concurrent(server: BenchServer, sizes: Sizes, report: Report) -> None:
     if not sizes.memory:
         return
 
-    def added_memory(side: str) -> int:
-        argv = [sys.executable, "-m", "benchmarks.concurrent", side, base, str(runs), str(turns)]
+    def added_memory(side: str, *mode: str) -> int:
+        argv = [sys.executable, "-m", "benchmarks.concurrent", side, base, str(runs), str(turns), *mode]
         out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120, cwd=_ROOT)
         return int(out.stdout.split()[-1])
 
-    peaks: dict[str, list[int]] = {"piagent": [], "floor": []}
-    for _ in range(3):  # fresh processes, in turns
-        for side in peaks:
-            peaks[side].append(added_memory(side))
-    piagent_peak, floor_peak = (sorted(peaks[side])[1] for side in ("piagent", "floor"))
+    def median_of_three(*mode: str) -> tuple[int, int]:
+        """The median of three fresh processes per side, in turns: piagent's, the floor's."""
+        added: dict[str, list[int]] = {"piagent": [], "floor": []}
+        for _ in range(3):
+            for side in added:
+                added[side].append(added_memory(side, *mode))
+        return sorted(added["piagent"])[1], sorted(added["floor"])[1]
+
+    piagent_peak, floor_peak = median_of_three()
     ratio = piagent_peak / floor_peak
     report.add(
         Row(
@@ -672,6 +681,16 @@ def bench_concurrent(server: BenchServer, sizes: Sizes, report: Report) -> None:
             times(ratio),
             "<= 1.50x floor",
             ratio <= 1.5,
+        )
+    )
+    piagent_held, floor_held = median_of_three("held")
+    report.add(
+        Row(
+            "concurrent",
+            f"memory per run, all {runs} in flight (held in a tool call; resident, fresh process)",
+            kib(piagent_held / runs),
+            kib(floor_held / runs),
+            times(piagent_held / floor_held),
         )
     )
     python_peak = peak_memory(sides["piagent"]), peak_memory(sides["floor"])

@@ -40,6 +40,7 @@ from ..exceptions import InvalidValueError, ModelNotFoundError
 from ._home import read_user_file, user_dir
 from ._model_data import PROVIDERS
 from .capabilities import Capabilities, warn_once
+from .compat import known_compat
 from .types import Cost, CostTier, Model
 
 __all__ = [
@@ -114,7 +115,7 @@ def _model_from_row(provider: str, row: Mapping[str, Any], families: Mapping[str
         ),
         context_window=int(row.get("context_window", 0)),
         max_tokens=int(row.get("max_tokens", 0)),
-        compat=copy.deepcopy(row.get("compat", settings.get("compat"))),
+        compat=known_compat(row.get("compat", settings.get("compat")), f"catalogue model {provider}:{row['id']}"),
         capabilities=capabilities,
         family=family,
         shutdown=row.get("shutdown"),
@@ -445,8 +446,10 @@ def custom_model(
     e.g. ``{"thinking": "effort", "efforts": ["low", "high"]}``) says how it is driven; it
     implies ``reasoning``. Without it, an id the catalogue knows (``gpt-5.6-sol`` behind a
     proxy) is driven by the catalogue's capabilities, which come before any guess made from
-    ``base_url`` (docs/models.md#custom-models). With ``register`` (the default) the model is
-    also added to the catalogue, so ``"provider:id"`` strings find it.
+    ``base_url`` (docs/models.md#custom-models). ``compat`` overrides what piagent assumes of
+    the server, flag by flag (docs/servers.md#overriding); an unknown flag or a value the flag
+    does not take raises. With ``register`` (the default) the model is also added to the
+    catalogue, so ``"provider:id"`` strings find it.
     """
     if base_url is None:
         base_url = LOCAL_SERVERS.get(provider)
@@ -468,7 +471,7 @@ def custom_model(
         context_window=context_window,
         max_tokens=max_tokens,
         headers=dict(headers) if headers else None,
-        compat=dict(compat) if compat else None,
+        compat=compat or None,  # checked by Model (piagent.ai.compat)
         capabilities=capabilities,
     )
     return register_model(model) if register else model

@@ -22,6 +22,8 @@ is usually::
   signal fired), never an exception;
 * :class:`MessageBuilder` builds the message and the events; tool-call arguments that break a
   bound become a rejected call there (docs/providers.md#limits);
+* :func:`register_compat_flag` declares a ``model.compat`` flag the provider reads
+  (docs/providers.md#compat-flags);
 * the exceptions are :class:`ProviderError` and its subclasses, all under
   :class:`~piagent.exceptions.PiAgentError`.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 from .._redaction import redact
 from ..exceptions import AbortedRequest, HttpStatusError, ProviderError, ProviderStreamError
 from .builder import MessageBuilder
+from .compat import register_compat_flag
 from .providers._common import (
     ABORTED_MESSAGE,
     make_usage,
@@ -61,6 +64,7 @@ __all__ = [
     "parse_event_json",
     "parse_event_object",
     "redact",
+    "register_compat_flag",
     "resolve_api_key",
     "secrets_of",
     "stream_events",

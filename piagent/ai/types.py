@@ -17,6 +17,7 @@ from typing_extensions import Literal
 
 from ..exceptions import InvalidTypeError, InvalidValueError
 from .capabilities import Capabilities
+from .compat import check_compat
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
@@ -560,7 +561,8 @@ class Model:
     ``capabilities`` says how the model is driven (thinking control, what it rejects; see
     :mod:`piagent.ai.capabilities`); None means the API's defaults for a model declared by hand.
     ``family`` names its catalogue family; ``shutdown`` (ISO date) and ``successor`` come from
-    the provider's deprecation notices.
+    the provider's deprecation notices. ``compat`` is checked whenever it is set (see
+    :mod:`piagent.ai.compat`).
     """
 
     id: str
@@ -583,6 +585,11 @@ class Model:
     def __post_init__(self) -> None:
         if not self.name:
             self.name = self.id
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "compat" and value is not None:
+            value = check_compat(value)
+        object.__setattr__(self, name, value)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from piagent.cli.config import (
     resolve_model,
 )
 from piagent.testing import faux_message, faux_text, faux_thinking, faux_tool_call
-from tests.ai.providers.openai_wire import chat_text, chunk
+from tests.ai.providers.openai_wire import chat_stream, chat_text, chunk, tool_delta
 from tests.support.scripted_server import ScriptedServer, Wait, sse
 
 WAIT = 20
@@ -239,7 +239,23 @@ def test_json_updates_never_build_the_message_so_far(faux: Any, monkeypatch: pyt
         (["--tool-choice", "required", "x"], "--tool-choice required needs tools: add --tools"),
         (["--json-full", "x"], "--json-full goes with --json"),
         (["--compat", "oops", "x"], "--compat oops: write KEY=VALUE"),
-        (["--model", "openai:gpt-4.1", "--compat", "a=1", "x"], "--compat describes the server of --base-url"),
+        (
+            ["--model", "openai:gpt-4.1", "--compat", "supports_null_content=true", "x"],
+            "--compat describes the server of --base-url",
+        ),
+        (
+            ["--base-url", "http://127.0.0.1:9/v1", "-m", "m1", "--compat", "supports_null_contnet=true", "x"],
+            "--compat supports_null_contnet=true: unknown compat flag 'supports_null_contnet': "
+            "did you mean 'supports_null_content'? known flags: max_tokens_field,",
+        ),
+        (
+            ["--base-url", "http://127.0.0.1:9/v1", "-m", "m1", "--compat", "supports_null_content=maybe", "x"],
+            "--compat supports_null_content=maybe: compat flag 'supports_null_content' must be true or false",
+        ),
+        (
+            ["--base-url", "http://127.0.0.1:9/v1", "-m", "m1", "--compat", "structured_output_form=xml", "x"],
+            "compat flag 'structured_output_form' must be json_schema or json_object; got 'xml'",
+        ),
     ],
 )
 def test_more_bad_options_exit_2_before_any_request(argv: list[str], message: str) -> None:
@@ -361,6 +377,31 @@ def test_python_m_piagent_streams_an_answer_from_an_openai_compatible_server() -
         assert out == "Hello from the server.\n"
         sent = server.requests[0].json
         assert sent["model"] == "m1" and sent["messages"][-1]["content"] == "Say hello"
+
+
+def tool_only_content_sent_with(*compat: str) -> object:
+    """The ``content`` ``python -m piagent --compat ...`` sends for an assistant message that only
+    called a tool (the second request of a run where the server calls the calculator first)."""
+    with ScriptedServer() as server:
+        call = tool_delta(0, id="call_1", name="calculator", arguments='{"expression": "6*7"}')
+        server.reply(chat_stream(chunk({"role": "assistant", "content": None}), call, chunk({}, "tool_calls")))
+        server.reply(chat_text("42"))
+        argv = ["--base-url", f"{server.url}/v1", "-m", "m1", "--tools", "calculator", "6*7?"]
+        process = cli_process(*argv, *[arg for item in compat for arg in ("--compat", item)])
+        out, err = process.communicate(timeout=WAIT)
+        assert process.returncode == 0 and out == "42\n", err
+        [assistant] = [m for m in server.requests[1].json["messages"] if m["role"] == "assistant"]
+        return assistant["content"]
+
+
+@pytest.mark.parametrize(
+    "spelled, content",
+    [("False", ""), ("FALSE", "")],
+)
+def test_a_yes_no_compat_flag_is_read_as_true_or_false_on_the_command_line(spelled: str, content: object) -> None:
+    """As the flag's type: "False" was the string "False" (truthy) and sent null (the other
+    spellings: tests/ai/test_compat.py)."""
+    assert tool_only_content_sent_with(f"supports_null_content={spelled}") == content
 
 
 REFUSED_CHOICE = "Unsupported value: 'tool_choice' does not support 'required' with this model."

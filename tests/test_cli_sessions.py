@@ -143,6 +143,21 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
     assert second[0]["content"] == "Be brief." and second[2]["content"] == "Paris."  # its system prompt too
 
 
+def test_a_bad_compat_flag_is_refused_when_continuing_a_sessions_model(home: dict[str, str]) -> None:
+    """``-c`` takes the session's model: a typo in --compat was not even read, let alone refused."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+    with ScriptedServer() as server:
+        server.reply(chat_text("Paris."))
+        runs = []
+        for argv in (["--model", "m1", "Capital of France?"], ["-c", "--compat", "supports_null_contnet=true", "Why?"]):
+            command = [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv]
+            runs.append(subprocess.run(command, capture_output=True, text=True, env=env, timeout=WAIT))
+        assert runs[0].returncode == 0, runs[0].stderr
+        assert runs[1].returncode == 2 and len(server.requests) == 1
+    assert "did you mean 'supports_null_content'?" in runs[1].stderr
+
+
 def test_a_torn_last_line_is_reported_on_stderr_without_v(home: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "torn.jsonl"
     JsonlSession(path).append_message(UserMessage("Capital of France?"))

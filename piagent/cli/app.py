@@ -336,11 +336,10 @@ def main(
         return EXIT_OK
     try:
         tools = check_options(args)
+        compat = parse_compat(args.compat)  # checked even where a session's model is used
         session = open_session(args, os.getcwd(), console.note, environ)
         chosen = (
-            model
-            or session_model(args, session, environ)
-            or resolve_model(args.model, args.base_url, environ, parse_compat(args.compat))
+            model or session_model(args, session, environ) or resolve_model(args.model, args.base_url, environ, compat)
         )
         key = resolve_api_key(chosen, args.api_key, environ)
         fallbacks = [resolve_model(ref, None, environ) for ref in args.fallback_model or ()]

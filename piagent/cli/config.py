@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 from .._extras import install_command
 from ..ai.types import Model
-from ..exceptions import PiAgentError
+from ..exceptions import InvalidTypeError, InvalidValueError, PiAgentError
 from ..types import AgentTool
 
 __all__ = [
@@ -153,16 +153,20 @@ def resolve_api_key(
 
 
 def parse_compat(items: Optional[Sequence[str]]) -> dict[str, Any]:
-    """``--compat KEY=VALUE`` options as a dict; VALUE is read as JSON (true, 3, "x"), else as text."""
+    """``--compat KEY=VALUE`` options as a dict, each VALUE read as its flag's type (``true`` or
+    ``false`` for a yes/no flag; :func:`~piagent.ai.compat.parse_compat_value`). Raises
+    :class:`SetupError` naming an unknown flag (and the closest known one) or a bad value."""
+    from ..ai.compat import parse_compat_value
+
     compat: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise SetupError(f"--compat {item}: write KEY=VALUE (e.g. --compat supports_null_content=false)")
         try:
-            compat[key.strip()] = json.loads(value)
-        except ValueError:
-            compat[key.strip()] = value
+            compat[key.strip()] = parse_compat_value(key.strip(), value)
+        except (InvalidTypeError, InvalidValueError) as exc:
+            raise SetupError(f"--compat {item}: {exc}") from None
     return compat
 
 

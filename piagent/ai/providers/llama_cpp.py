@@ -291,9 +291,10 @@ class _Generation:
         try:
             for chunk in completion:
                 choice = chunk["choices"][0]
-                self.output_tokens += 1
-                if choice.get("finish_reason"):
+                if choice.get("finish_reason"):  # the last chunk: no token, only why it ended
                     self.finish_reason = choice["finish_reason"]
+                else:
+                    self.output_tokens += 1
                 if choice["text"]:
                     yield choice["text"]
                 if self.signal is not None and self.signal.aborted:

@@ -20,7 +20,7 @@ def install_command(extra: str) -> str:
     return f"pip install 'piagent[{extra}]'"
 
 
-def missing_extra(exc: ImportError, what: str, extra: str) -> ModuleNotFoundError:
+def missing_extra(exc: ModuleNotFoundError, what: str, extra: str) -> ModuleNotFoundError:
     """The error to raise (``from exc``) when ``what`` is used without ``extra``: it names the
     missing module, as ``exc`` did, and the command that installs the extra."""
     return ModuleNotFoundError(

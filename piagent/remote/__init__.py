@@ -15,7 +15,7 @@ from __future__ import annotations
 
 try:
     import redis  # noqa: F401 -- the extra's dependency: imported first, for a clear error without it
-except ImportError as exc:
+except ModuleNotFoundError as exc:
     from .._extras import missing_extra
 
     raise missing_extra(exc, "piagent.remote", "redis") from exc

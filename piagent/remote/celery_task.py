@@ -25,7 +25,7 @@ try:
     from celery import Celery, Task
     from celery.result import AsyncResult
     from kombu.serialization import loads, prepare_accept_content
-except ImportError as exc:
+except ModuleNotFoundError as exc:
     from .._extras import missing_extra
 
     raise missing_extra(exc, "piagent.remote.celery_task", "celery") from exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["install_command"]
+__all__ = ["install_command", "missing_extra"]
 
 
 def install_command(extra: str) -> str:
@@ -18,3 +18,11 @@ def install_command(extra: str) -> str:
     if (checkout / "setup.cfg").is_file() and (checkout / "setup.py").is_file():
         return f"pip install -e '{checkout}[{extra}]'"
     return f"pip install 'piagent[{extra}]'"
+
+
+def missing_extra(exc: ModuleNotFoundError, what: str, extra: str) -> ModuleNotFoundError:
+    """The error to raise (``from exc``) when ``what`` is used without ``extra``: it names the
+    missing module, as ``exc`` did, and the command that installs the extra."""
+    return ModuleNotFoundError(
+        f"{what} needs the {extra} extra (No module named {exc.name!r}): {install_command(extra)}", name=exc.name
+    )

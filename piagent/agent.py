@@ -118,7 +118,7 @@ NO_MODEL = (
     'get_model("anthropic:claude-sonnet-4-5") (a Model, or "provider:model-id" from the catalogue)'
 )
 BUSY_PROMPT = (
-    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
+    "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, or wait for completion."
 )
 BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 BUSY_RESET = "Agent is already processing. Wait for completion before resetting."

@@ -403,7 +403,7 @@ def test_a15_prompt_while_streaming_raises_the_busy_error() -> None:
     with pytest.raises(AgentBusyError) as info:
         agent.prompt("second")
     assert str(info.value) == (
-        "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
+        "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, or wait for completion."
     )
     agent.abort()
     assert future.result(WAIT).stop_reason == "aborted"

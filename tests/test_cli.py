@@ -73,6 +73,20 @@ def test_the_answer_streams_to_stdout_piece_by_piece_and_tools_show_on_stderr(fa
     assert err.index("→ calculator") < err.index("✓ calculator")
 
 
+def test_a_tool_result_summary_counts_its_lines_a_final_newline_ending_the_last(
+    faux: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "one.txt").write_text("just one line\n")
+    (tmp_path / "two.txt").write_text("first\nsecond\n")
+    (tmp_path / "open.txt").write_text("first\nsecond")
+    monkeypatch.chdir(tmp_path)
+    calls = [faux_tool_call("read_file", {"path": name}) for name in ("one.txt", "two.txt", "open.txt")]
+    faux.set_responses([faux_message(calls), faux_message("Read.")])
+    run = run_cli(faux, "--tools", "read_file", "--sequential", "Read them.")
+    summaries = [line.split("): ", 1)[1] for line in run["err"].splitlines() if line.startswith("✓ read_file (")]
+    assert summaries == ["just one line", "first second (2 lines)", "first second (2 lines)"]
+
+
 def test_thinking_goes_to_stderr_and_only_the_answer_to_stdout(faux: Any) -> None:
     faux.set_responses([faux_message([faux_thinking("Let me think."), faux_text("Done.")])])
     run = run_cli(faux, "--thinking", "high", "Think.")
@@ -319,6 +333,21 @@ def test_unknown_models_are_setup_errors() -> None:
         resolve_model("openai:gpt-zzz-nothing", environ={})
     with pytest.raises(SetupError, match="GGUF file not found"):
         resolve_model("local:/no/such/model.gguf", environ={})
+
+
+def test_a_malformed_model_names_where_it_was_given() -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "piagent", "Hi"], capture_output=True, text=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "PIAGENT_MODEL": "bogus"},
+    )  # fmt: skip
+    assert process.returncode == 2
+    assert "PIAGENT_MODEL=bogus: write it as provider:model-id" in process.stderr and "--model" not in process.stderr
+    with pytest.raises(SetupError, match="^--model bogus: write it as provider:model-id"):
+        resolve_model("bogus", environ={"PIAGENT_MODEL": "openai:gpt-4.1"})
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--model", "openai:gpt-4.1", "--fallback-model", "bogus", "--api-key", "k", "x"]
+    assert main(argv, stdin=io.StringIO(), stdout=out, stderr=err, environ={}) == 2
+    assert "--fallback-model bogus: write it as provider:model-id" in err.getvalue()
 
 
 def test_a_gguf_path_and_a_base_url_make_custom_models(tmp_path: Any) -> None:

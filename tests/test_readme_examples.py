@@ -34,6 +34,7 @@ def test_readme_python_blocks_run(capsys) -> None:
                 value.unregister()
     printed = capsys.readouterr().out
     assert "2 + 3 = 5" in printed and "aborted" in printed
+    assert "\nParis is the capital of France.\n" in printed  # the answer printed as it streams
     assert "Invoice(number='A-17', total=12.5, customer='Ada')" in printed  # the structured output
     assert "\n{'number': ''}\n" in printed and "# {'number': ''}: the output as it streams" in README.read_text()
     assert "False API_KEY=[redacted]\nTrue The user did not allow writing this file.\n" in printed  # approval

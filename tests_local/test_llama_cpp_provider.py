@@ -180,3 +180,13 @@ def test_tool_arguments_are_compact_json_then_anything_which_is_never_read():
     assert llama_cpp._OPTIONAL_SPACE in upstream  # the rule the provider replaces is still llama-cpp-python's
     grammar = llama_cpp._arguments_grammar(CALCULATOR.parameters, "tool calculator")._grammar
     assert llama_cpp._OPTIONAL_SPACE not in grammar and 'root ::= " " piagent-arguments [^\\x00]*' in grammar
+
+
+def test_the_output_tokens_reported_are_the_tokens_generated(local_model):
+    """An answer cut at ``max_tokens`` is exactly that many generated tokens (the stream's last
+    chunk, which only says why it ended, is not one)."""
+    for max_tokens in (1, 5, 20):
+        final = stream_simple(local_model, ask("Tell me a long story about a dragon."), max_tokens=max_tokens).result(
+            timeout=WAIT
+        )
+        assert (final.stop_reason, final.usage.output) == ("length", max_tokens)

@@ -31,6 +31,7 @@ __all__ = [
     "complete_simple",
     "get_api_provider",
     "get_api_providers",
+    "mark_unavailable",
     "prepare_api",
     "register_api_provider",
     "stream",
@@ -49,6 +50,7 @@ class ApiProvider:
 
 
 _providers: dict[str, ApiProvider] = {}
+_unavailable: dict[str, str] = {}  # api -> why no provider is registered (see mark_unavailable)
 _lock = threading.Lock()
 
 
@@ -90,6 +92,13 @@ def register_api_provider(
     return provider
 
 
+def mark_unavailable(api: str, reason: str) -> None:
+    """Say why ``api`` has no provider (a built-in one whose extra is not installed): the error of
+    :func:`get_api_provider` for ``api`` then carries ``reason``, e.g. what to install."""
+    with _lock:
+        _unavailable[api] = reason
+
+
 def unregister_api_provider(api: str) -> None:
     with _lock:
         _providers.pop(api, None)
@@ -100,7 +109,8 @@ def get_api_provider(api: str) -> ApiProvider:
     _ensure_builtin_providers()
     provider = _providers.get(api)
     if provider is None:
-        raise ProviderNotFoundError(f"No API provider registered for api: {api}")
+        reason = _unavailable.get(api)
+        raise ProviderNotFoundError(f"No API provider registered for api: {api}" + (f": {reason}" if reason else ""))
     return provider
 
 

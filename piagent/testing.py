@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
+from .ai.models import get_models, register_model, unregister_model
 from .ai.provider_kit import AbortedRequest, MessageBuilder, ProviderStreamError, stream_events
 from .ai.registry import register_api_provider, unregister_api_provider
 from .ai.stream import AssistantMessageEventStream
@@ -144,6 +145,7 @@ class FauxProvider:
         self._lock = threading.Lock()
         self._sessions: dict[str, str] = {}
         self._random = random.Random(0)
+        self._replaced: list[Optional[Model]] = []  # what each model replaced in the catalogue
 
     # -- script --------------------------------------------------------------------------
 
@@ -168,7 +170,24 @@ class FauxProvider:
             return len(self._responses)
 
     def unregister(self) -> None:
+        """Remove the provider from the registry and its models from the catalogue (each model one
+        of them replaced comes back, unless another provider's model replaced it since)."""
         unregister_api_provider(self.api)
+        for model, replaced in zip(self.models, self._replaced):
+            current = _catalogued(model.provider, model.id)
+            if current is None or current.api != self.api:
+                continue
+            if replaced is None:
+                unregister_model(model.provider, model.id)
+            else:
+                register_model(replaced)
+
+    def _join_catalogue(self) -> None:
+        """Register the models in the catalogue, so that ``"provider:id"`` finds them (a session naming
+        one resumes with it), keeping each model they replace for :meth:`unregister`."""
+        for model in self.models:
+            self._replaced.append(_catalogued(model.provider, model.id))
+            register_model(model)
 
     # -- the stream function -------------------------------------------------------------
 
@@ -280,6 +299,8 @@ def register_faux_provider(
     """Register a faux provider under ``api`` (random unique by default) and return its handle.
 
     ``models``: ids, dicts of :class:`Model` fields, or models (default: one model ``faux-1``).
+    They join the catalogue until :meth:`FauxProvider.unregister`: ``"faux:faux-1"`` finds the
+    latest registered, and a session naming it resumes with it.
     ``chunk_tokens``: the (min, max) tokens per streamed chunk; ``tokens_per_second`` paces
     the stream in real time.
     """
@@ -297,4 +318,10 @@ def register_faux_provider(
         built.append(Model(api=api, provider=provider, **fields))
     faux = FauxProvider(api, provider, built, tokens_per_second, chunk_tokens)
     register_api_provider(api, faux.stream)
+    faux._join_catalogue()
     return faux
+
+
+def _catalogued(provider: str, model_id: str) -> Optional[Model]:
+    """The catalogue's model ``provider:model_id`` (no family stand-in), or None."""
+    return next((model for model in get_models(provider) if model.id == model_id), None)

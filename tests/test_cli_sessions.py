@@ -205,3 +205,37 @@ def test_a_run_on_a_session_another_agent_is_writing_is_refused_in_a_word(home: 
         "try again once that run has ended\n"
     )
     assert path.read_bytes() == before
+
+
+def test_continuing_a_base_url_session_without_its_address_is_a_usage_error_that_changes_nothing(
+    home: dict[str, str],
+) -> None:
+    """The session records no server address: the command says to pass --base-url (or --model) and never
+    switches to its default model on its own; given --base-url again, the session's model is asked there."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+
+    def piagent(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "piagent", *argv], capture_output=True, text=True, env=env, timeout=WAIT
+        )
+
+    with ScriptedServer() as server:
+        url = f"{server.url}/v1"
+        server.reply(chat_text("Hi."))
+        assert piagent("--base-url", url, "-m", "ollama:llama3.2", "Hi").returncode == 0
+        (path,) = Path(session_dir(os.getcwd(), home)).glob("*.jsonl")
+        before = path.read_bytes()
+
+        refused = piagent("-v", "-c", "Again")
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert "the session's model ollama:llama3.2 is not in the catalogue" in refused.stderr
+        assert "pass --base-url URL to continue with it there" in refused.stderr and "--model" in refused.stderr
+        assert path.read_bytes() == before and len(server.requests) == 1
+
+        server.reply(chat_text("Again."))
+        continued = piagent("-c", "--base-url", url, "Again")
+        assert continued.returncode == 0 and continued.stdout == "Again.\n", continued.stderr
+        assert server.requests[1].json["model"] == "llama3.2"
+    changes = [(e["provider"], e["modelId"]) for e in JsonlSession(path).entries() if e["type"] == "model_change"]
+    assert changes == [("ollama", "llama3.2")]

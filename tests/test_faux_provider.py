@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from piagent import AbortController, AssistantMessage, ProviderNotFoundError, TextContent, UserMessage
-from piagent.ai import Context, Cost, StreamOptions, Tool, ToolCall, complete, stream, stream_simple
+from piagent.ai import Context, Cost, StreamOptions, Tool, ToolCall, complete, get_model, stream, stream_simple
 from piagent.ai.types import ThinkingContent
 from piagent.exceptions import ModelNotFoundError
 from piagent.testing import (
@@ -83,6 +83,24 @@ def test_multiple_models_with_per_model_reasoning_and_model_aware_factories() ->
         assert (fast.text, fast.model) == ("answered by fast (reasoning=False)", "fast")
     finally:
         faux.unregister()
+
+
+def test_the_models_are_in_the_catalogue_until_unregistered_and_what_they_replaced_comes_back() -> None:
+    first = register_faux_provider(models=["faux-a"])
+    stand_in = register_faux_provider(provider="openai", models=["faux-a", "gpt-4.1"])
+    try:
+        assert get_model("faux:faux-a") == first.get_model()  # "provider:id" finds it (a resumed session too)
+        assert get_model("openai:gpt-4.1") == stand_in.get_model("gpt-4.1")
+        second = register_faux_provider(models=["faux-a"])
+        assert get_model("faux:faux-a") == second.get_model()  # the latest registered
+        second.unregister()
+        assert get_model("faux:faux-a") == first.get_model()
+    finally:
+        stand_in.unregister()
+        first.unregister()
+    assert get_model("openai:gpt-4.1").api == "openai-responses"  # the catalogue's own again
+    with pytest.raises(ModelNotFoundError):
+        get_model("faux:faux-a")
 
 
 def test_api_provider_and_model_are_rewritten_on_returned_messages() -> None:

@@ -416,9 +416,12 @@ def register_model(model: Model) -> Model:
 
 
 def unregister_model(provider: str, model_id: str) -> None:
-    """Remove a model from the catalogue (no-op if absent)."""
+    """Remove a model from the catalogue (no-op if absent); a provider left with none is unknown again."""
     with _lock:
-        _catalogue.get(provider, {}).pop(model_id, None)
+        models = _catalogue.get(provider, {})
+        models.pop(model_id, None)
+        if not models:
+            _catalogue.pop(provider, None)
         _by_hand.discard((provider, model_id))
 
 

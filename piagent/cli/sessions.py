@@ -3,7 +3,7 @@
 Every run is recorded in a session file (docs/sessions.md#the-command): a new one in the
 current directory's session directory unless ``--session`` names one or ``--continue`` picks
 the most recent one there. A continued session keeps its model and system prompt unless
-``--model`` or ``--system`` is given.
+``--model`` or ``--system`` is given; a model it names that cannot be used is a usage error.
 """
 
 from __future__ import annotations
@@ -57,17 +57,39 @@ def open_session(
         raise SetupError(f"cannot open the session: {exc}") from None
 
 
+_ANOTHER_MODEL = "Or pass --model PROVIDER:ID to continue the session with another model."
+
+
 def session_model(
     args: argparse.Namespace, session: Optional[JsonlSession], environ: Optional[Mapping[str, str]] = None
 ) -> Optional[Model]:
-    """Without ``--model``, the model a continued session last used, if it can still be found."""
+    """Without ``--model``, the model a continued session last used (None: it names none; served at
+    ``--base-url`` when given). Raises :class:`SetupError` when it cannot be used: the command never
+    switches models on its own, and the session records no server address to find one again."""
     recorded = session.context().model if session is not None and not args.model else None
     if recorded is None:
         return None
+    ref = f"{recorded[0]}:{recorded[1]}"
     try:
-        return resolve_model(f"{recorded[0]}:{recorded[1]}", args.base_url, environ)
-    except SetupError:
-        return None  # e.g. no longer in the catalogue: the usual choice applies
+        return resolve_model(ref, args.base_url, environ)
+    except SetupError as exc:
+        if _in_catalogue(ref):
+            raise SetupError(f"the session's model {ref} cannot be used: {exc}\n{_ANOTHER_MODEL}") from None
+        raise SetupError(
+            f"the session's model {ref} is not in the catalogue, and the session does not record the server that "
+            f"served it: pass --base-url URL to continue with it there.\n{_ANOTHER_MODEL}"
+        ) from None
+
+
+def _in_catalogue(ref: str) -> bool:
+    from ..ai.models import get_model
+    from ..exceptions import ModelNotFoundError
+
+    try:
+        get_model(ref)
+    except ModelNotFoundError:
+        return False
+    return True
 
 
 def print_sessions(cwd: str, out: IO[str], environ: Optional[Mapping[str, str]] = None) -> None:

@@ -1,27 +1,31 @@
 """How a session records an agent (docs/sessions.md#agents).
 
-The agent starts from the session's current branch. A listener, subscribed before any other,
-appends every message at its ``message_end``: listeners run on the run thread before the
-loop goes on, so a message is durable before the next model call starts, and a partial
-assistant message (``message_update``) is never written. At each ``agent_start`` the
+The agent starts from the session's current branch, with its model unless given one; a model this
+process does not know is an error at the agent's first run (:func:`require_model`). A listener,
+subscribed before any other, appends every message at its ``message_end``: listeners run on the
+run thread before the loop goes on, so a message is durable before the next model call starts,
+and a partial assistant message (``message_update``) is never written. At each ``agent_start`` the
 agent's model, thinking level and system prompt are recorded when they differ from the branch's
-(the prompt only while the branch does not lead with a system message, which records it then).
+(the prompt only while the branch does not lead with a system message, which records it then); the
+placeholder model (an agent given none) is never recorded.
 A compaction (``compaction_end`` with a result) is recorded as pi's ``compaction`` entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..ai.transcript import current_system_message
 from ..exceptions import InvalidValueError, ModelNotFoundError
+from ..state import PLACEHOLDER_API, is_placeholder
 from ._context import SYSTEM_PROMPT_TYPE, branch_settings, context_entry_ids, convert_to_llm, message_to_record
 
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["attach"]
+__all__ = ["attach", "require_model"]
 
 logger = logging.getLogger("piagent.sessions")
 
@@ -34,8 +38,9 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
             "Agent(messages=..., session=...): the messages come from the session; give one or the other"
         )
     context = session.context()
-    if not model_given and context.model is not None:
-        _use_recorded_model(agent, context.model)
+    if not model_given:
+        with contextlib.suppress(ModelNotFoundError):  # raised by the agent's first run (require_model)
+            _use_recorded_model(session, agent, context.model)
     if not thinking_level_given and context.thinking_level is not None:
         state.thinking_level = context.thinking_level
     if not state.system_prompt and context.system_prompt is not None:
@@ -58,20 +63,38 @@ def attach(session: Session, agent: Any, *, model_given: bool, thinking_level_gi
     return record
 
 
-def _use_recorded_model(agent: Any, recorded: tuple[str, str]) -> None:
+def require_model(session: Session, agent: Any) -> None:
+    """At the start of a run: an agent still without a model (the placeholder) takes the one the branch
+    names, known by now (registered since the agent was built, say); raises :class:`ModelNotFoundError`
+    when this process does not know it. Called by :meth:`Session.begin_run`, before anything is recorded."""
+    if agent.state.model.api == PLACEHOLDER_API:
+        _use_recorded_model(session, agent, branch_settings(session.branch()).model)
+
+
+def _use_recorded_model(session: Session, agent: Any, recorded: Optional[tuple[str, str]]) -> None:
+    """Give ``agent`` the model the branch names (None: it names none), from the catalogue: a
+    ``custom_model()`` registered in this process or a faux provider's model included."""
     from ..ai.models import get_model
 
+    if recorded is None:
+        return
     provider, model_id = recorded
     try:
-        agent.state.model = get_model(f"{provider}:{model_id}")
-    except ModelNotFoundError:
-        logger.warning("the session's model %s:%s is not in the catalogue; give Agent(model=...)", provider, model_id)
+        agent.state.model = get_model(provider, model_id)
+    except ModelNotFoundError as exc:
+        close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
+        raise ModelNotFoundError(
+            f"session {session.store!r} names the model {provider}:{model_id}, which this process does not know"
+            f"{close}: register it first, with custom_model({model_id!r}, base_url=..., provider={provider!r}), or "
+            "give the agent a model (Agent(model=...) or agent.model = ...). The session is unchanged.",
+            exc.suggestions,
+        ) from None
 
 
 def _record_settings(session: Session, agent: Any) -> None:
     recorded = branch_settings(session.branch())
     model, level = agent.state.model, agent.state.thinking_level
-    if recorded.model != (model.provider, model.id):
+    if recorded.model != (model.provider, model.id) and not is_placeholder(model.provider, model.id):
         session.append_model_change(model.provider, model.id)
     if (recorded.thinking_level or "off") != level:
         session.append_thinking_level_change(level)

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ..ai.types import TextContent, UserMessage, content_from_dict, message_from_dict
 from ..compaction import SUMMARY_PREFIX, SUMMARY_SUFFIX
 from ..exceptions import InvalidTypeError, InvalidValueError, SessionFormatError
+from ..state import is_placeholder
 from ._format import iso_to_ms
 
 __all__ = [
@@ -75,8 +76,9 @@ class SessionContext:
     """What a branch gives an agent: its messages, and the model, thinking level and system prompt it recorded.
 
     ``model`` is ``(provider, model_id)`` from the branch's last ``model_change`` entry or
-    assistant message; ``thinking_level`` is from its last ``thinking_level_change`` entry;
-    ``system_prompt`` from its last ``custom`` entry of type :data:`SYSTEM_PROMPT_TYPE`.
+    assistant message (the placeholder ``unknown:unknown`` names none); ``thinking_level`` is
+    from its last ``thinking_level_change`` entry; ``system_prompt`` from its last ``custom``
+    entry of type :data:`SYSTEM_PROMPT_TYPE`.
     Each is None when the branch records none. ``leads_with_system_message``: the branch's
     messages start with a system message (pi 1.6), which then records the prompt instead.
     """
@@ -164,13 +166,21 @@ def branch_settings(path: Sequence[Mapping[str, Any]]) -> SessionContext:
             if isinstance(data, dict) and isinstance(data.get("content"), str):
                 context.system_prompt = data["content"]
         elif kind == "model_change":
-            context.model = (str(entry.get("provider", "")), str(entry.get("modelId", "")))
+            context.model = _named_model(context.model, str(entry.get("provider", "")), str(entry.get("modelId", "")))
         elif kind == "message":
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
-                context.model = (str(message.get("provider", "")), str(message.get("model", "")))
+                context.model = _named_model(
+                    context.model, str(message.get("provider", "")), str(message.get("model", ""))
+                )
     context.leads_with_system_message = bool(leading)
     return context
+
+
+def _named_model(current: Optional[tuple[str, str]], provider: str, model_id: str) -> Optional[tuple[str, str]]:
+    """The branch's model after a record naming ``provider:model_id``: the placeholder (a run of an agent
+    given no model, or an older piagent's record of it) names none, so the model named before stays."""
+    return current if is_placeholder(provider, model_id) else (provider, model_id)
 
 
 def build_context(path: Sequence[Mapping[str, Any]]) -> SessionContext:

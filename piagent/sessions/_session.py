@@ -262,14 +262,20 @@ class Session:
         guarded). Then entries other writers appended since this object last read the store are
         taken in; if the newest continues the leaf through them, the leaf moves to it and the
         attached agent's transcript becomes that branch: the run continues the conversation,
-        never beside it. See docs/sessions.md#one-writer-at-a-time.
+        never beside it. See docs/sessions.md#one-writer-at-a-time. An attached agent still
+        without a model takes the branch's; :class:`ModelNotFoundError` (the claim released) when
+        this process does not know it (docs/sessions.md#agents).
         """
+        from ._agent import require_model
+
         claim = getattr(self._store, "claim_run", None)
         release: Callable[[], None] = claim() if callable(claim) else _nothing
         try:
             with self._lock:
                 if self._catch_up() and self._agent is not None:
                     self._agent.state.messages = self.context().messages
+                if self._agent is not None:
+                    require_model(self, self._agent)
         except BaseException:
             release()
             raise

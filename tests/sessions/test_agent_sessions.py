@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
@@ -169,14 +168,6 @@ def test_a_changed_system_prompt_is_recorded_before_the_run_that_uses_it(faux: F
     ]
     assert [m.role for m in JsonlSession(path).messages()] == ["user", "assistant"] * 3  # not a message
     assert JsonlSession(path).context().system_prompt == "two"
-
-
-def test_an_unknown_recorded_model_is_a_warning_and_the_default(tmp_path: Path, caplog: Any) -> None:
-    path = tmp_path / "s.jsonl"
-    JsonlSession(path).append_model_change("nowhere", "model-x")
-    with caplog.at_level(logging.WARNING, logger="piagent.sessions"):
-        agent = Agent(session=JsonlSession(path))
-    assert "nowhere:model-x is not in the catalogue" in caplog.text and agent.state.model.id == "unknown"
 
 
 def test_resuming_a_run_killed_mid_tool_batch_repairs_the_dangling_calls(tmp_path: Path) -> None:

@@ -64,6 +64,16 @@ def test_a_client_resuming_from_any_event_id_gets_exactly_the_events_after_it(re
     assert list(handle.events(since=ids[-1], timeout=0.1)) == []
 
 
+def test_the_last_event_id_is_the_newest_events_and_none_before_any(redis_server: RedisServer) -> None:
+    handle = RunHandle(redis_server.url, "batches-last")
+    assert handle.last_event_id() is None
+    run_answer(redis_server, "batches-last", "word " * 50)
+    everything = until_end(handle.events(timeout=5))
+    assert max(batch_sizes(redis_server, "batches-last")) > 1  # batches were written
+    assert handle.last_event_id() == everything[-1]["eventId"]
+    assert list(handle.events(since=handle.last_event_id(), timeout=0.1)) == []
+
+
 def test_entries_of_an_older_worker_read_in_order_between_batches(redis_server: RedisServer) -> None:
     """An older worker wrote one event per entry (field ``event``); this version reads those, and
     numbers its own batches on from them, whoever wrote last."""

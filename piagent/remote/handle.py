@@ -131,6 +131,13 @@ class RunHandle:
                 if events:
                     idle_since = time.monotonic()
 
+    def last_event_id(self) -> Optional[str]:
+        """The ``eventId`` of the newest event kept, None when there is none: taken before sending
+        a message, ``events(since=...)`` then follows only what comes after (that message's run)."""
+        with self._errors("last_event_id"):
+            newest = self._redis.xrevrange(self.keys.events, count=1)  # an entry's id is its last event's
+        return str(newest[0][0]) if newest else None
+
     def _events_in(self, entry_id: str, fields: dict[str, str], seen: tuple[int, int]) -> list[dict[str, Any]]:
         """The events of an events entry newer than the id ``seen``, each with its ``eventId``.
 

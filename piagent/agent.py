@@ -727,6 +727,8 @@ class Agent(AgentOptions[OutputT]):
             return cast(CompactionResult, result)  # a manual compaction raises rather than giving None
         finally:
             self._settle(wiring.run)
+            if wiring.run.interrupted:  # a listener's KeyboardInterrupt aborted the compaction: it goes on up
+                raise KeyboardInterrupt
 
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""

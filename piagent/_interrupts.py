@@ -17,6 +17,7 @@ oldest and the newest urllib3 that ``setup.cfg`` allows.
 Ctrl-C: a SIGINT that lands just before a blocking call starts is only seen when the call
 returns. The main thread therefore waits in slices of :data:`MAIN_THREAD_WAIT_SLICE`
 (:func:`wait`), and while it reads a body :class:`InterruptWatch` shuts the socket on SIGINT.
+While an agent runs on the main thread, :func:`ctrl_c_calls` turns Ctrl-C into an abort.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import requests
 import requests.adapters
@@ -46,6 +47,7 @@ __all__ = [
     "MAIN_THREAD_WAIT_SLICE",
     "InterruptWatch",
     "Tracker",
+    "ctrl_c_calls",
     "on_main_thread",
     "read_body",
     "release_connection",
@@ -229,6 +231,37 @@ def session() -> requests.Session:
             shared.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # no domain: none kept
             _shared_session = shared
         return _shared_session
+
+
+class _CtrlCHandler:
+    """The SIGINT handler :func:`ctrl_c_calls` installs (a class: a nested call knows it for its own)."""
+
+    def __init__(self, on_ctrl_c: Callable[[], None]) -> None:
+        self.on_ctrl_c = on_ctrl_c
+
+    def __call__(self, number: int, frame: Any) -> None:
+        self.on_ctrl_c()
+
+
+@contextmanager
+def ctrl_c_calls(on_ctrl_c: Callable[[], None]) -> Iterator[None]:
+    """While in this block on the main thread, Ctrl-C calls ``on_ctrl_c()`` (in the signal
+    handler: what it raises is raised where the main thread was) instead of raising
+    ``KeyboardInterrupt``. Only over Python's own handler, or a block of this kind around this
+    one (an agent prompted from another's listener): a SIGINT handler of the program's own is
+    left alone. The handler found is installed again at the end, unless somebody installed
+    theirs over this one meanwhile."""
+    handler = _CtrlCHandler(on_ctrl_c)
+    previous: Any = None
+    if on_main_thread():
+        current = signals.getsignal(signals.SIGINT)
+        if current is signals.default_int_handler or isinstance(current, _CtrlCHandler):
+            previous = signals.signal(signals.SIGINT, handler)
+    try:
+        yield
+    finally:
+        if previous is not None and signals.getsignal(signals.SIGINT) is handler:
+            signals.signal(signals.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------- a streaming body

@@ -9,6 +9,7 @@ signal per tool call, and few are ever waited on (docs/architecture.md#memory).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import logging
 import threading
@@ -82,6 +83,21 @@ class AbortSignal:
                 return
             self._reason = reason
             self._aborted = True
+        self._wake()
+
+    def _abort_from_signal_handler(self, reason: object) -> None:
+        """Abort from a signal handler, which may have interrupted this very thread while it held
+        the signal's lock or ran a listener's own (a response's pool): the flag is set at once,
+        without the lock, and the Event and the listeners follow on a thread of their own."""
+        if self._aborted:
+            return
+        self._reason = reason
+        self._aborted = True  # after the reason: whoever sees the flag sees the reason
+        _thread.start_new_thread(self._wake, ())  # the low-level call: threading's own locks may be held too
+
+    def _wake(self) -> None:
+        """After the flag is set: set the Event and call the listeners (each once: they are taken under the lock)."""
+        with self._lock:
             if self._event is not None:
                 self._event.set()
             listeners, self._listeners = self._listeners, []
@@ -109,3 +125,9 @@ class AbortController:
 
     def abort(self, reason: object = None) -> None:
         self.signal._abort(reason)
+
+    def abort_from_signal_handler(self, reason: object = None) -> None:
+        """:meth:`abort` for a signal handler: the signal is aborted when this returns; its
+        listeners (and the wake-up of :meth:`AbortSignal.wait`) run on a new thread, since the
+        interrupted code may hold a lock they need."""
+        self.signal._abort_from_signal_handler(reason)

@@ -19,8 +19,10 @@ Threads:
 
 Model and tool failures never raise out of ``prompt()``: they end the run with an error or
 aborted assistant message. Anything raised inside the run (a listener, a hook, a stream
-function) becomes a failure message (docs/loop.md#rule-22); ``KeyboardInterrupt`` and other
-``BaseException``s abort the run, settle it and propagate.
+function) becomes a failure message (docs/loop.md#rule-22). Ctrl-C on the run thread (the main
+thread), or a ``KeyboardInterrupt`` out of a listener, aborts the run, which ends as an aborted
+run does, then raises; other ``BaseException``s (and a second Ctrl-C) abort the run, settle it
+and propagate at once.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, Callable, Optional, TypeVar, Union, cast, overload
 from typing_extensions import Literal
 
 from . import _options as opt
+from ._interrupts import ctrl_c_calls
 from .abort import AbortController, AbortSignal
 from .ai.fallback import with_fallbacks
 from .ai.registry import StreamFunction, stream_simple
@@ -123,6 +126,8 @@ BUSY_PROMPT = (
 BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
 BUSY_COMPACT = "Agent is already processing. Wait for completion before compacting."
+INTERRUPTED = "Interrupted"
+"""The abort reason of a run ended by Ctrl-C or a listener's ``KeyboardInterrupt``."""
 
 _default_stream_fn: Optional[StreamFunction] = None
 
@@ -147,7 +152,7 @@ class _Run:
     never the reverse, so a settled run is freed by reference counting (docs/architecture.md#memory).
     """
 
-    __slots__ = ("controller", "thread_id", "messages", "in_flight", "output", "release_session")
+    __slots__ = ("controller", "thread_id", "messages", "in_flight", "output", "release_session", "interrupted")
 
     def __init__(self, release_session: Optional[Callable[[], None]]) -> None:
         self.controller = AbortController()
@@ -157,6 +162,16 @@ class _Run:
         self.in_flight: list[tuple[MessageQueue, AgentMessage]] = []
         self.output: Optional[OutputValue] = None  # from agent_end
         self.release_session = release_session  # the session's claim (Session.begin_run)
+        self.interrupted = False  # by Ctrl-C or a listener's KeyboardInterrupt: raised once the run ended
+
+    def interrupt(self) -> None:
+        """A Ctrl-C on the run thread, or a ``KeyboardInterrupt`` out of a listener: the first
+        aborts the run, whose ``KeyboardInterrupt`` is raised once it ended (docs/loop.md#rule-22);
+        another raises at once. Safe in a signal handler (:meth:`AbortController.abort_from_signal_handler`)."""
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.controller.abort_from_signal_handler(INTERRUPTED)
 
     @property
     def signal(self) -> AbortSignal:
@@ -302,10 +317,15 @@ class Agent(AgentOptions[OutputT]):
         elif event.type == "agent_end":
             run.output = event.output
         for listener, event_only in self._listeners:  # a snapshot: the tuple is replaced, never mutated
-            if event_only:
-                listener(event)
-            else:
-                listener(event, run.controller.signal)
+            try:
+                if event_only:
+                    listener(event)
+                else:
+                    listener(event, run.controller.signal)
+            except KeyboardInterrupt:  # as a Ctrl-C: the run aborts, the other listeners still get the event
+                if run.interrupted:
+                    raise
+                run.interrupt()
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -629,17 +649,20 @@ class Agent(AgentOptions[OutputT]):
         run.thread_id = threading.get_ident()
         emit: Emit = functools.partial(self._dispatch, run)  # a failure message is no request: not counted
         try:
-            try:
-                if prompts is None:
-                    run_agent_loop_continue(wiring.context, config, counted, signal, stream_fn)
-                else:
-                    run_agent_loop(prompts, wiring.context, config, counted, signal, stream_fn)
-                while compaction is not None and compaction.recover(self._state.messages):
-                    # the request overflowed: compacted, it is sent again once (docs/compaction.md#overflow)
-                    context = AgentContext(wiring.context.system_prompt, self._state.messages, wiring.context.tools)
-                    run_agent_loop_continue(context, config, counted, signal, stream_fn)
-            except Exception as exc:
-                self._fail(wiring, emit, exc)
+            with ctrl_c_calls(run.interrupt):  # on the main thread: Ctrl-C aborts the run (docs/loop.md#rule-22)
+                try:
+                    if prompts is None:
+                        run_agent_loop_continue(wiring.context, config, counted, signal, stream_fn)
+                    else:
+                        run_agent_loop(prompts, wiring.context, config, counted, signal, stream_fn)
+                    while compaction is not None and compaction.recover(self._state.messages):
+                        # the request overflowed: compacted, it is sent again once (docs/compaction.md#overflow)
+                        context = AgentContext(wiring.context.system_prompt, self._state.messages, wiring.context.tools)
+                        run_agent_loop_continue(context, config, counted, signal, stream_fn)
+                except Exception as exc:
+                    self._fail(wiring, emit, exc)
+            if run.interrupted:
+                raise KeyboardInterrupt  # the run ended as an abort does; now the caller's
             return RunResult.from_messages(run.messages, run.output, config.output is not None)
         except BaseException as exc:  # KeyboardInterrupt, or the failure's own dispatch raised
             run.controller.abort(f"Run ended by {type(exc).__name__}")
@@ -704,6 +727,8 @@ class Agent(AgentOptions[OutputT]):
             return cast(CompactionResult, result)  # a manual compaction raises rather than giving None
         finally:
             self._settle(wiring.run)
+            if wiring.run.interrupted:  # a listener's KeyboardInterrupt aborted the compaction: it goes on up
+                raise KeyboardInterrupt
 
     def _settle(self, run: _Run) -> None:
         """Run finish: undelivered queue messages go back, runtime fields clear, waiters wake."""

@@ -191,3 +191,24 @@ def test_a_sigint_handler_that_aborts_while_wait_makes_its_event_does_not_deadlo
         assert controller.signal.wait(WAIT) and controller.signal.reason == "Ctrl-C"
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
+def test_an_abort_from_a_signal_handler_that_interrupted_a_holder_of_the_signals_lock_does_not_deadlock() -> None:
+    """The handler runs on the thread it interrupted: were it to take the signal's lock (held
+    there, while a listener is added) it would wait for itself. The flag is set at once; the
+    listeners and the wait's wake-up follow on a thread of their own."""
+    import signal
+
+    controller = AbortController()
+    called = threading.Event()
+    controller.signal.add_listener(called.set)
+    previous = signal.signal(signal.SIGINT, lambda *_: controller.abort_from_signal_handler("Ctrl-C"))
+    try:
+        with controller.signal._lock:  # as add_listener() holds it
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, before raise_signal returns
+            assert controller.signal.aborted and controller.signal.reason == "Ctrl-C"
+            assert not called.is_set()  # its thread waits for the lock this thread holds
+        assert called.wait(WAIT) and controller.signal.wait(WAIT)
+    finally:
+        signal.signal(signal.SIGINT, previous)

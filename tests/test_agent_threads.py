@@ -219,6 +219,64 @@ def test_keyboard_interrupt_from_a_listener_aborts_the_run_and_leaves_the_agent_
     assert agent.prompt("next").text == "usable again"
 
 
+def test_a_keyboard_interrupt_from_a_listener_ends_the_run_as_an_abort_then_propagates(faux) -> None:
+    """docs/loop.md#rule-22: the streaming message ends aborted with its partial text, every
+    listener gets the rest of the run's events, then ``prompt()`` raises the KeyboardInterrupt."""
+    faux.set_responses([faux_message("Once upon a time " * 20)])
+    agent = Agent(model=faux.get_model())
+    raised_on: list[str] = []
+    seen: list[str] = []
+    ended: list[Any] = []
+
+    def interrupt(event: Any) -> None:
+        if event.type == "message_update" and event.assistant_message_event.type == "text_delta" and not raised_on:
+            raised_on.append(event.message.text)
+            raise KeyboardInterrupt
+
+    def record(event: Any) -> None:
+        seen.append(event.type)
+        if event.type == "message_end" and event.message.role == "assistant":
+            ended.append(event.message)
+
+    agent.subscribe(interrupt)
+    agent.subscribe(record)
+    with pytest.raises(KeyboardInterrupt):
+        agent.prompt("story")
+    assert [t for t in seen if t != "message_update"] == [
+        *("agent_start", "turn_start", "message_start", "message_end"),
+        *("message_start", "message_end", "turn_end", "agent_end"),
+    ]
+    assert seen.count("message_update") >= 2  # the event raised on reached the next listener too
+    assert [(m.stop_reason, m.text) for m in ended] == [("aborted", raised_on[0])]
+    assert agent.state.messages[-1] is ended[0] and agent.state.error_message == "Request was aborted"
+    assert agent.state.is_streaming is False and agent.signal is None
+
+
+def test_a_run_on_the_main_thread_takes_over_pythons_sigint_handler_only_and_puts_it_back(faux) -> None:
+    """docs/loop.md#rule-22: Ctrl-C aborts the run through a handler installed for the run, over
+    Python's own; a program's own handler stays installed and decides."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs the main thread")
+    agent = Agent(model=faux.get_model())
+    during: list[object] = []
+    agent.subscribe(lambda event: event.type == "agent_start" and during.append(signals.getsignal(signals.SIGINT)))
+
+    def own(number: int, frame: Any) -> None:
+        pass
+
+    previous = signals.signal(signals.SIGINT, signals.default_int_handler)
+    try:
+        for handler in (signals.default_int_handler, own):
+            signals.signal(signals.SIGINT, handler)
+            faux.set_responses([faux_message("done")])
+            assert agent.prompt("go").text == "done"
+            assert signals.getsignal(signals.SIGINT) is handler
+    finally:
+        signals.signal(signals.SIGINT, previous)
+    assert during[0] is not signals.default_int_handler and callable(during[0])
+    assert during[1] is own
+
+
 @pytest.mark.parametrize("tool_execution", ["sequential", "parallel"])
 def test_ctrl_c_on_the_main_thread_during_prompt_aborts_and_reraises(faux, tool_execution: str) -> None:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signals, "pthread_kill"):

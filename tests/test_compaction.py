@@ -298,6 +298,27 @@ def test_compact_on_demand_summarises_and_says_when_there_is_nothing_to_compact(
         agent.compact()
 
 
+def test_a_keyboard_interrupt_from_a_listener_during_compact_aborts_it_and_propagates(faux: FauxProvider) -> None:
+    """docs/loop.md#rule-22: a listener's KeyboardInterrupt aborts what runs and is raised after."""
+    script = Script(reads=3)
+    scripted(faux, script)
+    agent = Agent(model=faux.get_model(), tools=[read], compaction=Compaction(keep_recent_tokens=100))
+    agent.prompt("Read three files.")
+    before = list(agent.state.messages)
+    signals: list[Any] = []
+
+    def interrupt(event: Any, signal: Any) -> None:
+        if event.type == "compaction_start":
+            signals.append(signal)
+            raise KeyboardInterrupt
+
+    agent.subscribe(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        agent.compact()
+    assert signals[0].aborted and agent.state.is_streaming is False
+    assert agent.state.messages == before  # the aborted compaction changed nothing
+
+
 def test_compact_during_a_run_is_refused(faux: FauxProvider) -> None:
     started, release = threading.Event(), threading.Event()
 

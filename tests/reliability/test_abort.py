@@ -255,7 +255,8 @@ def test_ctrl_c_that_lands_just_before_a_blocking_read_is_still_seen_at_once(ser
         signals.pthread_sigmask(signals.SIG_UNBLOCK, {signals.SIGINT})
         kill.join(WAIT)
         gate.set()
-    assert agent.state.is_streaming is False
+    assert_settled(agent, "aborted")  # the read ended by the shut socket is seen as the abort it is
+    assert agent.state.messages[-1].text == "Hel"
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
 
@@ -279,8 +280,8 @@ def test_ctrl_c_while_the_answer_streams_leaves_the_agent_usable(server, wire, a
     finally:
         interrupter.join(WAIT)
         gate.set()
-    assert agent.state.is_streaming is False and agent.signal is None and agent.state.streaming_message is None
-    assert [m.role for m in agent.state.messages] == ["user"]  # the cut answer never reached message_end
+    assert_settled(agent, "aborted")  # ended as abort() ends it, its partial kept (docs/loop.md#rule-22)
+    assert [m.role for m in agent.state.messages] == ["user", "assistant"] and agent.state.messages[-1].text == "Hel"
     assert leftover_threads(before) == []
     server.reply(wire.text("Back."))
     assert agent.continue_().text == "Back."
@@ -451,7 +452,7 @@ def test_a_child_forked_after_an_answer_sees_ctrl_c_at_once_in_its_own_answers(s
 
 
 @needs_main_thread
-def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request_repairs(server, wire):
+def test_ctrl_c_during_a_tool_batch_ends_the_run_as_an_abort_does(server, wire):
     before = threads_now()
     started, finished = threading.Event(), threading.Event()
     stopped: list[bool] = []
@@ -469,11 +470,12 @@ def test_ctrl_c_during_a_tool_batch_leaves_a_dangling_call_that_the_next_request
         assert prompt_interrupted(agent, "hi")
     finally:
         interrupter.join(WAIT)
-    assert agent.state.is_streaming is False and agent.state.pending_tool_calls == frozenset()
-    assert [m.role for m in agent.state.messages] == ["user", "assistant"]  # the call has no result
+    assert_settled(agent, "aborted")
+    assert [m.role for m in agent.state.messages] == ["user", "assistant", "toolResult", "assistant"]
+    result = agent.state.messages[2]
+    assert (result.is_error, result.content[0].text) == (False, "late")  # the tool saw the abort and chose its result
     assert leftover_threads(before) == []
     assert finished.wait(WAIT) and stopped == [True]  # the tool saw the abort and ended
     server.reply(wire.text("Back."))
     assert agent.prompt("again").text == "Back."
-    # docs/llm.md#history-normalisation: the dangling call gets a synthetic error result in the request
-    assert wire.history(server.requests[-1].json) == ["user:hi", "call:echo", "result:No result provided", "user:again"]
+    assert wire.history(server.requests[-1].json) == ["user:hi", "call:echo", "result:late", "user:again"]

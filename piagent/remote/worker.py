@@ -30,7 +30,7 @@ from ..exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, In
 from ..result import RunResult
 from ..types import AgentMessage
 from ._intents import RemoteIntents
-from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._keys import CONSUMER, GROUP, RUN_TTL_MS, RunKeys, client_for, entries_of, redis_errors, stream_id, write_with_ttl
 from ._publisher import Publisher
 from ._scripts import CLAIM, RELEASE, RENEW
 from .approval import Approval, approval_hook
@@ -153,8 +153,8 @@ class Attachment:
         claim = self._redis.register_script(CLAIM)
         waited = threading.Event()
         attempts = max(1, int(claim_timeout / CLAIM_POLL))
-        keys = [self.keys.owner, self.keys.control]
-        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT]
+        keys = [self.keys.owner, *self.keys.state()]
+        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT, RUN_TTL_MS]
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
             for _ in range(attempts):
                 self._renewed = time.monotonic()
@@ -200,13 +200,13 @@ class Attachment:
 
     def _read_loop(self) -> None:
         renew = self._redis.register_script(RENEW)
-        owner = [self.keys.owner]
+        keys = [self.keys.owner, *self.keys.state()]
         try:
             while not self._stopping.is_set():
                 due = self._renewed + self._renew_every - time.monotonic()  # seconds until the next renewal
                 if due <= 0:
                     self._renewed, due = time.monotonic(), self._renew_every
-                    if not renew(keys=owner, args=[self._token, self._lease_ms]):
+                    if not renew(keys=keys, args=[self._token, self._lease_ms, RUN_TTL_MS]):
                         raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
                 self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
@@ -292,7 +292,7 @@ class Attachment:
             # it (written from this thread: one round trip, no hand-off to the publisher and back):
             # after a crash, the next worker tells from it whether it did.
             try:
-                self._redis.hset(self.keys.delivering, entry_id, len(self.agent.state.messages))
+                write_with_ttl(self._redis, "HSET", self.keys.delivering, entry_id, len(self.agent.state.messages))
             except redis.RedisError as exc:
                 self._fail(exc)
                 self._failure_raised = True
@@ -335,7 +335,9 @@ class Attachment:
         self._stopping.set()
         wake = None
         with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
-            wake = str(self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}))
+            wake = str(
+                write_with_ttl(self._redis, "XADD", self.keys.control, "*", "kind", "wake", "token", self._token)
+            )
         if self._unsubscribe is not None:  # while the reader wakes up
             self._unsubscribe()
             self._publisher.close()

@@ -142,3 +142,16 @@ def test_a_run_whose_keys_expired_takes_messages_again_and_the_next_worker_makes
     assert without_ttl(client, run_id) == []
     events = list(handle.events(timeout=0.2))  # the events stream starts again
     assert events[0]["type"] == "agent_start" and events[-1]["type"] == "agent_end"
+
+
+def test_a_worker_detaching_from_a_control_stream_redis_lost_does_not_make_one_without_a_ttl(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """Closing wakes the reader with an entry: on a stream Redis no longer has (deleted, or lost
+    in a failover) it must not make a stream again, which nothing would ever expire."""
+    run_id = "expiry-lost"
+    keys, client = RunKeys(run_id), raw(redis_server)
+    with attach(Agent(model=faux.get_model()), redis_server.url, run_id):
+        client.delete(keys.control)
+    assert client.exists(keys.control) == 0
+    assert without_ttl(client, run_id) == []

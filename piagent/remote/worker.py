@@ -335,9 +335,9 @@ class Attachment:
         self._stopping.set()
         wake = None
         with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
-            wake = str(
-                write_with_ttl(self._redis, "XADD", self.keys.control, "*", "kind", "wake", "token", self._token)
-            )
+            # NOMKSTREAM: a stream Redis lost (the reader has stopped on it) is not made again without its expiry
+            added = self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}, nomkstream=True)
+            wake = None if added is None else str(added)
         if self._unsubscribe is not None:  # while the reader wakes up
             self._unsubscribe()
             self._publisher.close()

@@ -155,3 +155,25 @@ def test_a_worker_detaching_from_a_control_stream_redis_lost_does_not_make_one_w
         client.delete(keys.control)
     assert client.exists(keys.control) == 0
     assert without_ttl(client, run_id) == []
+
+
+def test_a_live_workers_renewals_leave_the_expiry_of_its_state_keys_alone_until_they_age_by_the_slack(
+    redis_server: RedisServer, faux: Any
+) -> None:
+    """The lease is renewed every second; the state keys' expiry only once it has aged by an hour
+    (``STATE_SLACK_MS``): one write per renewal (the lease's), not five, for every live run."""
+    run_id = "expiry-slack"
+    keys, client = RunKeys(run_id), raw(redis_server)
+
+    def calls(command: str) -> int:
+        return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+    with attach(Agent(model=faux.get_model()), redis_server.url, run_id):
+        client.config_resetstat()
+        assert wait_until(lambda: calls("get") >= 2)  # two renewals (each GETs the lease, atomically)
+        renewals, writes = calls("get"), calls("pexpire")
+        stale = client.pttl(keys.control)
+        client.pexpire(keys.control, A_MINUTE)  # as if it had aged by more than the slack
+        assert wait_until(lambda: client.pttl(keys.control) > A_MINUTE)
+    assert writes == renewals  # the lease's own PEXPIRE, nothing else
+    assert RUN_TTL_MS - A_MINUTE < stale <= RUN_TTL_MS  # set by the claim, not rewritten since

@@ -31,10 +31,11 @@ GROUP = "worker"  # the control stream's consumer group
 CONSUMER = "owner"  # its only consumer: the worker holding the run's lease
 
 RUN_TTL_MS = 7 * 24 * 3600 * 1000
-"""How long a run's state lives after its last write, or after the last lease renewal of a
-worker attached to it: the control stream (with its consumer group), the ``delivering`` notes,
-the pending ``approvals``, the ``intents`` and a kept approval (``approved:<id>``). A week, for
-a run resumed after an outage (docs/remote.md#keys, docs/effects.md#remote-runs)."""
+"""How long a run's state (the control stream with its consumer group, the ``delivering`` notes,
+the pending ``approvals``, the ``intents``) lives after its last write or attach, and a kept
+approval (``approved:<id>``) after it was taken; a worker attached to the run renews the state's
+expiry as it ages. A week, for a run resumed after an outage (docs/remote.md#keys,
+docs/effects.md#remote-runs)."""
 
 
 def check_run_id(run_id: Any) -> str:
@@ -64,7 +65,7 @@ class RunKeys:
         self.intents = self.prefix + "intents"  # hash: tool call id -> its intent (JSON), docs/effects.md
 
     def state(self) -> list[str]:
-        """The keys a live worker keeps from expiring (RUN_TTL_MS from its last lease renewal)."""
+        """The keys whose expiry attaching sets and a live worker renews (RUN_TTL_MS)."""
         return [self.control, self.delivering, self.approvals, self.intents]
 
     def decision(self, tool_call_id: str) -> str:

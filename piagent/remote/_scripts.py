@@ -35,14 +35,19 @@ local new = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[5]
 return {mark, pending, new and new[1][2] or {}}
 """
 
-# KEYS: owner, then the run's state keys. ARGV: token, lease ms, ttl ms. Renew the lease if
-# still ours, and the state keys' expiry with it (a live worker's run never expires under it): 1,
-# else 0.
+# KEYS: owner, then the run's state keys. ARGV: token, lease ms, ttl ms, slack ms. Renew the
+# lease if still ours, and with it the expiry of each state key that has less than ttl - slack
+# left, or none (a live worker's run never expires under it; each key is written about once per
+# slack, not at every renewal): 1, else 0.
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local ttl, least = tonumber(ARGV[3]), tonumber(ARGV[3]) - tonumber(ARGV[4])
   for i = 2, #KEYS do
-    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+    local left = redis.call('PTTL', KEYS[i])
+    if left == -1 or left >= 0 and left < least then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
   end
   return 1
 end

@@ -47,6 +47,7 @@ RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim; a t
 MAX_EVENTS = 10_000  # events kept per run (XADD MINID ~: a few more, and always the newest batch)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 READ_COUNT = 500  # control entries per read
+STATE_SLACK_MS = 3600 * 1000  # a renewal renews a state key's expiry once less than RUN_TTL_MS minus this is left
 
 
 def attach(
@@ -206,7 +207,7 @@ class Attachment:
                 due = self._renewed + self._renew_every - time.monotonic()  # seconds until the next renewal
                 if due <= 0:
                     self._renewed, due = time.monotonic(), self._renew_every
-                    if not renew(keys=keys, args=[self._token, self._lease_ms, RUN_TTL_MS]):
+                    if not renew(keys=keys, args=[self._token, self._lease_ms, RUN_TTL_MS, STATE_SLACK_MS]):
                         raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
                 self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly

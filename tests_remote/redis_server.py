@@ -73,3 +73,14 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+def key_ttls(client: redis.Redis, run_id: str) -> dict[str, int]:
+    """The TTL in ms (-1: none) of each of the run's keys, by name (``control``, ``approved:<id>``...)."""
+    prefix = f"piagent:{{{run_id}}}:"
+    return {str(key)[len(prefix) :]: int(client.pttl(key)) for key in client.scan_iter(f"{prefix}*")}
+
+
+def without_ttl(client: redis.Redis, run_id: str) -> list[str]:
+    """The names of the run's keys that never expire."""
+    return sorted(name for name, ttl in key_ttls(client, run_id).items() if ttl == -1)

@@ -27,7 +27,7 @@ from piagent.remote import RunHandle
 from piagent.sessions import JsonlSession
 
 from .processes import ROOT, CeleryWorker, client, read_until
-from .redis_server import RedisServer
+from .redis_server import RedisServer, without_ttl
 
 TIMEOUT = 60.0
 VISIBILITY = 2.0  # seconds before the broker delivers an unacknowledged task again
@@ -65,14 +65,18 @@ def test_a_message_in_the_session_whose_worker_died_before_acknowledging_it_is_n
     run_id = "killack-1"
     handle = RunHandle(redis_server.url, run_id)
     handle.follow_up("go")
-    handle.follow_up("second")
+    second = handle.follow_up("second")
     killed = worker_process(redis_server.url, run_id, PIAGENT_TEST_KILL_AT="second")
     killed.communicate(timeout=TIMEOUT)
     assert killed.returncode == -signal.SIGKILL
     path = session_dir / f"{run_id}.jsonl"
     assert texts(path) == [("user", "go"), ("assistant", "answer to go"), ("user", "second")]
     control = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    assert control.xpending(f"piagent:{{{run_id}}}:control", "worker")["pending"] == 1  # taken, never acknowledged
+    # taken, never acknowledged ("go"'s acknowledgement rides with its event: the publisher may not have written it)
+    pending = control.xpending_range(f"piagent:{{{run_id}}}:control", "worker", "-", "+", 10)
+    assert second in [entry["message_id"] for entry in pending]
+    assert control.hexists(f"piagent:{{{run_id}}}:delivering", second)  # the note the next worker reads
+    assert without_ttl(control, run_id) == []  # kept a week for the next worker (docs/remote.md#keys), not forever
 
     resumed = worker_process(redis_server.url, run_id)
     output, _ = resumed.communicate(timeout=TIMEOUT)  # stdin closed: one round
@@ -84,6 +88,7 @@ def test_a_message_in_the_session_whose_worker_died_before_acknowledging_it_is_n
         ("assistant", "answer to second"),
     ]
     assert control.xpending(f"piagent:{{{run_id}}}:control", "worker")["pending"] == 0
+    assert without_ttl(control, run_id) == []
 
 
 def _kill_and_resume(redis_url: str, run_id: str, kill_on: str) -> list[dict[str, Any]]:

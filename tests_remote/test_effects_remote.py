@@ -14,12 +14,12 @@ import redis
 from piagent import Agent, ToolIntent, tool
 from piagent.ai.types import UserMessage
 from piagent.remote import Approval, RunHandle, attach, run_pending
-from piagent.remote._intents import EFFECTS_TTL_MS
+from piagent.remote._keys import RUN_TTL_MS
 from piagent.sessions import JsonlSession
 from piagent.testing import faux_message, faux_tool_call, register_faux_provider
 
 from .effects_worker import CALL_ID, charging_tool
-from .redis_server import RedisServer
+from .redis_server import RedisServer, key_ttls, without_ttl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,12 +138,6 @@ def test_a_worker_killed_after_an_approved_calls_intent_follows_the_policy_and_t
     assert keys.exists(f"piagent:{{effects-used}}:approved:{CALL_ID}") == 0
 
 
-def ttls(client: redis.Redis, run_id: str) -> dict[str, int]:
-    """The TTL in ms (-1: none) of each of the run's keys, by name."""
-    prefix = f"piagent:{{{run_id}}}:"
-    return {key[len(prefix) :]: client.pttl(key) for key in client.scan_iter(f"{prefix}*")}
-
-
 def test_an_approval_kept_by_a_killed_worker_expires_after_the_default_ttl_yet_the_resumed_run_finds_it(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -154,22 +148,30 @@ def test_an_approval_kept_by_a_killed_worker_expires_after_the_default_ttl_yet_t
         tmp_path,
         "effects-ttl-kept",
         "before-intent",
-        lambda: kept.update(ttls(client, "effects-ttl-kept")),
+        lambda: kept.update(key_ttls(client, "effects-ttl-kept")),
     )
-    assert EFFECTS_TTL_MS - 60_000 < kept[f"approved:{CALL_ID}"] <= EFFECTS_TTL_MS  # set with the approval it keeps
+    assert RUN_TTL_MS - 60_000 < kept[f"approved:{CALL_ID}"] <= RUN_TTL_MS  # set with the approval it keeps
     assert ledger == ["a"]  # found, and used once
-    left = ttls(client, "effects-ttl-kept")
-    assert EFFECTS_TTL_MS - 60_000 < left["intents"] <= EFFECTS_TTL_MS
+    left = key_ttls(client, "effects-ttl-kept")
+    assert RUN_TTL_MS - 60_000 < left["intents"] <= RUN_TTL_MS
     assert not [name for name in left if name.startswith("approved:")]
 
 
-def test_after_a_run_no_intent_or_approval_key_is_left_without_a_ttl(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_after_a_resumed_run_no_key_of_the_run_is_left_without_a_ttl(redis_server: RedisServer, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    killed_worker_then_resumed(redis_server, tmp_path, "effects-ttl-used", "after-effect")
-    left = ttls(client, "effects-ttl-used")
-    assert EFFECTS_TTL_MS - 60_000 < left["intents"] <= EFFECTS_TTL_MS
-    without = sorted(name for name, ttl in left.items() if ttl < 0)
-    assert without == ["control"]  # the control stream waits for the run's next message (docs/remote.md#keys)
+    left_by_the_killed_worker: list[str] = []
+    killed_worker_then_resumed(
+        redis_server,
+        tmp_path,
+        "effects-ttl-used",
+        "after-effect",
+        lambda: left_by_the_killed_worker.extend(without_ttl(client, "effects-ttl-used")),
+    )
+    assert left_by_the_killed_worker == []
+    left = key_ttls(client, "effects-ttl-used")
+    assert RUN_TTL_MS - 60_000 < left["intents"] <= RUN_TTL_MS
+    assert RUN_TTL_MS - 60_000 < left["control"] <= RUN_TTL_MS  # a week from the run's last activity
+    assert without_ttl(client, "effects-ttl-used") == []
 
 
 def test_a_decision_that_wins_the_race_against_the_approval_timeout_is_kept_with_its_ttl(
@@ -183,7 +185,7 @@ def test_a_decision_that_wins_the_race_against_the_approval_timeout_is_kept_with
     client.hset(keys.approvals, "c1", "{}")  # the worker's pending request
     assert RunHandle(redis_server.url, "effects-race").approve("c1")  # decided just as the worker gave up
     withdraw = client.register_script(WITHDRAW)  # what the worker runs on its timeout
-    raw = withdraw(keys=[keys.approvals, keys.decision("c1"), keys.approved("c1")], args=["c1", EFFECTS_TTL_MS])
+    raw = withdraw(keys=[keys.approvals, keys.decision("c1"), keys.approved("c1")], args=["c1", RUN_TTL_MS])
     assert json.loads(raw)["approved"] is True  # honoured
     assert client.lrange(keys.approved("c1"), 0, -1) == [raw]  # and kept for a resumed run, as any taken approval
-    assert EFFECTS_TTL_MS - 60_000 < client.pttl(keys.approved("c1")) <= EFFECTS_TTL_MS
+    assert RUN_TTL_MS - 60_000 < client.pttl(keys.approved("c1")) <= RUN_TTL_MS

@@ -15,14 +15,10 @@ from typing import Any, Callable, Optional
 import redis
 
 from .._effects import IntentJournal, ToolIntent
-from ._keys import RunKeys, redis_errors
+from ._keys import RUN_TTL_MS, RunKeys, redis_errors
 from ._scripts import RECORD_INTENTS
 
-__all__ = ["EFFECTS_TTL_MS", "RemoteIntents"]
-
-EFFECTS_TTL_MS = 7 * 24 * 3600 * 1000
-"""How long a run's ``intents`` hash and a kept approval (``approved:<id>``) live after their last
-write: a week, for a run resumed after an outage (docs/effects.md#remote-runs)."""
+__all__ = ["RemoteIntents"]
 
 
 class RemoteIntents:
@@ -54,7 +50,7 @@ class RemoteIntents:
                 self._record(
                     keys=[self._keys.intents, *(self._keys.approved(call_id) for call_id in ids)],
                     args=[
-                        EFFECTS_TTL_MS,
+                        RUN_TTL_MS,
                         *(value for intent in intents for value in (intent.tool_call_id, json.dumps(intent.to_dict()))),
                     ],
                 )

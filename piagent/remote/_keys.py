@@ -13,13 +13,29 @@ import redis
 from ..exceptions import InvalidTypeError, InvalidValueError
 from .errors import RemoteError
 
-__all__ = ["RunKeys", "check_run_id", "client_for", "entries_of", "redis_errors", "stream_id"]
+__all__ = [
+    "RUN_TTL_MS",
+    "RunKeys",
+    "check_run_id",
+    "client_for",
+    "entries_of",
+    "redis_errors",
+    "stream_id",
+    "write_with_ttl",
+]
 
 MAX_RUN_ID_CHARS = 200
 SOCKET_TIMEOUT = 10.0  # seconds; longer than every blocking read (1 s slices)
 CONNECT_TIMEOUT = 5.0
 GROUP = "worker"  # the control stream's consumer group
 CONSUMER = "owner"  # its only consumer: the worker holding the run's lease
+
+RUN_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a run's state (the control stream with its consumer group, the ``delivering`` notes,
+the pending ``approvals``, the ``intents``) lives after its last write or attach, and a kept
+approval (``approved:<id>``) after it was taken; a worker attached to the run renews the state's
+expiry as it ages. A week, for a run resumed after an outage (docs/remote.md#keys,
+docs/effects.md#remote-runs)."""
 
 
 def check_run_id(run_id: Any) -> str:
@@ -47,6 +63,10 @@ class RunKeys:
         self.delivering = self.prefix + "delivering"  # hash: control entry id -> transcript index
         self.approvals = self.prefix + "approvals"  # hash: tool call id -> pending request (JSON)
         self.intents = self.prefix + "intents"  # hash: tool call id -> its intent (JSON), docs/effects.md
+
+    def state(self) -> list[str]:
+        """The keys whose expiry attaching sets and a live worker renews (RUN_TTL_MS)."""
+        return [self.control, self.delivering, self.approvals, self.intents]
 
     def decision(self, tool_call_id: str) -> str:
         """List holding the one decision on a pending tool call."""
@@ -82,6 +102,15 @@ def client_for(redis_url: Union[str, redis.Redis]) -> redis.Redis:
             )
         return redis_url
     raise InvalidTypeError(f"redis_url must be a redis:// URL or a redis.Redis client, got {type(redis_url).__name__}")
+
+
+def write_with_ttl(client: redis.Redis, command: str, key: str, *args: Any) -> Any:
+    """``command key *args`` and the key's expiry (``RUN_TTL_MS`` from now) in one ``MULTI`` (one
+    round trip, so no key is left without one); the command's reply."""
+    pipe = client.pipeline(transaction=True)
+    pipe.execute_command(command, key, *args)
+    pipe.pexpire(key, RUN_TTL_MS)
+    return pipe.execute()[0]
 
 
 def entries_of(reply: Any) -> list[tuple[str, Optional[dict[str, str]]]]:

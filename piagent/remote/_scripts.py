@@ -4,12 +4,14 @@ from __future__ import annotations
 
 __all__ = ["ABORT", "CLAIM", "DECIDE", "PUBLISH", "RECORD_INTENTS", "RELEASE", "RENEW", "TAKE", "WITHDRAW"]
 
-# KEYS: owner, control. ARGV: token, lease ms, group, consumer, count.
-# Take the run's lease if free; then make sure the consumer group exists and mark where this
-# attachment starts: an id of the control stream (an entry added and deleted at once, so no
-# consumer ever reads it) after which an abort entry is meant for this worker, not an earlier
-# one. Returns {mark, entries in the consumer's pending list, up to count entries never read
-# (XREADGROUP >, now pending too)}, or false while another worker holds the lease.
+# KEYS: owner, control, then the run's other state keys (RunKeys.state()). ARGV: token, lease ms,
+# group, consumer, count, ttl ms. Take the run's lease if free; then make sure the consumer group
+# exists (a stream that expired, or never was, is made afresh with it, from id 0: messages sent
+# since are read) and mark where this attachment starts: an id of the control stream (an entry
+# added and deleted at once, so no consumer ever reads it) after which an abort entry is meant
+# for this worker, not an earlier one. The state keys expire ttl ms from now. Returns {mark,
+# entries in the consumer's pending list, up to count entries never read (XREADGROUP >, now
+# pending too)}, or false while another worker holds the lease.
 CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -20,6 +22,9 @@ if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
 end
 local mark = redis.call('XADD', KEYS[2], '*', 'kind', 'attached')
 redis.call('XDEL', KEYS[2], mark)
+for i = 2, #KEYS do
+  redis.call('PEXPIRE', KEYS[i], ARGV[6])
+end
 local pending = 0
 for _, consumer in ipairs(redis.call('XPENDING', KEYS[2], ARGV[3])[4] or {}) do
   if consumer[1] == ARGV[4] then
@@ -30,10 +35,20 @@ local new = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[5]
 return {mark, pending, new and new[1][2] or {}}
 """
 
-# KEYS: owner. ARGV: token, lease ms. Renew the lease if still ours: 1, else 0.
+# KEYS: owner, then the run's state keys. ARGV: token, lease ms, ttl ms, slack ms. Renew the
+# lease if still ours, and with it the expiry of each state key that has less than ttl - slack
+# left, or none (a live worker's run never expires under it; each key is written about once per
+# slack, not at every renewal): 1, else 0.
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local ttl, least = tonumber(ARGV[3]), tonumber(ARGV[3]) - tonumber(ARGV[4])
+  for i = 2, #KEYS do
+    local left = redis.call('PTTL', KEYS[i])
+    if left == -1 or left >= 0 and left < least then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
+  end
   return 1
 end
 return 0
@@ -47,13 +62,16 @@ end
 return 0
 """
 
-# KEYS: owner, control. ARGV: reason. An abort reaches the control stream only while a worker is
-# attached (holds the lease): an abort sent to an idle run is not kept for a later one.
+# KEYS: owner, control. ARGV: reason, ttl ms. An abort reaches the control stream (whose expiry
+# it renews) only while a worker is attached (holds the lease): an abort sent to an idle run is
+# not kept for a later one.
 ABORT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
-return redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
+local id = redis.call('XADD', KEYS[2], '*', 'kind', 'abort', 'reason', ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return id
 """
 
 # KEYS: events, the last event id given. ARGV: max events, ttl ms, the batch's events (JSON as

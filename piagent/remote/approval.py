@@ -21,8 +21,7 @@ import redis
 from ..abort import AbortSignal
 from ..exceptions import InvalidTypeError, InvalidValueError
 from ..types import BeforeToolCallContext, BeforeToolCallResult
-from ._intents import EFFECTS_TTL_MS
-from ._keys import RunKeys, redis_errors
+from ._keys import RUN_TTL_MS, RunKeys, redis_errors, write_with_ttl
 from ._scripts import TAKE, WITHDRAW
 
 __all__ = ["Approval"]
@@ -80,12 +79,12 @@ def approval_hook(
             kept = client.lindex(keys.approved(call.id), 0)  # taken by a worker that died before using it
             raw = None if kept is None else str(kept)
             if raw is None:
-                client.hset(keys.approvals, call.id, json.dumps(request, default=str))
+                write_with_ttl(client, "HSET", keys.approvals, call.id, json.dumps(request, default=str))
                 publish({"type": "approval_request", **request})
                 held = [keys.decision(call.id), keys.approved(call.id)]
                 raw = _wait(client, take, held, policy.timeout, signal)
                 if raw is None:
-                    raw = withdraw(keys=[keys.approvals, *held], args=[call.id, EFFECTS_TTL_MS])
+                    raw = withdraw(keys=[keys.approvals, *held], args=[call.id, RUN_TTL_MS])
         outcome: dict[str, Any]
         if raw is None:
             reason = "Operation aborted" if signal.aborted else f"Approval timed out after {policy.timeout:g} s"
@@ -131,7 +130,7 @@ def _wait(client: redis.Redis, take: Any, held: list[str], timeout: float, signa
         if left <= 0:
             return None
         if client.execute_command("BLMOVE", held[0], held[0], "LEFT", "RIGHT", min(POLL, left)) is not None:
-            taken = take(keys=held, args=[EFFECTS_TTL_MS])
+            taken = take(keys=held, args=[RUN_TTL_MS])
             if taken is not None:
                 return str(taken)
     return None

@@ -12,7 +12,7 @@ import redis
 
 from ..ai.nesting import MAX_RECORD_DEPTH, loads, loads_each
 from ..exceptions import InvalidTypeError, InvalidValueError
-from ._keys import RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._keys import RUN_TTL_MS, RunKeys, client_for, entries_of, redis_errors, stream_id, write_with_ttl
 from ._scripts import ABORT, DECIDE
 
 __all__ = ["RunHandle"]
@@ -50,7 +50,8 @@ class RunHandle:
         """Queue a steering message (injected before the run's next model call); returns its entry id.
 
         Delivered exactly once, in the order of this handle's calls; kept for the next worker
-        that attaches if none is attached now.
+        that attaches if none is attached now (for ``RUN_TTL_MS``, a week, after the run's last
+        activity: docs/remote.md#keys).
         """
         return self._send("steer", text)
 
@@ -63,7 +64,8 @@ class RunHandle:
             raise InvalidTypeError(f"{kind}() takes the message text as a str, got {type(text).__name__}")
         timestamp = str(int(time.time() * 1000))  # the message's own timestamp (kept by the worker)
         with self._errors(kind):
-            return str(self._redis.xadd(self.keys.control, {"kind": kind, "text": text, "timestamp": timestamp}))
+            entry = ("kind", kind, "text", text, "timestamp", timestamp)
+            return str(write_with_ttl(self._redis, "XADD", self.keys.control, "*", *entry))
 
     # -- control ----------------------------------------------------------------------------
 
@@ -73,7 +75,7 @@ class RunHandle:
         An abort sent while no worker is attached is not kept: it would end the next run.
         """
         with self._errors("abort"):
-            return bool(self._abort(keys=[self.keys.owner, self.keys.control], args=[str(reason)]))
+            return bool(self._abort(keys=[self.keys.owner, self.keys.control], args=[str(reason), RUN_TTL_MS]))
 
     def approve(self, tool_call_id: str) -> bool:
         """Let a pending tool call run; False if it was not pending (decided already, timed out, unknown)."""

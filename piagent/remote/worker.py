@@ -30,7 +30,7 @@ from ..exceptions import AgentBusyError, InvalidStateError, InvalidTypeError, In
 from ..result import RunResult
 from ..types import AgentMessage
 from ._intents import RemoteIntents
-from ._keys import CONSUMER, GROUP, RunKeys, client_for, entries_of, redis_errors, stream_id
+from ._keys import CONSUMER, GROUP, RUN_TTL_MS, RunKeys, client_for, entries_of, redis_errors, stream_id, write_with_ttl
 from ._publisher import Publisher
 from ._scripts import CLAIM, RELEASE, RENEW
 from .approval import Approval, approval_hook
@@ -47,6 +47,7 @@ RENEW_EVERY = 1.0  # seconds between lease renewals, counted from the claim; a t
 MAX_EVENTS = 10_000  # events kept per run (XADD MINID ~: a few more, and always the newest batch)
 CLAIM_POLL = 0.05  # seconds between attempts to take a held lease
 READ_COUNT = 500  # control entries per read
+STATE_SLACK_MS = 3600 * 1000  # a renewal renews a state key's expiry once less than RUN_TTL_MS minus this is left
 
 
 def attach(
@@ -153,8 +154,8 @@ class Attachment:
         claim = self._redis.register_script(CLAIM)
         waited = threading.Event()
         attempts = max(1, int(claim_timeout / CLAIM_POLL))
-        keys = [self.keys.owner, self.keys.control]
-        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT]
+        keys = [self.keys.owner, *self.keys.state()]
+        args: list[Union[str, int]] = [self._token, self._lease_ms, GROUP, CONSUMER, READ_COUNT, RUN_TTL_MS]
         with redis_errors(f"attach() to run {self.keys.run_id!r}"):
             for _ in range(attempts):
                 self._renewed = time.monotonic()
@@ -200,13 +201,13 @@ class Attachment:
 
     def _read_loop(self) -> None:
         renew = self._redis.register_script(RENEW)
-        owner = [self.keys.owner]
+        keys = [self.keys.owner, *self.keys.state()]
         try:
             while not self._stopping.is_set():
                 due = self._renewed + self._renew_every - time.monotonic()  # seconds until the next renewal
                 if due <= 0:
                     self._renewed, due = time.monotonic(), self._renew_every
-                    if not renew(keys=owner, args=[self._token, self._lease_ms]):
+                    if not renew(keys=keys, args=[self._token, self._lease_ms, RUN_TTL_MS, STATE_SLACK_MS]):
                         raise RemoteError(f"run {self.keys.run_id!r}: this worker's lease was lost (Redis restarted?)")
                 self._read_new(block=max(1, min(READ_SLICE_MS, int(due * 1000))))  # BLOCK 0 would wait forever
         except Exception as exc:  # Redis gone, restarted (NOGROUP) or lease lost: end the run clearly
@@ -292,7 +293,7 @@ class Attachment:
             # it (written from this thread: one round trip, no hand-off to the publisher and back):
             # after a crash, the next worker tells from it whether it did.
             try:
-                self._redis.hset(self.keys.delivering, entry_id, len(self.agent.state.messages))
+                write_with_ttl(self._redis, "HSET", self.keys.delivering, entry_id, len(self.agent.state.messages))
             except redis.RedisError as exc:
                 self._fail(exc)
                 self._failure_raised = True
@@ -335,7 +336,9 @@ class Attachment:
         self._stopping.set()
         wake = None
         with contextlib.suppress(redis.RedisError):  # Redis gone: the reader stops at its next read
-            wake = str(self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}))
+            # NOMKSTREAM: a stream Redis lost (the reader has stopped on it) is not made again without its expiry
+            added = self._redis.xadd(self.keys.control, {"kind": "wake", "token": self._token}, nomkstream=True)
+            wake = None if added is None else str(added)
         if self._unsubscribe is not None:  # while the reader wakes up
             self._unsubscribe()
             self._publisher.close()

@@ -27,6 +27,7 @@ import http.cookiejar
 import os
 import signal as signals
 import socket
+import sysconfig
 import threading
 import time
 from collections.abc import Iterator
@@ -233,6 +234,25 @@ def session() -> requests.Session:
         return _shared_session
 
 
+_PIAGENT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS = tuple(
+    {os.path.abspath(path) + os.sep for name, path in sysconfig.get_paths().items() if name.endswith(("stdlib", "lib"))}
+)
+
+
+def in_user_code(frame: Any) -> bool:
+    """Whether the innermost frame of ``frame``'s stack that is not the standard library's or an
+    installed package's is the program's own (a listener, a hook, a tool), not piagent's."""
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if path.startswith(_PIAGENT_DIR):
+            return False
+        if not path.startswith(_LIBRARY_DIRS) and not path.startswith("<frozen"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _CtrlCHandler:
     """The SIGINT handler :func:`ctrl_c_calls` installs (a class: a nested call knows it for its own)."""
 
@@ -240,6 +260,8 @@ class _CtrlCHandler:
         self.on_ctrl_c = on_ctrl_c
 
     def __call__(self, number: int, frame: Any) -> None:
+        if in_user_code(frame):  # a hook waiting on input(), a listener: interrupted as Python would
+            raise KeyboardInterrupt
         self.on_ctrl_c()
 
 
@@ -247,7 +269,8 @@ class _CtrlCHandler:
 def ctrl_c_calls(on_ctrl_c: Callable[[], None]) -> Iterator[None]:
     """While in this block on the main thread, Ctrl-C calls ``on_ctrl_c()`` (in the signal
     handler: what it raises is raised where the main thread was) instead of raising
-    ``KeyboardInterrupt``. Only over Python's own handler, or a block of this kind around this
+    ``KeyboardInterrupt``, unless it lands in the program's own code (:func:`in_user_code`),
+    which is interrupted as Python interrupts it. Only over Python's own handler, or a block of this kind around this
     one (an agent prompted from another's listener): a SIGINT handler of the program's own is
     left alone. The handler found is installed again at the end, unless somebody installed
     theirs over this one meanwhile."""

@@ -180,3 +180,53 @@ def test_a_second_ctrl_c_while_the_run_finishes_raises_at_once_and_leaves_the_ag
     assert outcome["roles"] == ["user", "assistant"]
     assert (outcome["stop_reason"], outcome["text"]) == ("aborted", "Partial")
     assert outcome["idle"] is True and outcome["next"] == "Back."
+
+
+HOOK_CHILD = r"""
+import json, threading
+from piagent import Agent, tool
+from piagent.testing import faux_message, faux_tool_call, register_faux_provider
+
+faux = register_faux_provider()
+faux.set_responses([faux_message([faux_tool_call("noop", {})]), faux_message("usable again")])
+
+@tool
+def noop() -> str:
+    '''Nothing.'''
+    return "ok"
+
+def ask_the_user(context, signal):
+    print("ASKING", flush=True)
+    threading.Event().wait()  # stands for input(): only an exception ends this wait
+
+agent = Agent(model=faux.get_model(), tools=[noop], before_tool_call=ask_the_user)
+try:
+    agent.prompt("go")
+    interrupted = False
+except KeyboardInterrupt:
+    interrupted = True
+agent.before_tool_call = None
+outcome = dict(interrupted=interrupted, idle=not agent.state.is_streaming, next=agent.prompt("again").text)
+print("OUTCOME " + json.dumps(outcome), flush=True)
+"""
+
+
+def test_ctrl_c_in_a_hook_waiting_for_the_user_interrupts_the_hook_at_once(tmp_path):
+    """A Ctrl-C that lands in the program's own code (a hook waiting on input()) raises there, as
+    Python would: an abort alone would leave the hook waiting for an answer nobody gives."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PIAGENT_HOME"] = str(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOOK_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        line_within(process, "ASKING")
+        process.send_signal(signal.SIGINT)
+        outcome = json.loads(line_within(process, "OUTCOME"))
+        process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(WAIT)
+    assert process.returncode == 0
+    assert outcome == {"interrupted": True, "idle": True, "next": "usable again"}

@@ -239,3 +239,33 @@ def test_continuing_a_base_url_session_without_its_address_is_a_usage_error_that
         assert server.requests[1].json["model"] == "llama3.2"
     changes = [(e["provider"], e["modelId"]) for e in JsonlSession(path).entries() if e["type"] == "model_change"]
     assert changes == [("ollama", "llama3.2")]
+
+
+def test_continuing_a_base_url_session_applies_the_compat_flags_given(home: dict[str, str]) -> None:
+    """``-c --base-url URL --compat K=V`` asks the session's model there with those flags (they were checked,
+    then dropped); ``-c --compat K=V`` without --base-url is refused, naming --base-url."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+
+    def piagent(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "piagent", *argv], capture_output=True, text=True, env=env, timeout=WAIT
+        )
+
+    with ScriptedServer() as server:
+        url = f"{server.url}/v1"
+        server.reply(chat_text("Hi."))
+        assert piagent("--base-url", url, "-m", "ollama:llama3.2", "--max-tokens", "7", "Hi").returncode == 0
+        default_field = "max_tokens" if "max_tokens" in server.requests[0].json else "max_completion_tokens"
+        other_field = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}[default_field]
+
+        server.reply(chat_text("Again."))
+        compat = f"max_tokens_field={other_field}"
+        continued = piagent("-c", "--base-url", url, "--compat", compat, "--max-tokens", "7", "Again")
+        assert continued.returncode == 0, continued.stderr
+        sent = server.requests[1].json
+        assert sent["model"] == "llama3.2" and sent.get(other_field) == 7 and default_field not in sent
+
+        refused = piagent("-c", "--compat", compat, "Again")
+        assert refused.returncode == 2 and "pass --base-url URL" in refused.stderr
+        assert len(server.requests) == 2

@@ -339,7 +339,9 @@ def main(
         compat = parse_compat(args.compat)  # checked even where a session's model is used
         session = open_session(args, os.getcwd(), console.note, environ)
         chosen = (
-            model or session_model(args, session, environ) or resolve_model(args.model, args.base_url, environ, compat)
+            model
+            or session_model(args, session, environ, compat)
+            or resolve_model(args.model, args.base_url, environ, compat)
         )
         key = resolve_api_key(chosen, args.api_key, environ)
         fallbacks = [

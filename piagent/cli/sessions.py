@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping
-from typing import IO, Callable, Optional
+from typing import IO, Any, Callable, Optional
 
 from ..ai.types import Model
 from ..exceptions import SessionError
@@ -61,17 +61,21 @@ _ANOTHER_MODEL = "Or pass --model PROVIDER:ID to continue the session with anoth
 
 
 def session_model(
-    args: argparse.Namespace, session: Optional[JsonlSession], environ: Optional[Mapping[str, str]] = None
+    args: argparse.Namespace,
+    session: Optional[JsonlSession],
+    environ: Optional[Mapping[str, str]] = None,
+    compat: Optional[dict[str, Any]] = None,
 ) -> Optional[Model]:
     """Without ``--model``, the model a continued session last used (None: it names none; served at
-    ``--base-url`` when given). Raises :class:`SetupError` when it cannot be used: the command never
-    switches models on its own, and the session records no server address to find one again."""
+    ``--base-url`` when given, with ``compat``, the checked ``--compat`` flags). Raises
+    :class:`SetupError` when it cannot be used: the command never switches models on its own,
+    and the session records no server address to find one again."""
     recorded = session.context().model if session is not None and not args.model else None
     if recorded is None:
         return None
     ref = f"{recorded[0]}:{recorded[1]}"
     try:
-        return resolve_model(ref, args.base_url, environ)
+        return resolve_model(ref, args.base_url, environ, compat)
     except SetupError as exc:
         if _in_catalogue(ref):
             raise SetupError(f"the session's model {ref} cannot be used: {exc}\n{_ANOTHER_MODEL}") from None

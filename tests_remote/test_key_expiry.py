@@ -175,3 +175,21 @@ def test_a_live_workers_renewals_leave_the_expiry_of_its_state_keys_alone_until_
         assert wait_until(lambda: calls()[0] >= 2)  # two renewals
         renewals, writes = calls()
     assert writes == renewals  # the lease's own PEXPIRE, nothing else
+
+
+def test_a_message_sent_to_a_run_nobody_attaches_to_renews_every_state_key_of_the_run(
+    redis_server: RedisServer,
+) -> None:
+    """The run's state expires as one: a dead worker's delivering note (and its intents) lived a
+    week from their own last write while steering kept the control stream alive, and a note lapsing
+    before its pending entry would let that message be delivered again."""
+    run_id, client = "expiry-together", raw(redis_server)
+    keys = RunKeys(run_id)
+    client.hset(keys.delivering, "1-0", 3)  # as a worker that died mid-delivery left them, a day before the end
+    client.hset(keys.intents, "call_a", "{}")
+    for key in (keys.delivering, keys.intents):
+        client.pexpire(key, A_MINUTE)
+    RunHandle(redis_server.url, run_id).steer("still there?")
+    ttls = key_ttls(client, run_id)
+    for name in ("control", "delivering", "intents"):
+        assert RUN_TTL_MS - A_MINUTE < ttls[name] <= RUN_TTL_MS, name

@@ -104,12 +104,15 @@ def client_for(redis_url: Union[str, redis.Redis]) -> redis.Redis:
     raise InvalidTypeError(f"redis_url must be a redis:// URL or a redis.Redis client, got {type(redis_url).__name__}")
 
 
-def write_with_ttl(client: redis.Redis, command: str, key: str, *args: Any) -> Any:
-    """``command key *args`` and the key's expiry (``RUN_TTL_MS`` from now) in one ``MULTI`` (one
-    round trip, so no key is left without one); the command's reply."""
+def write_with_ttl(client: redis.Redis, keys: RunKeys, command: str, key: str, *args: Any) -> Any:
+    """``command key *args`` (``key`` one of ``keys.state()``) and the expiry of every state key of
+    the run (``RUN_TTL_MS`` from now) in one ``MULTI``: one round trip, no key left without an
+    expiry, and the run's state expiring as one, a week after its last write (a ``delivering``
+    note never lapses before the pending entry it is about); the command's reply."""
     pipe = client.pipeline(transaction=True)
     pipe.execute_command(command, key, *args)
-    pipe.pexpire(key, RUN_TTL_MS)
+    for name in keys.state():
+        pipe.pexpire(name, RUN_TTL_MS)
     return pipe.execute()[0]
 
 

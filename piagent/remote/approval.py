@@ -79,7 +79,7 @@ def approval_hook(
             kept = client.lindex(keys.approved(call.id), 0)  # taken by a worker that died before using it
             raw = None if kept is None else str(kept)
             if raw is None:
-                write_with_ttl(client, "HSET", keys.approvals, call.id, json.dumps(request, default=str))
+                write_with_ttl(client, keys, "HSET", keys.approvals, call.id, json.dumps(request, default=str))
                 publish({"type": "approval_request", **request})
                 held = [keys.decision(call.id), keys.approved(call.id)]
                 raw = _wait(client, take, held, policy.timeout, signal)

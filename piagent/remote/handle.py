@@ -65,7 +65,7 @@ class RunHandle:
         timestamp = str(int(time.time() * 1000))  # the message's own timestamp (kept by the worker)
         with self._errors(kind):
             entry = ("kind", kind, "text", text, "timestamp", timestamp)
-            return str(write_with_ttl(self._redis, "XADD", self.keys.control, "*", *entry))
+            return str(write_with_ttl(self._redis, self.keys, "XADD", self.keys.control, "*", *entry))
 
     # -- control ----------------------------------------------------------------------------
 

@@ -293,7 +293,9 @@ class Attachment:
             # it (written from this thread: one round trip, no hand-off to the publisher and back):
             # after a crash, the next worker tells from it whether it did.
             try:
-                write_with_ttl(self._redis, "HSET", self.keys.delivering, entry_id, len(self.agent.state.messages))
+                write_with_ttl(
+                    self._redis, self.keys, "HSET", self.keys.delivering, entry_id, len(self.agent.state.messages)
+                )
             except redis.RedisError as exc:
                 self._fail(exc)
                 self._failure_raised = True

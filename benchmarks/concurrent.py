@@ -20,6 +20,7 @@ import threading
 from .scenarios import concurrent_runs
 
 HELD_CALL = "call_turn_1"  # the tool call each run waits in (the second turn's)
+HOLD_TIMEOUT = 60.0  # seconds the runs wait for one another (a run that failed never comes)
 
 
 def _status(field: str) -> int:
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
         print("held: the runs wait in their second tool call, so they need at least 2 turns", file=sys.stderr)
         return 2
     concurrent_runs(base, 1, turns)[side]()  # one run first: imports and caches are not the runs' memory
-    all_there = threading.Barrier(runs + 1)
+    all_there = threading.Barrier(runs + 1, timeout=HOLD_TIMEOUT)  # a run gone wrong breaks it: no hang
     added: list[int] = []
 
     def hold(tool_call_id: str) -> None:
@@ -55,10 +56,13 @@ def main(argv: list[str]) -> int:
 
     before = _status("VmRSS")
     if held:
-        threading.Thread(target=measure).start()
+        threading.Thread(target=measure, daemon=True).start()
     results = run()
     if not all(results):
         print(f"{side}: {results.count(False)} of {runs} runs went wrong", file=sys.stderr)
+        return 1
+    if held and not added:
+        print(f"{side}: the runs were never all in their tool call at once", file=sys.stderr)
         return 1
     print(added[0] if held else _status("VmHWM") - before)
     return 0

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Union
 
 from .ai.models import get_models, register_model, unregister_model
 from .ai.provider_kit import AbortedRequest, MessageBuilder, ProviderStreamError, stream_events
-from .ai.registry import register_api_provider, unregister_api_provider
+from .ai.registry import get_api_providers, register_api_provider, unregister_api_provider
 from .ai.stream import AssistantMessageEventStream
 from .ai.types import (
     AssistantContent,
@@ -171,13 +171,14 @@ class FauxProvider:
 
     def unregister(self) -> None:
         """Remove the provider from the registry and its models from the catalogue (each model one
-        of them replaced comes back, unless another provider's model replaced it since)."""
+        of them replaced comes back, unless another provider's model replaced it since, or it is
+        another faux provider's, unregistered since)."""
         unregister_api_provider(self.api)
         for model, replaced in zip(self.models, self._replaced):
             current = _catalogued(model.provider, model.id)
             if current is None or current.api != self.api:
                 continue
-            if replaced is None:
+            if replaced is None or replaced.api not in get_api_providers():  # none, or another faux unregistered since
                 unregister_model(model.provider, model.id)
             else:
                 register_model(replaced)

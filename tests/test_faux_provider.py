@@ -103,6 +103,16 @@ def test_the_models_are_in_the_catalogue_until_unregistered_and_what_they_replac
         get_model("faux:faux-a")
 
 
+def test_a_model_of_a_faux_provider_unregistered_since_never_comes_back() -> None:
+    """Unregistered out of order, the second provider put the first's model back, a model no provider served."""
+    first = register_faux_provider(models=["faux-b"])
+    second = register_faux_provider(models=["faux-b"])
+    first.unregister()
+    second.unregister()
+    with pytest.raises(ModelNotFoundError):
+        get_model("faux:faux-b")
+
+
 def test_api_provider_and_model_are_rewritten_on_returned_messages() -> None:
     faux = register_faux_provider(api="faux:test", provider="faux-provider", models=["faux-model"])
     try:

@@ -27,6 +27,7 @@ import http.cookiejar
 import os
 import signal as signals
 import socket
+import sys
 import sysconfig
 import threading
 import time
@@ -237,7 +238,8 @@ def session() -> requests.Session:
 _PIAGENT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LIBRARY_DIRS = tuple(
     {os.path.abspath(path) + os.sep for name, path in sysconfig.get_paths().items() if name.endswith(("stdlib", "lib"))}
-)
+    | {os.path.abspath(path) + os.sep for path in sys.path if path.endswith(("site-packages", "dist-packages"))}
+)  # the standard library's and installed packages' (a distribution's dist-packages too)
 
 
 def in_user_code(frame: Any) -> bool:

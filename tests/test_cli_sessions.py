@@ -37,6 +37,15 @@ def run(faux: FauxProvider, environ: dict[str, str], *argv: str) -> dict[str, An
     return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
 
+def piagent_process(home: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m piagent *argv`` in a process of its own, with ``home`` and no API key or PIAGENT_MODEL."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
+    env.update(home)
+    return subprocess.run(
+        [sys.executable, "-m", "piagent", *argv], capture_output=True, text=True, env=env, timeout=WAIT
+    )
+
+
 def test_a_one_shot_run_is_recorded_and_v_prints_its_session_file(faux: FauxProvider, home: dict[str, str]) -> None:
     faux.set_responses([faux_message("Hello!")])
     result = run(faux, home, "-v", "Say hello")
@@ -122,20 +131,11 @@ def test_continue_and_session_together_are_refused(faux: FauxProvider, home: dic
 
 
 def test_two_processes_continue_one_conversation_and_its_model_over_http(home: dict[str, str], tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
-    env.update(home)
     with ScriptedServer() as server:
         server.reply(chat_text("Paris."))
         server.reply(chat_text("About 2 million."))
         for argv in (["--model", "m1", "-v", "-s", "Be brief.", "Capital of France?"], ["-c", "Its population?"]):
-            process = subprocess.run(
-                [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=WAIT,
-                cwd=os.getcwd(),
-            )
+            process = piagent_process(home, "--base-url", f"{server.url}/v1", *argv)
             assert process.returncode == 0, process.stderr
         second = server.requests[1].json["messages"]
     assert server.requests[1].json["model"] == "m1"  # the continued session's model, without --model
@@ -145,14 +145,11 @@ def test_two_processes_continue_one_conversation_and_its_model_over_http(home: d
 
 def test_a_bad_compat_flag_is_refused_when_continuing_a_sessions_model(home: dict[str, str]) -> None:
     """``-c`` takes the session's model: a typo in --compat was not even read, let alone refused."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
-    env.update(home)
     with ScriptedServer() as server:
         server.reply(chat_text("Paris."))
         runs = []
         for argv in (["--model", "m1", "Capital of France?"], ["-c", "--compat", "supports_null_contnet=true", "Why?"]):
-            command = [sys.executable, "-m", "piagent", "--base-url", f"{server.url}/v1", *argv]
-            runs.append(subprocess.run(command, capture_output=True, text=True, env=env, timeout=WAIT))
+            runs.append(piagent_process(home, "--base-url", f"{server.url}/v1", *argv))
         assert runs[0].returncode == 0, runs[0].stderr
         assert runs[1].returncode == 2 and len(server.requests) == 1
     assert "did you mean 'supports_null_content'?" in runs[1].stderr
@@ -212,13 +209,9 @@ def test_continuing_a_base_url_session_without_its_address_is_a_usage_error_that
 ) -> None:
     """The session records no server address: the command says to pass --base-url (or --model) and never
     switches to its default model on its own; given --base-url again, the session's model is asked there."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
-    env.update(home)
 
     def piagent(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "piagent", *argv], capture_output=True, text=True, env=env, timeout=WAIT
-        )
+        return piagent_process(home, *argv)
 
     with ScriptedServer() as server:
         url = f"{server.url}/v1"
@@ -244,13 +237,9 @@ def test_continuing_a_base_url_session_without_its_address_is_a_usage_error_that
 def test_continuing_a_base_url_session_applies_the_compat_flags_given(home: dict[str, str]) -> None:
     """``-c --base-url URL --compat K=V`` asks the session's model there with those flags (they were checked,
     then dropped); ``-c --compat K=V`` without --base-url is refused, naming --base-url."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PIAGENT_MODEL"}
-    env.update(home)
 
     def piagent(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "piagent", *argv], capture_output=True, text=True, env=env, timeout=WAIT
-        )
+        return piagent_process(home, *argv)
 
     with ScriptedServer() as server:
         url = f"{server.url}/v1"

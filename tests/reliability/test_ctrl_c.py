@@ -89,11 +89,11 @@ ABORTED_RUN = [
 ]
 
 
-def child(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
+def child(tmp_path: Path, *argv: str, program: str = CHILD) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PIAGENT_HOME"] = str(tmp_path)
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, *argv],
+        [sys.executable, "-c", program, *argv],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -111,13 +111,13 @@ def line_within(process: subprocess.Popen[str], prefix: str) -> str:
     return line[len(prefix) :].strip()
 
 
-def interrupted_outcome(process: subprocess.Popen[str], second_ctrl_c: bool = False) -> tuple[str, dict[str, Any]]:
-    """Ctrl-C once the child streams (again once it holds the finishing run); its partial text and outcome."""
+def outcome_after_ctrl_c(process: subprocess.Popen[str], *markers: str) -> tuple[str, dict[str, Any]]:
+    """A Ctrl-C each time the child prints the next of ``markers``; the rest of the first marker's
+    line and the child's outcome (the child must then exit 0)."""
     try:
-        partial = json.loads(line_within(process, "STREAMING"))
-        process.send_signal(signal.SIGINT)
-        if second_ctrl_c:
-            line_within(process, "FINISHING")
+        lines = []
+        for marker in markers:
+            lines.append(line_within(process, marker))
             process.send_signal(signal.SIGINT)
         outcome = json.loads(line_within(process, "OUTCOME"))
         process.communicate(timeout=WAIT)
@@ -126,7 +126,13 @@ def interrupted_outcome(process: subprocess.Popen[str], second_ctrl_c: bool = Fa
             process.kill()
             process.wait(WAIT)
     assert process.returncode == 0
-    return partial, outcome
+    return lines[0], outcome
+
+
+def interrupted_outcome(process: subprocess.Popen[str], second_ctrl_c: bool = False) -> tuple[str, dict[str, Any]]:
+    """Ctrl-C once the child streams (again once it holds the finishing run); its partial text and outcome."""
+    streaming, outcome = outcome_after_ctrl_c(process, "STREAMING", *(["FINISHING"] if second_ctrl_c else []))
+    return json.loads(streaming), outcome
 
 
 def test_ctrl_c_while_a_faux_answer_streams_ends_the_run_as_an_abort_then_raises(tmp_path):
@@ -214,19 +220,5 @@ print("OUTCOME " + json.dumps(outcome), flush=True)
 def test_ctrl_c_in_a_hook_waiting_for_the_user_interrupts_the_hook_at_once(tmp_path):
     """A Ctrl-C that lands in the program's own code (a hook waiting on input()) raises there, as
     Python would: an abort alone would leave the hook waiting for an answer nobody gives."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PIAGENT_HOME"] = str(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOOK_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        line_within(process, "ASKING")
-        process.send_signal(signal.SIGINT)
-        outcome = json.loads(line_within(process, "OUTCOME"))
-        process.communicate(timeout=WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(WAIT)
-    assert process.returncode == 0
+    _, outcome = outcome_after_ctrl_c(child(tmp_path, program=HOOK_CHILD), "ASKING")
     assert outcome == {"interrupted": True, "idle": True, "next": "usable again"}
